@@ -1,0 +1,16 @@
+//! The actor tree (ractor): per graph root, a [`supervisor::RootSupervisor`]
+//! over the schema, branch and table actors (whose gates are leases taken in
+//! the order schema → branch → sorted tables) and the reconciler.
+//! Handles reach it through [`runtime::Runtime`].
+
+pub mod branch;
+pub mod lease;
+pub mod reconciler;
+pub mod runtime;
+pub mod schema;
+pub mod supervisor;
+pub mod table;
+
+pub use lease::{Gate, Lease, LeaseMode, LeaseSet};
+pub use runtime::Runtime;
+pub mod saga;

@@ -1,0 +1,183 @@
+//! The per-root actor tree as seen by handles: one [`Runtime`] per canonical
+//! root in the process, shared by every handle opened on it, and typed
+//! request helpers that turn a dead or restarting actor into a typed error.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Weak};
+
+use dashmap::DashMap;
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef, RpcReplyPort};
+
+use super::lease::{Lease, LeaseMode};
+use super::supervisor::{ChildKey, ChildRef, Directory, RootSupervisor, SupervisorArgs, SupervisorMsg};
+use crate::engine::manifest::{ManifestView, PublishRequest, Published};
+use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::{CommittedTxn, Root, StagedTxn};
+use crate::protocol::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
+use crate::protocol::{OmniError, Result};
+
+static RUNTIMES: LazyLock<tokio::sync::Mutex<HashMap<String, Weak<Runtime>>>> = LazyLock::new(Default::default);
+
+/// The actor tree of one graph root.
+pub struct Runtime {
+    me: Weak<Runtime>,
+    root: Root,
+    supervisor: ActorRef<SupervisorMsg>,
+    directory: Directory,
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.supervisor.stop(Some("last handle dropped".into()));
+    }
+}
+
+/// Send `build(reply)` to `actor` and wait for the answer; a dead actor or a
+/// dropped reply becomes `ActorUnavailable`, never a hang.
+async fn ask<M, T>(actor: &ActorRef<M>, what: &str, build: impl FnOnce(RpcReplyPort<T>) -> M) -> Result<T>
+where
+    M: ractor::Message,
+    T: Send + 'static,
+{
+    match actor.call(build, None).await {
+        Ok(CallResult::Success(v)) => Ok(v),
+        Ok(CallResult::Timeout) => Err(OmniError::ActorUnavailable(format!("{what}: timed out"))),
+        Ok(CallResult::SenderError) => Err(OmniError::ActorUnavailable(format!("{what}: the actor stopped"))),
+        Err(e) => Err(OmniError::ActorUnavailable(format!("{what}: {e}"))),
+    }
+}
+
+impl Runtime {
+    /// The runtime for `root`, started if no handle in this process has one.
+    pub async fn for_root(root: &Root) -> Result<Arc<Runtime>> {
+        let mut all = RUNTIMES.lock().await;
+        all.retain(|_, w| w.strong_count() > 0);
+        if let Some(rt) = all.get(root.uri()).and_then(Weak::upgrade) {
+            return Ok(rt);
+        }
+        let directory: Directory = Arc::new(DashMap::new());
+        let args = SupervisorArgs { root: root.clone(), directory: directory.clone() };
+        let (supervisor, _) = Actor::spawn(None, RootSupervisor, args)
+            .await
+            .map_err(|e| OmniError::ActorUnavailable(format!("starting the actor tree for {}: {e}", root.uri())))?;
+        let rt = Arc::new_cyclic(|me| Runtime { me: me.clone(), root: root.clone(), supervisor, directory });
+        all.insert(root.uri().to_string(), Arc::downgrade(&rt));
+        Ok(rt)
+    }
+
+    /// The graph root.
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// The supervisor (tests kill and inspect through it).
+    pub fn supervisor(&self) -> &ActorRef<SupervisorMsg> {
+        &self.supervisor
+    }
+
+    async fn child(&self, key: ChildKey) -> Result<ChildRef> {
+        if let Some(c) = self.directory.get(&key).map(|c| c.clone()) {
+            if c.is_alive() {
+                return Ok(c);
+            }
+        }
+        ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Ensure { key, reply }).await?
+    }
+
+    /// The schema actor.
+    pub async fn schema_actor(&self) -> Result<ActorRef<SchemaMsg>> {
+        match self.child(ChildKey::Schema).await? {
+            ChildRef::Schema(a) => Ok(a),
+            _ => Err(OmniError::Internal("directory returned the wrong actor kind".into())),
+        }
+    }
+
+    /// The actor of graph branch `branch`.
+    pub async fn branch_actor(&self, branch: &str) -> Result<ActorRef<BranchMsg>> {
+        match self.child(ChildKey::Branch(branch.to_string())).await? {
+            ChildRef::Branch(a) => Ok(a),
+            _ => Err(OmniError::Internal("directory returned the wrong actor kind".into())),
+        }
+    }
+
+    /// The actor of the table at `uri` on graph branch `branch`.
+    pub async fn table_actor(&self, uri: &str, branch: &str) -> Result<ActorRef<TableMsg>> {
+        let key = ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() };
+        match self.child(key).await? {
+            ChildRef::Table(a) => Ok(a),
+            _ => Err(OmniError::Internal("directory returned the wrong actor kind".into())),
+        }
+    }
+
+    /// The reconciler.
+    pub async fn reconciler(&self) -> Result<ActorRef<ReconcilerMsg>> {
+        match self.child(ChildKey::Reconciler).await? {
+            ChildRef::Reconciler(a) => Ok(a),
+            _ => Err(OmniError::Internal("directory returned the wrong actor kind".into())),
+        }
+    }
+
+    /// The accepted schema.
+    pub async fn schema(&self) -> Result<Arc<SchemaState>> {
+        let a = self.schema_actor().await?;
+        ask(&a, "schema actor", |reply| SchemaMsg::Current { reply }).await
+    }
+
+    /// Take the schema gate.
+    pub async fn lease_schema(&self, mode: LeaseMode) -> Result<Lease> {
+        let a = self.schema_actor().await?;
+        ask(&a, "schema gate", |reply| SchemaMsg::Acquire { mode, reply }).await
+    }
+
+    /// Take a branch gate.
+    pub async fn lease_branch(&self, branch: &str) -> Result<Lease> {
+        let a = self.branch_actor(branch).await?;
+        ask(&a, "branch gate", |reply| BranchMsg::Acquire { reply }).await
+    }
+
+    /// Take a table gate.
+    pub async fn lease_table(&self, uri: &str, branch: &str) -> Result<Lease> {
+        let a = self.table_actor(uri, branch).await?;
+        ask(&a, "table gate", |reply| TableMsg::Acquire { reply }).await
+    }
+
+    /// A fresh manifest view of `branch`.
+    pub async fn view(&self, branch: &str) -> Result<ManifestView> {
+        let a = self.branch_actor(branch).await?;
+        ask(&a, "branch actor", |reply| BranchMsg::View { reply }).await?
+    }
+
+    /// Publish through the branch actor, holding its lease.
+    pub async fn publish(&self, request: PublishRequest, lease: &Lease) -> Result<Published> {
+        let a = self.branch_actor(&request.branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "branch actor", |reply| BranchMsg::Publish { request: Box::new(request), lease_id, reply }).await?
+    }
+
+    /// Commit a staged transaction through its table actor, holding its lease.
+    pub async fn commit(&self, branch: &str, staged: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
+        let a = self.table_actor(staged.uri(), branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "table actor", |reply| TableMsg::Commit { staged: Box::new(staged), lease_id, reply }).await?
+    }
+
+    /// Live Lance HEAD of a table on a branch.
+    pub async fn table_head(&self, uri: &str, branch: &str) -> Result<u64> {
+        let a = self.table_actor(uri, branch).await?;
+        ask(&a, "table actor", |reply| TableMsg::Head { reply }).await?
+    }
+
+    /// Ask the reconciler for a background recovery pass.
+    pub async fn reconcile_soon(&self) -> Result<()> {
+        let a = self.reconciler().await?;
+        a.cast(ReconcilerMsg::Reconcile { runtime: self.me.clone() })
+            .map_err(|e| OmniError::ActorUnavailable(format!("reconciler: {e}")))
+    }
+
+    /// Pending recovery sidecars.
+    pub async fn pending_sidecars(&self) -> Result<Vec<String>> {
+        let a = self.reconciler().await?;
+        ask(&a, "reconciler", |reply| ReconcilerMsg::ListPending { reply }).await?
+    }
+}

@@ -1,0 +1,6 @@
+//! Writer sagas: each a fixed sequence of typed messages to the owning actors
+//! (see [`write`] for the mutation/load sequence), with a named failpoint at
+//! every boundary ([`failpoints`]).
+
+pub mod failpoints;
+pub mod write;

@@ -1,0 +1,313 @@
+//! The direct-publish write saga shared by mutation and load:
+//!
+//! `prepare` (stage effects, outside all gates) → acquire leases (schema
+//! shared → branch → sorted tables) → `revalidate` → `arm` (durable sidecar)
+//! → `commit` (each table actor commits exactly) → `confirm` (sidecar
+//! EffectsConfirmed) → `publish` (branch actor, one CAS) → `finish` (delete
+//! the sidecar, release the leases).
+//!
+//! Before the first effect a changed authority is `ReadSetChanged`, which an
+//! insert-only write answers by preparing again (bounded); after it, any
+//! failure is `RecoveryRequired` and the sidecar stays for recovery.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use serde::Serialize;
+use tracing::{Instrument, debug, info_span};
+
+use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::runtime::Runtime;
+use crate::actors::supervisor::ChildKey;
+use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
+use crate::engine::write_plan::{AuthorityToken, Capture, Prepared};
+use crate::protocol::{OmniError, Result};
+use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind};
+use crate::recovery::resolve::Mode;
+use crate::recovery::sweep::sweep;
+use crate::saga_failpoint;
+
+/// Pre-effect attempts an insert-only write makes before giving up.
+pub const MAX_PREPARE_ATTEMPTS: usize = 32;
+
+/// Who writes where, under which caller precondition.
+#[derive(Debug, Clone)]
+pub struct WriteIntent {
+    /// Mutation or load.
+    pub kind: WriterKind,
+    /// Graph branch.
+    pub branch: String,
+    /// Actor recorded on the commit.
+    pub actor: Option<String>,
+    /// Caller precondition: the branch head must be exactly this commit.
+    pub if_commit: Option<String>,
+    /// Whether a pre-effect authority change is answered by preparing again
+    /// (insert-only mutations, append/merge loads) or surfaced (strict writes).
+    pub retry_on_conflict: bool,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone, Serialize)]
+pub struct WriteOutcome {
+    /// The commit created; `None` for a write with no effect.
+    pub commit_id: Option<String>,
+    /// Node entities affected.
+    pub nodes_affected: u64,
+    /// Edge entities affected.
+    pub edges_affected: u64,
+    /// New table pointers.
+    pub tables: Vec<TableUpdate>,
+}
+
+/// Run the saga; `prepare` is called once per attempt with a fresh capture.
+pub async fn run<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: F) -> Result<WriteOutcome>
+where
+    F: Fn(Capture) -> Fut,
+    Fut: Future<Output = Result<Prepared>>,
+{
+    let mut last = None;
+    for attempt in 0..MAX_PREPARE_ATTEMPTS {
+        match attempt_once(rt, intent, &prepare).await {
+            Err(e @ OmniError::RecoveryRequired { .. }) => {
+                // Let the reconciler resolve it in the background once our gates are free.
+                if let Err(kick) = rt.reconcile_soon().await {
+                    debug!(error = %kick, "could not ask for a recovery pass");
+                }
+                return Err(e);
+            }
+            Err(e @ OmniError::ReadSetChanged { .. }) if intent.retry_on_conflict => {
+                debug!(attempt, error = %e, "authority changed before any effect; preparing again");
+                last = Some(e);
+            }
+            other => return other,
+        }
+    }
+    Err(last.unwrap_or_else(|| OmniError::Internal("write made no attempt".into())))
+}
+
+async fn attempt_once<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: &F) -> Result<WriteOutcome>
+where
+    F: Fn(Capture) -> Fut,
+    Fut: Future<Output = Result<Prepared>>,
+{
+    let store = SidecarStore::new(rt.root().clone());
+    sweep(rt, Mode::RollForwardOnly).await?;
+    refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
+    let capture = capture(rt, intent).await?;
+    let token = capture.token.clone();
+    let pins: BTreeMap<String, u64> =
+        capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+    let prepared = prepare(capture).instrument(info_span!("saga.prepare", branch = %intent.branch)).await?;
+    saga_failpoint!(intent.kind, "after_prepare");
+    if prepared.tables.is_empty() {
+        return Ok(WriteOutcome { commit_id: None, nodes_affected: 0, edges_affected: 0, tables: vec![] });
+    }
+    let leases = acquire(rt, intent, &prepared).await?;
+    saga_failpoint!(intent.kind, "after_leases");
+    revalidate(rt, &store, intent, &token, &pins, &prepared).await?;
+    saga_failpoint!(intent.kind, "after_revalidate");
+    effects(rt, &store, intent, token, prepared, &leases).await
+}
+
+/// The recovery barrier: a pending sidecar on this branch blocks the write.
+async fn refuse_if_recovery_pending(rt: &Runtime, store: &SidecarStore, branch: &str) -> Result<()> {
+    for name in rt.pending_sidecars().await? {
+        match store.read(&name).await {
+            Ok(Some(body)) if body.branch != branch => continue,
+            Ok(None) => continue,
+            Ok(Some(body)) => {
+                return Err(OmniError::RecoveryRequired {
+                    operation_id: body.operation_id,
+                    reason: format!("an unresolved {:?} on branch `{branch}` must be recovered first", body.writer_kind),
+                });
+            }
+            Err(e) => {
+                return Err(OmniError::RecoveryRequired { operation_id: name, reason: e.to_string() });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
+    let view = rt.view(&intent.branch).await?;
+    let schema = rt.schema().await?;
+    let head = view.state.head(&intent.branch).map(str::to_string);
+    if let Some(expected) = &intent.if_commit {
+        let actual = view.state.effective_head(&intent.branch).map(|c| c.commit_id.clone()).unwrap_or_default();
+        if *expected != actual {
+            return Err(OmniError::PreconditionFailed { expected: expected.clone(), actual });
+        }
+    }
+    let token =
+        AuthorityToken { branch_id: view.branch_id.clone(), graph_head: head, schema_identity: schema.identity.clone() };
+    Ok(Capture { root: rt.root().clone(), view, schema, token })
+}
+
+async fn acquire(rt: &Runtime, intent: &WriteIntent, prepared: &Prepared) -> Result<LeaseSet> {
+    let mut leases = LeaseSet::default();
+    leases.push(rt.lease_schema(LeaseMode::Shared).await?);
+    leases.push(rt.lease_branch(&intent.branch).await?);
+    let mut uris: Vec<&str> = prepared.tables.iter().map(|t| t.staged.uri()).collect();
+    uris.sort_unstable();
+    for uri in uris {
+        leases.push(rt.lease_table(uri, &intent.branch).await?);
+    }
+    Ok(leases)
+}
+
+/// Under the gates: nothing new to recover, the token still holds, and every
+/// touched table's live HEAD equals its manifest pin.
+async fn revalidate(
+    rt: &Runtime,
+    store: &SidecarStore,
+    intent: &WriteIntent,
+    token: &AuthorityToken,
+    pins: &BTreeMap<String, u64>,
+    prepared: &Prepared,
+) -> Result<()> {
+    refuse_if_recovery_pending(rt, store, &intent.branch).await?;
+    let view = rt.view(&intent.branch).await?;
+    let changed = |member: &str, expected: String, actual: String| {
+        Err(OmniError::ReadSetChanged { member: member.to_string(), expected, actual })
+    };
+    if view.branch_id != token.branch_id {
+        return changed("branch_identifier", token.branch_id.to_string(), view.branch_id.to_string());
+    }
+    let head = view.state.head(&intent.branch).map(str::to_string);
+    if head != token.graph_head {
+        let show = |h: &Option<String>| h.clone().unwrap_or_else(|| "<none>".into());
+        return changed(&format!("graph_head:{}", intent.branch), show(&token.graph_head), show(&head));
+    }
+    let schema = rt.schema().await?;
+    if schema.identity != token.schema_identity {
+        return changed("schema_identity", token.schema_identity.clone(), schema.identity.clone());
+    }
+    for t in &prepared.tables {
+        let now = view.state.tables.get(&t.table_key).map(|e| e.version);
+        if now != Some(t.pin) || pins.get(&t.table_key) != Some(&t.pin) {
+            return changed(&t.table_key, format!("v{}", t.pin), now.map_or("<dropped>".into(), |v| format!("v{v}")));
+        }
+        let live = rt.table_head(t.staged.uri(), &intent.branch).await?;
+        if live != t.pin {
+            return Err(OmniError::Drift { table: t.table_key.clone(), pinned: t.pin, head: live });
+        }
+    }
+    Ok(())
+}
+
+/// Why the effect phase stopped.
+enum EffectError {
+    /// The first table commit was refused before anything landed: no effect
+    /// exists, the sidecar is gone, and the attempt may be prepared again.
+    NoEffect(OmniError),
+    /// Something failed after the sidecar was armed.
+    AfterArm(OmniError),
+}
+
+impl From<OmniError> for EffectError {
+    fn from(e: OmniError) -> Self {
+        EffectError::AfterArm(e)
+    }
+}
+
+async fn effects(
+    rt: &Runtime,
+    store: &SidecarStore,
+    intent: &WriteIntent,
+    token: AuthorityToken,
+    prepared: Prepared,
+    leases: &LeaseSet,
+) -> Result<WriteOutcome> {
+    let lineage = Lineage::mint(intent.actor.clone());
+    let op = lineage.commit_id.clone();
+    let mut tables = prepared.tables;
+    tables.sort_by(|a, b| a.table_key.cmp(&b.table_key));
+    let body = SidecarBody {
+        schema_version: 0,
+        operation_id: op.clone(),
+        writer_kind: intent.kind,
+        branch: intent.branch.clone(),
+        actor: intent.actor.clone(),
+        started_at_us: lineage.created_at_us,
+        phase: EffectPhase::Armed,
+        token: token.clone(),
+        tables: tables
+            .iter()
+            .map(|t| SidecarTable {
+                table_key: t.table_key.clone(),
+                table_path: t.staged.uri().to_string(),
+                table_branch: t.table_branch.clone(),
+                expected_version: t.pin,
+                planned: t.staged.identity(),
+                confirmed: None,
+            })
+            .collect(),
+        lineage: lineage.clone(),
+        rollback_commit_id: ulid::Ulid::new().to_string(),
+    };
+    // A failed PUT here means nothing was armed and nothing happened.
+    let armed = store.arm(body).instrument(info_span!("saga.arm", operation_id = %op)).await?;
+    let counts = (prepared.nodes_affected, prepared.edges_affected);
+    match apply(rt, store, intent, token, tables, armed, lineage, leases).await {
+        Ok(landed) => {
+            Ok(WriteOutcome { commit_id: Some(op), nodes_affected: counts.0, edges_affected: counts.1, tables: landed })
+        }
+        Err(EffectError::NoEffect(e)) => Err(e),
+        Err(EffectError::AfterArm(e)) => Err(OmniError::RecoveryRequired { operation_id: op, reason: e.to_string() }),
+    }
+}
+
+/// Everything after the sidecar is armed: commit each table exactly, confirm,
+/// publish once, finish. Any failure leaves the sidecar for recovery.
+#[allow(clippy::too_many_arguments)]
+async fn apply(
+    rt: &Runtime,
+    store: &SidecarStore,
+    intent: &WriteIntent,
+    token: AuthorityToken,
+    tables: Vec<crate::engine::write_plan::PreparedTable>,
+    armed: crate::recovery::sidecar::ArmedSidecar,
+    lineage: Lineage,
+    leases: &LeaseSet,
+) -> std::result::Result<Vec<TableUpdate>, EffectError> {
+    let op = lineage.commit_id.clone();
+    saga_failpoint!(intent.kind, "after_arm");
+    let mut landed = Vec::with_capacity(tables.len());
+    let expected: BTreeMap<String, u64> = tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
+    for t in tables {
+        let gate = table_gate(t.staged.uri(), &intent.branch);
+        let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("no lease held on {gate}")))?;
+        let committed = match rt.commit(&intent.branch, t.staged, lease).await {
+            Ok(c) => c,
+            Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() => {
+                // The exact guard refused before anything landed.
+                store.delete(&armed.body().object_name()).await?;
+                return Err(EffectError::NoEffect(e));
+            }
+            Err(e) => return Err(OmniError::Internal(format!("committing {}: {e}", t.table_key)).into()),
+        };
+        landed.push(TableUpdate::committed(&t.table_key, t.table_branch.as_deref(), &committed));
+        saga_failpoint!(intent.kind, "after_table_commit");
+    }
+    let confirmed =
+        armed.confirm(store, landed.clone()).instrument(info_span!("saga.confirm", operation_id = %op)).await?;
+    saga_failpoint!(intent.kind, "after_confirm");
+    let request = PublishRequest {
+        branch: intent.branch.clone(),
+        updates: landed.clone(),
+        expected_versions: expected,
+        precondition: Precondition::ExactHead { branch_id: token.branch_id, head: token.graph_head },
+        lineage,
+    };
+    let gate = ChildKey::Branch(intent.branch.clone()).gate_name();
+    let branch_lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("no lease held on {gate}")))?;
+    rt.publish(request, branch_lease).await?;
+    saga_failpoint!(intent.kind, "after_publish");
+    confirmed.finish(store).instrument(info_span!("saga.finish", operation_id = %op)).await;
+    Ok(landed)
+}
+
+fn table_gate(uri: &str, branch: &str) -> String {
+    ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() }.gate_name()
+}

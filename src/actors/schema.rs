@@ -1,0 +1,54 @@
+//! SchemaActor: holds the accepted schema and serves the schema gate.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tracing::debug;
+
+use super::lease::Gate;
+use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::Root;
+use crate::protocol::messages::SchemaMsg;
+
+/// The schema actor. Restarted from storage (`_schema.pg`) by the supervisor.
+pub struct SchemaActor;
+
+/// Start arguments (kept by the supervisor for restarts).
+#[derive(Clone)]
+pub struct SchemaArgs {
+    /// The graph root.
+    pub root: Root,
+    /// The schema gate (outlives the actor).
+    pub gate: Gate,
+}
+
+/// Actor state.
+pub struct SchemaActorState {
+    gate: Gate,
+    schema: Arc<SchemaState>,
+}
+
+impl Actor for SchemaActor {
+    type Msg = SchemaMsg;
+    type State = SchemaActorState;
+    type Arguments = SchemaArgs;
+
+    async fn pre_start(&self, _me: ActorRef<SchemaMsg>, args: SchemaArgs) -> Result<Self::State, ActorProcessingErr> {
+        let schema = SchemaState::read(&args.root).await?;
+        debug!(identity = %schema.identity, "schema actor started");
+        Ok(SchemaActorState { gate: args.gate, schema: Arc::new(schema) })
+    }
+
+    async fn handle(
+        &self,
+        _me: ActorRef<SchemaMsg>,
+        msg: SchemaMsg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SchemaMsg::Acquire { mode, reply } => state.gate.enqueue(mode, reply),
+            SchemaMsg::Current { reply } => drop(reply.send(state.schema.clone())),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,257 @@
+//! RootSupervisor: one per canonical graph root in the process. Spawns the
+//! schema, branch, table and reconciler actors, and restarts any of them that
+//! dies, from storage, with the same gate (so held leases and queued requests
+//! survive the restart).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, ActorStatus, RpcReplyPort, SupervisionEvent};
+use tracing::{info, warn};
+
+use super::branch::{BranchActor, BranchArgs};
+use super::lease::Gate;
+use super::reconciler::ReconcilerActor;
+use super::schema::{SchemaActor, SchemaArgs};
+use super::table::{TableActor, TableArgs};
+use crate::engine::storage::Root;
+use crate::protocol::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
+use crate::protocol::{OmniError, Result};
+
+/// Which child.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ChildKey {
+    /// The schema actor.
+    Schema,
+    /// The actor of one graph branch.
+    Branch(String),
+    /// The actor of one table (by dataset URI) on one graph branch.
+    Table {
+        /// Dataset URI.
+        uri: String,
+        /// Graph branch.
+        branch: String,
+    },
+    /// The reconciler.
+    Reconciler,
+}
+
+impl ChildKey {
+    /// The name of this child's gate (leases carry it).
+    pub fn gate_name(&self) -> String {
+        match self {
+            ChildKey::Schema => "schema".into(),
+            ChildKey::Branch(b) => format!("branch:{b}"),
+            ChildKey::Table { uri, branch } => format!("table:{uri}@{branch}"),
+            ChildKey::Reconciler => "reconciler".into(),
+        }
+    }
+}
+
+/// A live child's typed reference.
+#[derive(Clone)]
+pub enum ChildRef {
+    /// Schema actor.
+    Schema(ActorRef<SchemaMsg>),
+    /// Branch actor.
+    Branch(ActorRef<BranchMsg>),
+    /// Table actor.
+    Table(ActorRef<TableMsg>),
+    /// Reconciler.
+    Reconciler(ActorRef<ReconcilerMsg>),
+}
+
+impl ChildRef {
+    fn cell(&self) -> ActorCell {
+        match self {
+            ChildRef::Schema(a) => a.get_cell(),
+            ChildRef::Branch(a) => a.get_cell(),
+            ChildRef::Table(a) => a.get_cell(),
+            ChildRef::Reconciler(a) => a.get_cell(),
+        }
+    }
+
+    /// Whether the actor can take messages.
+    pub fn is_alive(&self) -> bool {
+        matches!(self.cell().get_status(), ActorStatus::Running | ActorStatus::Starting)
+    }
+}
+
+/// Where handles find the current children without a supervisor round trip.
+pub type Directory = Arc<DashMap<ChildKey, ChildRef>>;
+
+/// Messages to the supervisor.
+pub enum SupervisorMsg {
+    /// Return the live child for `key`, spawning it if needed.
+    Ensure {
+        /// Which child.
+        key: ChildKey,
+        /// Answered with the child or the spawn error.
+        reply: RpcReplyPort<Result<ChildRef>>,
+    },
+    /// Stop a child for good (e.g. its branch was deleted).
+    Retire {
+        /// Which child.
+        key: ChildKey,
+    },
+    /// Number of restarts performed so far (diagnostics and tests).
+    Restarts {
+        /// Answered at once.
+        reply: RpcReplyPort<u64>,
+    },
+}
+
+/// The supervisor actor.
+pub struct RootSupervisor;
+
+/// Start arguments.
+pub struct SupervisorArgs {
+    /// The graph root.
+    pub root: Root,
+    /// The directory shared with handles.
+    pub directory: Directory,
+}
+
+/// Supervisor state.
+pub struct SupervisorState {
+    root: Root,
+    directory: Directory,
+    gates: HashMap<ChildKey, Gate>,
+    by_id: HashMap<ActorId, ChildKey>,
+    restarts: u64,
+}
+
+impl SupervisorState {
+    fn gate(&mut self, key: &ChildKey) -> Gate {
+        self.gates.entry(key.clone()).or_insert_with(|| Gate::new(key.gate_name())).clone()
+    }
+
+    async fn spawn(&mut self, me: ActorCell, key: &ChildKey) -> Result<ChildRef> {
+        let gate = self.gate(key);
+        let root = self.root.clone();
+        let spawn_err = |e: ractor::SpawnErr| OmniError::ActorUnavailable(format!("starting {key:?}: {e}"));
+        let child = match key {
+            ChildKey::Schema => {
+                let (a, _) =
+                    Actor::spawn_linked(None, SchemaActor, SchemaArgs { root, gate }, me).await.map_err(spawn_err)?;
+                ChildRef::Schema(a)
+            }
+            ChildKey::Branch(branch) => {
+                let args = BranchArgs { root, branch: branch.clone(), gate };
+                let (a, _) = Actor::spawn_linked(None, BranchActor, args, me).await.map_err(spawn_err)?;
+                ChildRef::Branch(a)
+            }
+            ChildKey::Table { uri, branch } => {
+                let branch = Some(branch.clone()).filter(|b| b != "main");
+                let args = TableArgs { uri: uri.clone(), branch, gate };
+                let (a, _) = Actor::spawn_linked(None, TableActor, args, me).await.map_err(spawn_err)?;
+                ChildRef::Table(a)
+            }
+            ChildKey::Reconciler => {
+                let (a, _) = Actor::spawn_linked(None, ReconcilerActor, root, me).await.map_err(spawn_err)?;
+                ChildRef::Reconciler(a)
+            }
+        };
+        self.by_id.insert(child.cell().get_id(), key.clone());
+        self.directory.insert(key.clone(), child.clone());
+        Ok(child)
+    }
+
+    async fn ensure(&mut self, me: ActorCell, key: &ChildKey) -> Result<ChildRef> {
+        if let Some(c) = self.directory.get(key).map(|c| c.clone()) {
+            if c.is_alive() {
+                return Ok(c);
+            }
+        }
+        self.spawn(me, key).await
+    }
+}
+
+impl Actor for RootSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> std::result::Result<SupervisorState, ActorProcessingErr> {
+        let mut state = SupervisorState {
+            root: args.root,
+            directory: args.directory,
+            gates: HashMap::new(),
+            by_id: HashMap::new(),
+            restarts: 0,
+        };
+        for key in [ChildKey::Schema, ChildKey::Reconciler, ChildKey::Branch("main".into())] {
+            state.spawn(me.get_cell(), &key).await?;
+        }
+        Ok(state)
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Ensure { key, reply } => {
+                let out = state.ensure(me.get_cell(), &key).await;
+                drop(reply.send(out));
+            }
+            SupervisorMsg::Retire { key } => {
+                if let Some((_, child)) = state.directory.remove(&key) {
+                    state.by_id.remove(&child.cell().get_id());
+                    child.cell().stop(Some("retired".into()));
+                }
+                state.gates.remove(&key);
+            }
+            SupervisorMsg::Restarts { reply } => drop(reply.send(state.restarts)),
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        me: ActorRef<SupervisorMsg>,
+        evt: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        let cell = match &evt {
+            SupervisionEvent::ActorFailed(cell, _) | SupervisionEvent::ActorTerminated(cell, _, _) => cell.clone(),
+            _ => return Ok(()),
+        };
+        let Some(key) = state.by_id.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        // A replaced or retired child is not restarted.
+        let current = state.directory.get(&key).map(|c| c.cell().get_id());
+        if current != Some(cell.get_id()) {
+            return Ok(());
+        }
+        warn!(?key, "actor stopped unexpectedly; restarting from storage");
+        state.restarts += 1;
+        if let Err(e) = state.spawn(me.get_cell(), &key).await {
+            warn!(?key, error = %e, "restart failed; the next request will retry");
+            state.directory.remove(&key);
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _me: ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        info!(root = %state.root.uri(), "stopping actor tree");
+        let children: Vec<ChildRef> = state.directory.iter().map(|e| e.value().clone()).collect();
+        state.directory.clear();
+        for child in children {
+            child.cell().stop(Some("root stopped".into()));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,63 @@
+//! TableActor: the gate of one table on one branch; runs its exact commits.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tracing::{Instrument, info_span};
+
+use super::lease::{Gate, LeaseMode};
+use crate::engine::storage::{CommittedTxn, StagedTxn, table};
+use crate::protocol::messages::TableMsg;
+use crate::protocol::{OmniError, Result};
+
+/// One (table, branch) actor.
+pub struct TableActor;
+
+/// Start arguments (kept by the supervisor for restarts).
+#[derive(Clone)]
+pub struct TableArgs {
+    /// Dataset URI of the table.
+    pub uri: String,
+    /// Native Lance branch of the table (`None` = main).
+    pub branch: Option<String>,
+    /// The table gate (outlives the actor).
+    pub gate: Gate,
+}
+
+impl Actor for TableActor {
+    type Msg = TableMsg;
+    type State = TableArgs;
+    type Arguments = TableArgs;
+
+    async fn pre_start(&self, _me: ActorRef<TableMsg>, args: TableArgs) -> Result<TableArgs, ActorProcessingErr> {
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _me: ActorRef<TableMsg>,
+        msg: TableMsg,
+        state: &mut TableArgs,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            TableMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
+            TableMsg::Head { reply } => {
+                drop(reply.send(table::head_version(&state.uri, state.branch.as_deref()).await));
+            }
+            TableMsg::Commit { staged, lease_id, reply } => {
+                drop(reply.send(commit(state, *staged, lease_id).await));
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn commit(state: &TableArgs, staged: StagedTxn, lease_id: u64) -> Result<CommittedTxn> {
+    if !state.gate.holds(lease_id) {
+        return Err(OmniError::Internal(format!("commit on {} without holding its table lease", state.gate.name())));
+    }
+    if staged.uri() != state.uri {
+        return Err(OmniError::Internal(format!("transaction for {} sent to {}", staged.uri(), state.uri)));
+    }
+    let identity = staged.identity();
+    let span = info_span!("saga.commit", operation_id = %identity.uuid, table = %state.gate.name());
+    table::commit_exact(staged).instrument(span).await
+}

@@ -1,0 +1,7 @@
+//! The `.pg` schema and `.gq` query languages.
+
+pub mod diag;
+pub mod query;
+pub mod schema;
+
+pub use diag::{Diagnostic, Pos};

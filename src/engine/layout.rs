@@ -1,0 +1,45 @@
+//! Where each type's dataset lives under a graph root.
+
+use arrow_schema::Schema;
+
+use crate::engine::catalog::Catalog;
+
+/// One node or edge type's table as laid out on disk.
+#[derive(Debug, Clone)]
+pub struct TableLayout {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// Stable table id from the catalog.
+    pub table_id: String,
+    /// Dataset path relative to the root (id-based, so renames keep history).
+    pub location: String,
+    /// The dataset's Arrow schema.
+    pub schema: Schema,
+}
+
+/// Table key of a node type.
+pub fn node_key(name: &str) -> String {
+    format!("node:{name}")
+}
+
+/// Table key of an edge type.
+pub fn edge_key(name: &str) -> String {
+    format!("edge:{name}")
+}
+
+/// The tables of every type in the catalog, nodes first, in declaration order.
+pub fn tables(catalog: &Catalog) -> Vec<TableLayout> {
+    let nodes = catalog.nodes.iter().map(|t| TableLayout {
+        table_key: node_key(&t.name),
+        table_id: t.table_id.clone(),
+        location: format!("nodes/{}", t.table_id),
+        schema: t.arrow_schema(),
+    });
+    let edges = catalog.edges.iter().map(|t| TableLayout {
+        table_key: edge_key(&t.name),
+        table_id: t.table_id.clone(),
+        location: format!("edges/{}", t.table_id),
+        schema: t.arrow_schema(),
+    });
+    nodes.chain(edges).collect()
+}

@@ -1,0 +1,9 @@
+//! Loading data files into a graph: format parsers that turn input into
+//! typed [`crate::engine::rows::EntityRow`]s with settled ids.
+
+pub mod jsonl;
+
+pub use jsonl::{DuplicateIds, JsonlParser, LoadRecord};
+
+#[cfg(test)]
+mod tests;

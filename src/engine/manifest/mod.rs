@@ -1,0 +1,99 @@
+//! The `__manifest` dataset: which version of each table is visible on each
+//! graph branch, and the commit DAG. Visibility changes in exactly one place:
+//! the publisher's row-level CAS ([`publisher::publish`]).
+
+pub mod publisher;
+pub mod rows;
+pub mod state;
+
+use std::fmt;
+use std::sync::Arc;
+
+use lance::Dataset;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::storage::{Root, table};
+use crate::protocol::{OmniError, Result};
+pub use publisher::{Lineage, Precondition, PublishRequest, Published, TableUpdate};
+pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, TableReg};
+pub use state::{ManifestState, TableEntry};
+
+/// Path of the manifest dataset under the root.
+pub const MANIFEST_DIR: &str = "__manifest";
+
+/// A native Lance branch identifier: `(parent_version, uuid)` per fork level.
+/// Two incarnations of one branch name have different identifiers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct BranchId(pub Vec<(u64, String)>);
+
+impl fmt::Display for BranchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("main");
+        }
+        let parts: Vec<String> = self.0.iter().map(|(v, id)| format!("{v}@{id}")).collect();
+        f.write_str(&parts.join("/"))
+    }
+}
+
+/// One read of `__manifest` on a branch: the dataset handle, the decoded rows
+/// and their folded state.
+#[derive(Debug, Clone)]
+pub struct ManifestView {
+    /// The manifest dataset at the version read.
+    pub dataset: Arc<Dataset>,
+    /// Graph branch this view was read from.
+    pub branch: String,
+    /// Manifest version read.
+    pub version: u64,
+    /// Native branch identifier of that manifest branch.
+    pub branch_id: BranchId,
+    /// Every decoded row.
+    pub rows: Vec<ManifestRow>,
+    /// The folded state.
+    pub state: ManifestState,
+}
+
+/// Refuse a manifest whose storage stamp is not [`STAMP`].
+pub fn check_stamp(ds: &Dataset) -> Result<()> {
+    let raw = table::schema_metadata(ds).get(STAMP_KEY).cloned();
+    let stamp = raw.as_deref().and_then(|s| s.parse::<u32>().ok());
+    match stamp {
+        Some(s) if s == STAMP => Ok(()),
+        Some(s) if s > STAMP => Err(OmniError::UnsupportedStorage(format!(
+            "graph storage format {s} is newer than this binary supports ({STAMP}); upgrade omnigraph"
+        ))),
+        Some(s) => Err(OmniError::UnsupportedStorage(format!(
+            "graph storage format {s} is older than this binary supports ({STAMP}); rebuild via export/import"
+        ))),
+        None => Err(OmniError::UnsupportedStorage(format!(
+            "graph storage stamp `{STAMP_KEY}` is missing or unreadable ({raw:?}); rebuild via export/import"
+        ))),
+    }
+}
+
+/// Read the manifest on `branch` at `version` (latest when `None`), checking the stamp.
+pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<ManifestView> {
+    let uri = root.child_uri(MANIFEST_DIR);
+    let dataset = table::open_table(&uri, Some(branch), version).await.map_err(|e| match e {
+        OmniError::NotFound(_) if branch == "main" && version.is_none() => {
+            OmniError::NotFound(format!("no graph at {}", root.uri()))
+        }
+        OmniError::NotFound(_) => OmniError::NotFound(format!(
+            "branch `{branch}`{}",
+            version.map(|v| format!(" at manifest version {v}")).unwrap_or_default()
+        )),
+        other => other,
+    })?;
+    check_stamp(&dataset)?;
+    view_of(dataset, branch).await
+}
+
+/// Decode and fold a manifest dataset handle already open on `branch`.
+pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView> {
+    let batches = table::scan(&dataset, None).await?;
+    let rows = rows::from_batches(&batches)?;
+    let state = ManifestState::fold(rows.clone())?;
+    let branch_id = BranchId(table::branch_identifier(&dataset).await?);
+    Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, rows, state })
+}

@@ -1,0 +1,238 @@
+//! The manifest publisher: one merge-insert into `__manifest` on `object_id`
+//! per attempt. Every commit rewrites `graph_head:<branch>`, so two commits on
+//! one branch always conflict: that is the row-level CAS.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tracing::{Instrument, debug, info_span};
+
+use super::rows::{self, CommitRow, HeadRow, ManifestRow, TableVersionRow};
+use super::state::ManifestState;
+use super::{BranchId, ManifestView};
+use crate::engine::storage::table::{self, RowMergeError};
+use crate::engine::storage::{CommittedTxn, Root};
+use crate::protocol::{OmniError, Result};
+
+/// Retries on Lance write contention, each re-reading the manifest.
+pub const PUBLISHER_RETRY_BUDGET: usize = 5;
+
+/// A new version pointer for one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableUpdate {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// New visible Lance version.
+    pub version: u64,
+    /// Native Lance branch holding it (`None` = main).
+    pub branch: Option<String>,
+    /// Live rows at that version.
+    pub row_count: u64,
+}
+
+impl TableUpdate {
+    /// The pointer to a transaction that landed (the only way from a write to
+    /// a publishable update).
+    pub fn committed(table_key: &str, branch: Option<&str>, txn: &CommittedTxn) -> Self {
+        TableUpdate {
+            table_key: table_key.to_string(),
+            version: txn.version,
+            branch: branch.filter(|b| *b != "main").map(str::to_string),
+            row_count: txn.row_count,
+        }
+    }
+}
+
+/// What the publisher must find before it writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Precondition {
+    /// Append to whatever the head is (control-plane commits; never for
+    /// validation-sensitive writes).
+    Any,
+    /// The branch must still be the same incarnation at exactly this head
+    /// (`None` = the branch has no head row of its own yet).
+    ExactHead {
+        /// Captured native branch identifier of the manifest branch.
+        branch_id: BranchId,
+        /// Captured `graph_head:<branch>`.
+        head: Option<String>,
+    },
+}
+
+/// The lineage of the commit to create; the id is minted before publishing so
+/// recovery can publish the same commit again idempotently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    /// Pre-minted ULID.
+    pub commit_id: String,
+    /// Who makes it.
+    pub actor: Option<String>,
+    /// Second parent for merges.
+    pub merged_parent: Option<String>,
+    /// Creation time, µs since the epoch.
+    pub created_at_us: i64,
+}
+
+impl Lineage {
+    /// A fresh lineage intent for `actor`, minted now.
+    pub fn mint(actor: Option<String>) -> Self {
+        Lineage {
+            commit_id: ulid::Ulid::new().to_string(),
+            actor,
+            merged_parent: None,
+            created_at_us: chrono::Utc::now().timestamp_micros(),
+        }
+    }
+}
+
+/// One publish.
+#[derive(Debug, Clone)]
+pub struct PublishRequest {
+    /// Graph branch to commit on.
+    pub branch: String,
+    /// New table pointers.
+    pub updates: Vec<TableUpdate>,
+    /// Table key → version the writer's effects were based on.
+    pub expected_versions: BTreeMap<String, u64>,
+    /// Authority check.
+    pub precondition: Precondition,
+    /// The commit to create.
+    pub lineage: Lineage,
+}
+
+/// A publish that became visible.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// The commit row as written (or as found, when already visible).
+    pub commit: CommitRow,
+    /// The folded post-publish state (no re-scan needed).
+    pub state: ManifestState,
+    /// `__manifest` version after the publish.
+    pub manifest_version: u64,
+    /// True when the commit was already visible (an idempotent re-publish).
+    pub already_visible: bool,
+}
+
+/// Publish `req` on `root`: up to [`PUBLISHER_RETRY_BUDGET`] retries on write
+/// contention; an authority or expected-version mismatch is never retried.
+pub async fn publish(root: &Root, req: &PublishRequest) -> Result<Published> {
+    let span = info_span!("publish", commit_id = %req.lineage.commit_id, branch = %req.branch);
+    async {
+        let mut last = String::new();
+        for attempt in 0..=PUBLISHER_RETRY_BUDGET {
+            let view = super::load(root, &req.branch, None).await?;
+            if let Some(found) = already_visible(&view, req) {
+                return Ok(found);
+            }
+            check_precondition(&view, req)?;
+            check_expected_versions(&view.state, req)?;
+            let new_rows = pending_rows(&view, req)?;
+            let post = ManifestState::fold(view.rows.iter().cloned().chain(new_rows.iter().cloned()))?;
+            let batch = rows::to_batch(&new_rows)?;
+            match table::merge_rows(view.dataset.clone(), batch, "object_id").await {
+                Ok(committed) => {
+                    let commit = post
+                        .commits
+                        .get(&req.lineage.commit_id)
+                        .cloned()
+                        .ok_or_else(|| OmniError::Internal("published commit missing from post-state".into()))?;
+                    return Ok(Published {
+                        commit,
+                        state: post,
+                        manifest_version: committed.version,
+                        already_visible: false,
+                    });
+                }
+                Err(RowMergeError::Contention(msg)) => {
+                    debug!(attempt, %msg, "manifest write contention; re-reading");
+                    last = msg;
+                }
+                Err(RowMergeError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(OmniError::ManifestConflict(format!(
+            "exhausted {PUBLISHER_RETRY_BUDGET} retries publishing on `{}`: {last}",
+            req.branch
+        )))
+    }
+    .instrument(span)
+    .await
+}
+
+fn already_visible(view: &ManifestView, req: &PublishRequest) -> Option<Published> {
+    let commit = view.state.commits.get(&req.lineage.commit_id)?.clone();
+    Some(Published { commit, state: view.state.clone(), manifest_version: view.version, already_visible: true })
+}
+
+fn check_precondition(view: &ManifestView, req: &PublishRequest) -> Result<()> {
+    let Precondition::ExactHead { branch_id, head } = &req.precondition else {
+        return Ok(());
+    };
+    if *branch_id != view.branch_id {
+        return Err(OmniError::ReadSetChanged {
+            member: format!("branch_identifier:{}", req.branch),
+            expected: branch_id.to_string(),
+            actual: view.branch_id.to_string(),
+        });
+    }
+    let actual = view.state.head(&req.branch);
+    if head.as_deref() != actual {
+        return Err(OmniError::ReadSetChanged {
+            member: rows::head_key(&req.branch),
+            expected: head.clone().unwrap_or_else(|| "<none>".into()),
+            actual: actual.unwrap_or("<none>").to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn check_expected_versions(state: &ManifestState, req: &PublishRequest) -> Result<()> {
+    for (key, expected) in &req.expected_versions {
+        let actual = state.tables.get(key).map(|t| t.version);
+        if actual != Some(*expected) {
+            return Err(OmniError::ReadSetChanged {
+                member: key.clone(),
+                expected: format!("v{expected}"),
+                actual: actual.map_or("<dropped>".to_string(), |v| format!("v{v}")),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<ManifestRow>> {
+    let mut out = Vec::with_capacity(req.updates.len() + 2);
+    for u in &req.updates {
+        let entry = view
+            .state
+            .tables
+            .get(&u.table_key)
+            .ok_or_else(|| OmniError::NotFound(format!("table {} is not registered", u.table_key)))?;
+        let latest = view.state.latest_versions.get(&entry.table_id).copied().unwrap_or(0);
+        if u.version <= latest {
+            return Err(OmniError::ReadSetChanged {
+                member: u.table_key.clone(),
+                expected: format!("a version above v{latest}"),
+                actual: format!("v{}", u.version),
+            });
+        }
+        out.push(ManifestRow::TableVersion(TableVersionRow {
+            table_id: entry.table_id.clone(),
+            version: u.version,
+            branch: u.branch.clone(),
+            row_count: u.row_count,
+        }));
+    }
+    let parent = view.state.effective_head(&req.branch).map(|c| c.commit_id.clone());
+    out.push(ManifestRow::Commit(CommitRow {
+        commit_id: req.lineage.commit_id.clone(),
+        parent,
+        merged_parent: req.lineage.merged_parent.clone(),
+        actor: req.lineage.actor.clone(),
+        created_at_us: req.lineage.created_at_us,
+        manifest_version: view.version + 1,
+        branch: req.branch.clone(),
+    }));
+    out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id: req.lineage.commit_id.clone() }));
+    Ok(out)
+}

@@ -1,0 +1,229 @@
+//! The staging accumulator of one mutation: per touched table, pending rows
+//! (inserts and updates, last write wins by id) and deleted ids. Every read
+//! inside the query sees committed rows at the pin plus pending rows: a Lance
+//! scan at the pinned version, unioned with a DataFusion `MemTable` over the
+//! pending batch, both filtered by the same expression.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef;
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{Expr, SessionContext};
+use lance::Dataset;
+
+use crate::engine::committed::open_pinned;
+use crate::engine::manifest::TableEntry;
+use crate::engine::rows::{self, EntityRow};
+use crate::engine::storage::{MergeMode, TxnIdentity, table};
+use crate::engine::write_plan::{Capture, PreparedTable};
+use crate::protocol::{OmniError, Result};
+
+/// Per touched table: at most this many entities staged by one mutation.
+pub const MAX_ENTITIES_PER_TABLE: u64 = 8_192;
+/// Per touched table: at most this many bytes of staged Arrow.
+pub const MAX_STAGED_BYTES_PER_TABLE: u64 = 32 * 1024 * 1024;
+
+/// One touched table.
+pub struct TableStage {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// Node or edge type name.
+    pub type_name: String,
+    /// Whether it is an edge table.
+    pub is_edge: bool,
+    /// The pin (captured on first touch).
+    pub entry: TableEntry,
+    dataset: Arc<Dataset>,
+    schema: SchemaRef,
+    /// Pending rows by id (inserts and updates; last write wins).
+    pub pending: BTreeMap<String, EntityRow>,
+    /// Ids deleted by this mutation.
+    pub deleted: BTreeSet<String>,
+    /// Whether any pending row may replace an existing one (keyed insert, update).
+    pub upsert: bool,
+}
+
+impl TableStage {
+    /// Committed rows at the pin matching `filter`, minus rows this mutation
+    /// shadows (pending or deleted).
+    async fn committed(&self, filter: Option<Expr>) -> Result<Vec<EntityRow>> {
+        let batches = table::scan_expr(&self.dataset, filter).await?;
+        let shadowed = |id: &str| self.pending.contains_key(id) || self.deleted.contains(id);
+        Ok(batches.iter().flat_map(rows::from_batch).filter(|r| !shadowed(&r.id)).collect())
+    }
+
+    /// Pending rows matching `filter`, evaluated by DataFusion over a MemTable.
+    async fn pending_matching(&self, filter: Option<Expr>) -> Result<Vec<EntityRow>> {
+        if self.pending.is_empty() {
+            return Ok(vec![]);
+        }
+        let Some(filter) = filter else { return Ok(self.pending.values().cloned().collect()) };
+        let rows: Vec<EntityRow> = self.pending.values().cloned().collect();
+        let batch = rows::to_batch_for(&self.type_name, &self.schema, &rows)?;
+        let df_err = |e: datafusion::error::DataFusionError| {
+            OmniError::Internal(format!("filtering pending {} rows: {e}", self.type_name))
+        };
+        let mem = MemTable::try_new(self.schema.clone(), vec![vec![batch]]).map_err(df_err)?;
+        let ctx = SessionContext::new();
+        let out = ctx.read_table(Arc::new(mem)).map_err(df_err)?.filter(filter).map_err(df_err)?;
+        let batches = out.collect().await.map_err(df_err)?;
+        Ok(batches.iter().flat_map(rows::from_batch).collect())
+    }
+
+    /// The staged Arrow size of the pending rows.
+    fn staged_bytes(&self) -> Result<u64> {
+        if self.pending.is_empty() {
+            return Ok(0);
+        }
+        let rows: Vec<EntityRow> = self.pending.values().cloned().collect();
+        let batch = rows::to_batch_for(&self.type_name, &self.schema, &rows)?;
+        Ok(batch.get_array_memory_size() as u64)
+    }
+
+    /// The Arrow schema of the table.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The dataset at the pin.
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
+}
+
+/// The accumulator of one mutation attempt.
+pub struct MutationStaging<'c> {
+    capture: &'c Capture,
+    tables: BTreeMap<String, TableStage>,
+}
+
+impl<'c> MutationStaging<'c> {
+    /// An empty accumulator over `capture`.
+    pub fn new(capture: &'c Capture) -> Self {
+        MutationStaging { capture, tables: BTreeMap::new() }
+    }
+
+    /// The touched tables.
+    pub fn tables(&self) -> impl Iterator<Item = &TableStage> {
+        self.tables.values()
+    }
+
+    /// The stage of `table_key`, opened at its pin on first touch.
+    pub async fn table(&mut self, table_key: &str, type_name: &str, is_edge: bool) -> Result<&mut TableStage> {
+        if !self.tables.contains_key(table_key) {
+            let entry = self.capture.table(table_key)?.clone();
+            let dataset = open_pinned(&self.capture.root, &entry).await?;
+            let schema = table::arrow_schema(&dataset);
+            let stage = TableStage {
+                table_key: table_key.to_string(),
+                type_name: type_name.to_string(),
+                is_edge,
+                entry,
+                dataset,
+                schema,
+                pending: BTreeMap::new(),
+                deleted: BTreeSet::new(),
+                upsert: false,
+            };
+            self.tables.insert(table_key.to_string(), stage);
+        }
+        self.tables.get_mut(table_key).ok_or_else(|| OmniError::Internal(format!("stage for {table_key} vanished")))
+    }
+
+    /// Rows of `table_key` matching `filter` as this mutation sees them
+    /// (committed at the pin, shadowed by pending and deleted, plus pending).
+    pub async fn select(
+        &mut self,
+        table_key: &str,
+        type_name: &str,
+        is_edge: bool,
+        filter: Option<Expr>,
+    ) -> Result<Vec<EntityRow>> {
+        let stage = self.table(table_key, type_name, is_edge).await?;
+        let mut out = stage.committed(filter.clone()).await?;
+        out.extend(stage.pending_matching(filter).await?);
+        Ok(out)
+    }
+
+    /// Which of `ids` are live in `table_key` as this mutation sees them.
+    pub async fn live_ids(&mut self, table_key: &str, type_name: &str, ids: &[String]) -> Result<HashSet<String>> {
+        let list = ids.iter().map(|id| datafusion::prelude::lit(id.clone())).collect();
+        let filter = datafusion::prelude::col("id").in_list(list, false);
+        let rows = self.select(table_key, type_name, false, Some(filter)).await?;
+        Ok(rows.into_iter().map(|r| r.id).collect())
+    }
+
+    /// Stage `row` as pending (replacing any pending row with its id).
+    pub async fn put(&mut self, table_key: &str, type_name: &str, is_edge: bool, row: EntityRow, upsert: bool) -> Result<()> {
+        let stage = self.table(table_key, type_name, is_edge).await?;
+        stage.deleted.remove(&row.id);
+        stage.upsert |= upsert;
+        stage.pending.insert(row.id.clone(), row);
+        Ok(())
+    }
+
+    /// Mark `ids` deleted.
+    pub async fn delete(&mut self, table_key: &str, type_name: &str, is_edge: bool, ids: impl IntoIterator<Item = String>) -> Result<()> {
+        let stage = self.table(table_key, type_name, is_edge).await?;
+        for id in ids {
+            stage.pending.remove(&id);
+            stage.deleted.insert(id);
+        }
+        Ok(())
+    }
+
+    /// Enforce the per-table admission limits before anything is armed.
+    pub fn check_limits(&self) -> Result<()> {
+        for stage in self.tables.values() {
+            let entities = (stage.pending.len() + stage.deleted.len()) as u64;
+            if entities > MAX_ENTITIES_PER_TABLE {
+                return Err(OmniError::ResourceLimitExceeded {
+                    resource: format!("entities staged for {}", stage.table_key),
+                    limit: MAX_ENTITIES_PER_TABLE,
+                    actual: entities,
+                });
+            }
+            let bytes = stage.staged_bytes()?;
+            if bytes > MAX_STAGED_BYTES_PER_TABLE {
+                return Err(OmniError::ResourceLimitExceeded {
+                    resource: format!("staged Arrow bytes for {}", stage.table_key),
+                    limit: MAX_STAGED_BYTES_PER_TABLE,
+                    actual: bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Exactly one staged transaction per touched table that changes
+    /// something (a zero-match delete stages nothing).
+    pub async fn stage_all(self) -> Result<Vec<PreparedTable>> {
+        let mut out = Vec::new();
+        for stage in self.tables.into_values() {
+            let identity = TxnIdentity::mint(stage.entry.version);
+            let staged = if !stage.deleted.is_empty() {
+                let list: Vec<String> = stage.deleted.iter().map(|id| crate::engine::committed::sql_str(id)).collect();
+                let predicate = format!("id IN ({})", list.join(", "));
+                match table::stage_delete(stage.dataset.clone(), &predicate, &identity.uuid).await? {
+                    Some(s) => s,
+                    None => continue,
+                }
+            } else if !stage.pending.is_empty() {
+                let rows: Vec<EntityRow> = stage.pending.values().cloned().collect();
+                let batch = rows::to_batch_for(&stage.type_name, &stage.schema, &rows)?;
+                let mode = if stage.upsert { MergeMode::Upsert } else { MergeMode::StrictInsert };
+                table::stage_merge_insert(stage.dataset.clone(), vec![batch], mode, &identity.uuid).await?
+            } else {
+                continue;
+            };
+            out.push(PreparedTable {
+                table_key: stage.table_key.clone(),
+                pin: stage.entry.version,
+                table_branch: stage.entry.branch.clone(),
+                staged,
+            });
+        }
+        Ok(out)
+    }
+}

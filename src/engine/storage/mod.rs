@@ -1,0 +1,14 @@
+//! The Lance storage adapter: the only module that calls Lance write APIs.
+//!
+//! - [`root`]: the graph root over `object_store` (local paths and `s3://`
+//!   URIs share one code path) for the small files omnigraph owns.
+//! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
+//! - [`staged`]: the staged and committed transaction types.
+
+mod guard;
+pub mod root;
+pub mod staged;
+pub mod table;
+
+pub use root::Root;
+pub use staged::{CommittedTxn, MergeMode, StagedTxn, TxnIdentity};

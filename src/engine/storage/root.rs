@@ -1,0 +1,144 @@
+//! A graph root: where a graph lives, and the small files omnigraph owns there
+//! (schema files, recovery sidecars), read and written through `object_store`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use url::Url;
+
+use crate::protocol::{OmniError, Result};
+
+/// A graph root: a local directory or an object-store URI (`s3://bucket/prefix`).
+#[derive(Clone)]
+pub struct Root {
+    /// The URI Lance opens datasets under (an absolute path for local roots).
+    uri: String,
+    store: Arc<dyn ObjectStore>,
+    base: Path,
+}
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Root").field("uri", &self.uri).finish()
+    }
+}
+
+impl Root {
+    /// Resolve a user-given location. Local paths become absolute (and
+    /// canonical when they exist) so every alias of one root converges.
+    pub fn parse(location: &str) -> Result<Root> {
+        if location.trim().is_empty() {
+            return Err(OmniError::BadRequest("graph location is empty".into()));
+        }
+        if location.contains("://") && !location.starts_with("file://") {
+            let url = Url::parse(location)
+                .map_err(|e| OmniError::BadRequest(format!("invalid graph URI `{location}`: {e}")))?;
+            let (store, base) = object_store::parse_url(&url)
+                .map_err(|e| OmniError::BadRequest(format!("unsupported graph URI `{location}`: {e}")))?;
+            let uri = location.trim_end_matches('/').to_string();
+            return Ok(Root { uri, store: Arc::from(store), base });
+        }
+        let path = location.strip_prefix("file://").unwrap_or(location);
+        let abs = std::path::absolute(path)
+            .map_err(|e| OmniError::BadRequest(format!("invalid graph path `{location}`: {e}")))?;
+        let abs = std::fs::canonicalize(&abs).unwrap_or(abs);
+        let store = object_store::local::LocalFileSystem::new();
+        let base = Path::from_absolute_path(&abs)
+            .map_err(|e| OmniError::BadRequest(format!("invalid graph path `{location}`: {e}")))?;
+        let uri = abs.to_string_lossy().trim_end_matches('/').to_string();
+        Ok(Root { uri, store: Arc::new(store), base })
+    }
+
+    /// The same root with a different object store (tests wrap the store to
+    /// count or fail storage calls).
+    pub fn with_store(mut self, store: Arc<dyn ObjectStore>) -> Root {
+        self.store = store;
+        self
+    }
+
+    /// The root's canonical URI; equal for every alias of one local root.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// The object store under this root.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// URI of a dataset or file at `rel` under the root.
+    pub fn child_uri(&self, rel: &str) -> String {
+        format!("{}/{}", self.uri, rel)
+    }
+
+    fn path(&self, rel: &str) -> Path {
+        rel.split('/').filter(|s| !s.is_empty()).fold(self.base.clone(), |p, s| p.child(s))
+    }
+
+    /// Write a whole object.
+    pub async fn put(&self, rel: &str, bytes: Vec<u8>) -> Result<()> {
+        self.store
+            .put(&self.path(rel), PutPayload::from(bytes))
+            .await
+            .map_err(|e| OmniError::storage(format!("writing {rel}"), e))?;
+        Ok(())
+    }
+
+    /// Read a whole object; `None` when it does not exist.
+    pub async fn get(&self, rel: &str) -> Result<Option<Bytes>> {
+        match self.store.get(&self.path(rel)).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(|e| OmniError::storage(format!("reading {rel}"), e))?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(OmniError::storage(format!("reading {rel}"), e)),
+        }
+    }
+
+    /// Whether an object (or a non-empty prefix) exists at `rel`.
+    pub async fn exists(&self, rel: &str) -> Result<bool> {
+        match self.store.head(&self.path(rel)).await {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(OmniError::storage(format!("checking {rel}"), e)),
+        }
+        Ok(!self.list(rel).await?.is_empty())
+    }
+
+    /// Names (relative to the root, sorted) of every object under the prefix `rel`.
+    pub async fn list(&self, rel: &str) -> Result<Vec<String>> {
+        let prefix = self.path(rel);
+        let metas: Vec<_> = match self.store.list(Some(&prefix)).try_collect().await {
+            Ok(m) => m,
+            Err(object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(OmniError::storage(format!("listing {rel}"), e)),
+        };
+        let base = self.base.as_ref();
+        let mut names: Vec<String> = metas
+            .into_iter()
+            .map(|m| {
+                let full = m.location.as_ref().to_string();
+                full.strip_prefix(base).unwrap_or(&full).trim_start_matches('/').to_string()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Delete an object; deleting a missing object is not an error.
+    pub async fn delete(&self, rel: &str) -> Result<()> {
+        match self.store.delete(&self.path(rel)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(OmniError::storage(format!("deleting {rel}"), e)),
+        }
+    }
+
+    /// Delete every object under the prefix `rel`.
+    pub async fn delete_prefix(&self, rel: &str) -> Result<()> {
+        for name in self.list(rel).await? {
+            self.delete(&name).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! Staged and committed table transactions.
+//!
+//! A [`StagedTxn`] is the only thing [`super::commit_exact`] accepts, and a
+//! [`CommittedTxn`] is the only thing that can become a manifest table update,
+//! so an uncommitted transaction can never be published.
+
+use std::sync::Arc;
+
+use lance::dataset::Dataset;
+use lance::dataset::scanner::RowAddrTreeMap;
+use lance::dataset::transaction::Transaction;
+use serde::{Deserialize, Serialize};
+
+/// The pre-minted identity of a table transaction: the version it was staged
+/// against and the transaction uuid Lance records with it. Recovery proves
+/// ownership of a table version by finding this identity at `read_version + 1`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TxnIdentity {
+    /// The table version the transaction was staged against.
+    pub read_version: u64,
+    /// The transaction uuid (pre-minted by the writer).
+    pub uuid: String,
+}
+
+impl TxnIdentity {
+    /// Mint a fresh identity for a transaction staged at `read_version`.
+    pub fn mint(read_version: u64) -> Self {
+        TxnIdentity { read_version, uuid: format!("omni-{}", ulid::Ulid::new()) }
+    }
+
+    /// The version this transaction must land at.
+    pub fn target_version(&self) -> u64 {
+        self.read_version + 1
+    }
+}
+
+/// How a keyed merge-insert on `id` treats rows that already exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MergeMode {
+    /// Fail staging if any id already exists (append loads, unkeyed inserts).
+    StrictInsert,
+    /// Insert new ids, replace existing ones.
+    Upsert,
+    /// Replace existing ids, ignore new ones.
+    UpdateOnly,
+}
+
+/// An uncommitted Lance transaction bound to the dataset handle it was staged
+/// against. Opaque: the only way forward is [`super::commit_exact`].
+pub struct StagedTxn {
+    pub(super) dataset: Option<Arc<Dataset>>,
+    pub(super) uri: String,
+    pub(super) txn: Transaction,
+    pub(super) affected_rows: Option<RowAddrTreeMap>,
+    pub(super) rows_written: u64,
+}
+
+impl StagedTxn {
+    /// The pre-minted identity this transaction will carry.
+    pub fn identity(&self) -> TxnIdentity {
+        TxnIdentity { read_version: self.txn.read_version, uuid: self.txn.uuid.clone() }
+    }
+
+    /// The dataset URI this transaction targets.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Rows written into new data files by this transaction.
+    pub fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+}
+
+impl std::fmt::Debug for StagedTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedTxn").field("uri", &self.uri).field("identity", &self.identity()).finish()
+    }
+}
+
+/// A transaction that landed exactly at `identity.read_version + 1`.
+#[derive(Debug, Clone)]
+pub struct CommittedTxn {
+    /// The identity that was verified in Lance's transaction file.
+    pub identity: TxnIdentity,
+    /// The new table version.
+    pub version: u64,
+    /// Live row count at the new version.
+    pub row_count: u64,
+    /// The dataset at the new version.
+    pub dataset: Arc<Dataset>,
+}

@@ -1,0 +1,368 @@
+//! Lance table operations: create, open, stage, commit exactly, restore.
+//!
+//! This is the only module in the crate that calls Lance write APIs (a test
+//! scans `src/` to keep it so). Every write is staged first and committed
+//! through [`commit_exact`], which allows zero transparent retries and admits
+//! exactly `read_version + 1` (see [`super::guard`]).
+
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchIterator};
+use arrow_schema::{Schema as ArrowSchema, SchemaRef};
+use futures::TryStreamExt;
+use lance::Dataset;
+use lance::dataset::builder::DatasetBuilder;
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{
+    CommitBuilder, DeleteBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
+    WriteParams,
+};
+use lance_file::version::LanceFileVersion;
+
+use super::guard::ExpectVersion;
+use super::staged::{CommittedTxn, MergeMode, StagedTxn, TxnIdentity};
+use crate::protocol::{OmniError, Result};
+
+/// The Lance file format every omnigraph dataset uses.
+const FILE_VERSION: LanceFileVersion = LanceFileVersion::V2_2;
+
+/// Lance's `main` branch is addressed as `None`.
+fn lance_branch(branch: Option<&str>) -> Option<&str> {
+    branch.filter(|b| *b != "main")
+}
+
+/// Write parameters shared by every dataset: stable row ids on, auto-cleanup
+/// off (nothing may garbage-collect a version `__manifest` pins).
+fn write_params(mode: WriteMode) -> WriteParams {
+    WriteParams {
+        mode,
+        enable_stable_row_ids: true,
+        data_storage_version: Some(FILE_VERSION),
+        auto_cleanup: None,
+        skip_auto_cleanup: true,
+        ..Default::default()
+    }
+}
+
+/// Create a dataset at `uri` holding `batch` as version 1. Fails if one exists.
+pub async fn create_table(uri: &str, batch: RecordBatch) -> Result<Arc<Dataset>> {
+    let schema = batch.schema();
+    let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
+    let params = write_params(WriteMode::Create);
+    let ds = Dataset::write(reader, uri, Some(params))
+        .await
+        .map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
+    Ok(Arc::new(ds))
+}
+
+/// Create an empty dataset (zero fragments) at `uri` as version 1.
+pub async fn create_empty_table(uri: &str, schema: &ArrowSchema) -> Result<Arc<Dataset>> {
+    create_table(uri, RecordBatch::new_empty(Arc::new(schema.clone()))).await
+}
+
+/// Append `batch` to the dataset at `uri`, creating it if absent. Used only
+/// for the recovery audit log, which no manifest pins (so an inline commit
+/// with Lance's own retries is right here).
+pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
+    let schema = batch.schema();
+    let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
+    let exists = DatasetBuilder::from_uri(uri).load().await.is_ok();
+    let params = write_params(if exists { WriteMode::Append } else { WriteMode::Create });
+    Dataset::write(reader, uri, Some(params)).await.map_err(|e| OmniError::storage(format!("appending to {uri}"), e))?;
+    Ok(())
+}
+
+/// Open a table at `version` (or its latest) on a native branch (`None`/`main` = main).
+pub async fn open_table(uri: &str, branch: Option<&str>, version: Option<u64>) -> Result<Arc<Dataset>> {
+    let mut builder = DatasetBuilder::from_uri(uri);
+    builder = match lance_branch(branch) {
+        Some(b) => builder.with_branch(b, version),
+        None => match version {
+            Some(v) => builder.with_version(v),
+            None => builder,
+        },
+    };
+    let ds = builder.load().await.map_err(|e| open_error(uri, branch, version, e))?;
+    Ok(Arc::new(ds))
+}
+
+fn open_error(uri: &str, branch: Option<&str>, version: Option<u64>, e: lance::Error) -> OmniError {
+    let what = format!(
+        "{uri} (branch {}, version {})",
+        branch.unwrap_or("main"),
+        version.map_or("latest".to_string(), |v| v.to_string())
+    );
+    match e {
+        lance::Error::DatasetNotFound { .. }
+        | lance::Error::NotFound { .. }
+        | lance::Error::RefNotFound { .. }
+        | lance::Error::VersionNotFound { .. } => OmniError::NotFound(format!("table {what}")),
+        other => OmniError::storage(format!("opening {what}"), other),
+    }
+}
+
+/// The live Lance HEAD version of a table on a native branch.
+pub async fn head_version(uri: &str, branch: Option<&str>) -> Result<u64> {
+    Ok(open_table(uri, branch, None).await?.version().version)
+}
+
+/// Number of live rows at the dataset's checked-out version.
+pub async fn row_count(ds: &Dataset) -> Result<u64> {
+    let n = ds.count_rows(None).await.map_err(|e| OmniError::storage(format!("counting rows of {}", ds.uri()), e))?;
+    Ok(n as u64)
+}
+
+/// Read every row (optionally filtered by a Lance SQL predicate) at the
+/// dataset's checked-out version.
+pub async fn scan(ds: &Dataset, filter: Option<&str>) -> Result<Vec<RecordBatch>> {
+    let ctx = || format!("scanning {}", ds.uri());
+    let mut scanner = ds.scan();
+    if let Some(f) = filter {
+        scanner.filter(f).map_err(|e| OmniError::storage(ctx(), e))?;
+    }
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))
+}
+
+/// Read every row matching a DataFusion expression at the dataset's
+/// checked-out version (`None` = all rows).
+pub async fn scan_expr(ds: &Dataset, filter: Option<datafusion::prelude::Expr>) -> Result<Vec<RecordBatch>> {
+    let ctx = || format!("scanning {}", ds.uri());
+    let mut scanner = ds.scan();
+    if let Some(f) = filter {
+        scanner.filter_expr(f);
+    }
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))
+}
+
+/// The Arrow schema of a dataset.
+pub fn arrow_schema(ds: &Dataset) -> SchemaRef {
+    Arc::new(ArrowSchema::from(ds.schema()))
+}
+
+/// Stage a merge-insert keyed on `id` with a pre-minted transaction uuid.
+/// A strict insert that meets an existing id fails here, before any effect.
+pub async fn stage_merge_insert(
+    ds: Arc<Dataset>,
+    batches: Vec<RecordBatch>,
+    mode: MergeMode,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    stage_merge(ds, batches, "id", mode, uuid).await
+}
+
+async fn stage_merge(
+    ds: Arc<Dataset>,
+    batches: Vec<RecordBatch>,
+    key: &str,
+    mode: MergeMode,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    let uri = ds.uri().to_string();
+    let ctx = || format!("staging merge-insert into {uri}");
+    let mut builder =
+        MergeInsertBuilder::try_new(ds.clone(), vec![key.to_string()]).map_err(|e| OmniError::storage(ctx(), e))?;
+    let (matched, not_matched) = match mode {
+        MergeMode::StrictInsert => (WhenMatched::Fail, WhenNotMatched::InsertAll),
+        MergeMode::Upsert => (WhenMatched::UpdateAll, WhenNotMatched::InsertAll),
+        MergeMode::UpdateOnly => (WhenMatched::UpdateAll, WhenNotMatched::DoNothing),
+    };
+    builder
+        .when_matched(matched)
+        .when_not_matched(not_matched)
+        .conflict_retries(0)
+        .commit_retries(0)
+        .use_index(false)
+        .skip_auto_cleanup(true);
+    let job = builder.try_build().map_err(|e| OmniError::storage(ctx(), e))?;
+    let staged = job.execute_uncommitted_batches(batches).await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let rows = staged.stats.num_inserted_rows + staged.stats.num_updated_rows;
+    let mut txn = staged.transaction;
+    txn.uuid = uuid.to_string();
+    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: staged.affected_rows, rows_written: rows })
+}
+
+/// Stage a delete of the rows matching `predicate`. A delete that matches
+/// nothing stages nothing (committing it would still bump the version).
+pub async fn stage_delete(ds: Arc<Dataset>, predicate: &str, uuid: &str) -> Result<Option<StagedTxn>> {
+    let uri = ds.uri().to_string();
+    let staged = DeleteBuilder::new(ds.clone(), predicate)
+        .conflict_retries(0)
+        .execute_uncommitted()
+        .await
+        .map_err(|e| OmniError::storage(format!("staging delete on {uri}"), e))?;
+    if staged.num_deleted_rows == 0 {
+        return Ok(None);
+    }
+    let mut txn = staged.transaction;
+    txn.uuid = uuid.to_string();
+    Ok(Some(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: staged.affected_rows, rows_written: 0 }))
+}
+
+/// Stage an overwrite of the whole table. No batches = a zero-fragment overwrite.
+pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: &str) -> Result<StagedTxn> {
+    let uri = ds.uri().to_string();
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let mut txn = if rows == 0 {
+        let op = Operation::Overwrite {
+            fragments: vec![],
+            schema: ds.schema().clone(),
+            config_upsert_values: None,
+            initial_bases: None,
+        };
+        Transaction::new(ds.version().version, op, None)
+    } else {
+        let params = write_params(WriteMode::Overwrite);
+        InsertBuilder::new(ds.clone())
+            .with_params(&params)
+            .execute_uncommitted(batches)
+            .await
+            .map_err(|e| OmniError::storage(format!("staging overwrite of {uri}"), e))?
+    };
+    txn.uuid = uuid.to_string();
+    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
+}
+
+/// Stage a restore of the table's content at `to_version`, as a new version.
+pub fn stage_restore(ds: Arc<Dataset>, to_version: u64, uuid: &str) -> StagedTxn {
+    let uri = ds.uri().to_string();
+    let mut txn = Transaction::new(ds.version().version, Operation::Restore { version: to_version }, None);
+    txn.uuid = uuid.to_string();
+    StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: 0 }
+}
+
+/// Commit a staged transaction with zero transparent retries, admitting only
+/// `read_version + 1`, and verify the landed version carries the staged identity.
+///
+/// An ambiguous failure is resolved by looking the identity up at the target
+/// version, never by committing again (Lance does not dedupe by uuid).
+pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
+    let identity = staged.identity();
+    let target = identity.target_version();
+    let uri = staged.uri.clone();
+    let Some(ds) = staged.dataset else {
+        return Err(OmniError::Internal(format!("staged transaction for {uri} has no base dataset")));
+    };
+    let base = ds.clone();
+    let mut builder = CommitBuilder::new(ds)
+        .with_max_retries(0)
+        .with_skip_auto_cleanup(true)
+        .with_commit_handler(ExpectVersion::new(target));
+    if let Some(rows) = staged.affected_rows {
+        builder = builder.with_affected_rows(rows);
+    }
+    let committed = match builder.execute(staged.txn).await {
+        Ok(ds) => Arc::new(ds),
+        Err(e) if is_conflict(&e) => {
+            return Err(OmniError::ReadSetChanged {
+                member: format!("table {uri}"),
+                expected: format!("v{}", identity.read_version),
+                actual: "a newer version".to_string(),
+            });
+        }
+        Err(e) => resolve_ambiguous(&base, &identity, e).await?,
+    };
+    verify_landed(&uri, &identity, committed).await
+}
+
+fn is_conflict(e: &lance::Error) -> bool {
+    matches!(
+        e,
+        lance::Error::CommitConflict { .. }
+            | lance::Error::RetryableCommitConflict { .. }
+            | lance::Error::IncompatibleTransaction { .. }
+            | lance::Error::TooMuchWriteContention { .. }
+    )
+}
+
+/// After an error that does not prove the commit failed, look for our identity
+/// at the target version on the same native branch.
+async fn resolve_ambiguous(base: &Dataset, identity: &TxnIdentity, e: lance::Error) -> Result<Arc<Dataset>> {
+    let target = identity.target_version();
+    if let Ok(Some(found)) = transaction_at(base, target).await {
+        if found == *identity {
+            let landed = base
+                .checkout_version(target)
+                .await
+                .map_err(|e| OmniError::storage(format!("opening {} v{target}", base.uri()), e))?;
+            return Ok(Arc::new(landed));
+        }
+    }
+    Err(OmniError::storage(format!("committing {} to {}", identity.uuid, base.uri()), e))
+}
+
+async fn verify_landed(uri: &str, identity: &TxnIdentity, ds: Arc<Dataset>) -> Result<CommittedTxn> {
+    let version = ds.version().version;
+    if version != identity.target_version() {
+        return Err(OmniError::Internal(format!(
+            "{uri}: commit landed at v{version}, expected v{}",
+            identity.target_version()
+        )));
+    }
+    let found = transaction_at(&ds, version).await?;
+    if found.as_ref() != Some(identity) {
+        return Err(OmniError::Internal(format!(
+            "{uri}: v{version} carries transaction {found:?}, expected {identity:?}"
+        )));
+    }
+    let row_count = row_count(&ds).await?;
+    Ok(CommittedTxn { identity: identity.clone(), version, row_count, dataset: ds })
+}
+
+/// The identity of the transaction that produced `version`, if Lance kept one.
+pub async fn transaction_at(ds: &Dataset, version: u64) -> Result<Option<TxnIdentity>> {
+    let txn = ds
+        .read_transaction_by_version(version)
+        .await
+        .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
+    Ok(txn.map(|t| TxnIdentity { read_version: t.read_version, uuid: t.uuid }))
+}
+
+/// The operation name (`Append`, `Update`, `Rewrite`, `Restore`, …) of the
+/// transaction that produced `version`, if Lance kept it.
+pub async fn operation_at(ds: &Dataset, version: u64) -> Result<Option<String>> {
+    let txn = ds
+        .read_transaction_by_version(version)
+        .await
+        .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
+    Ok(txn.map(|t| t.operation.name().to_string()))
+}
+
+/// Outcome of one merge of manifest rows.
+#[derive(Debug)]
+pub enum RowMergeError {
+    /// Another writer committed first or touched one of the same keys;
+    /// nothing of ours landed. Re-read and retry.
+    Contention(String),
+    /// Anything else.
+    Failed(OmniError),
+}
+
+/// Merge `batch` into a keyed table on `key` (update matched, insert new) as
+/// exactly one commit at the handle's version + 1, with zero transparent
+/// retries. This is the manifest publisher's row-level CAS.
+pub async fn merge_rows(ds: Arc<Dataset>, batch: RecordBatch, key: &str) -> Result<CommittedTxn, RowMergeError> {
+    let uuid = format!("omni-{}", ulid::Ulid::new());
+    let staged = stage_merge(ds, vec![batch], key, MergeMode::Upsert, &uuid).await.map_err(RowMergeError::Failed)?;
+    match commit_exact(staged).await {
+        Ok(c) => Ok(c),
+        Err(e @ OmniError::ReadSetChanged { .. }) => Err(RowMergeError::Contention(e.to_string())),
+        Err(e) => Err(RowMergeError::Failed(e)),
+    }
+}
+
+/// The native branch identifier of the dataset's branch: `(parent_version,
+/// uuid)` pairs, empty for main. Detects delete/recreate of a branch name.
+pub async fn branch_identifier(ds: &Dataset) -> Result<Vec<(u64, String)>> {
+    let id = ds
+        .branch_identifier()
+        .await
+        .map_err(|e| OmniError::storage(format!("reading branch identifier of {}", ds.uri()), e))?;
+    Ok(id.version_mapping)
+}
+
+/// Schema-level metadata of the dataset (where `__manifest` keeps its stamp).
+pub fn schema_metadata(ds: &Dataset) -> &std::collections::HashMap<String, String> {
+    &ds.schema().metadata
+}

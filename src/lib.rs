@@ -1,0 +1,19 @@
+//! omnigraph: a typed property-graph database stored as Lance datasets, with
+//! Git-style branches and commits across the whole graph.
+//!
+//! The embedded API is [`Omnigraph`] → [`Graph`]. Layout:
+//! - [`actors`]: the actor tree (supervisor, schema / branch / table actors, reconciler);
+//! - [`engine`]: compilers, catalog, manifest + publisher, init, Lance storage adapter;
+//! - [`recovery`]: recovery sidecars;
+//! - [`protocol`]: errors, actor messages and other wire types;
+//! - [`server`]: the HTTP daemon.
+
+pub mod actors;
+pub mod engine;
+mod graph;
+pub mod protocol;
+pub mod recovery;
+pub mod server;
+
+pub use graph::{CommitInfo, Graph, Omnigraph, OpenMode, Snapshot, TableSnapshot};
+pub use protocol::{OmniError, Result};

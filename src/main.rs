@@ -1,0 +1,460 @@
+//! The `omnigraph` command-line interface.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use omnigraph::{CommitInfo, Graph, OmniError, Omnigraph, OpenMode, Result, Snapshot};
+
+#[derive(Parser)]
+#[command(name = "omnigraph", version, about = "A typed property-graph database on Lance")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a graph from a .pg schema.
+    Init {
+        /// The .pg schema file.
+        #[arg(long)]
+        schema: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Where to create the graph (directory or s3:// URI).
+        graph: String,
+    },
+    /// Show every table's version and row count at a branch head.
+    Snapshot {
+        /// Graph branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Load a JSONL file as one atomic commit.
+    Load {
+        /// The JSONL file (`-` for stdin).
+        #[arg(long)]
+        data: String,
+        /// append (strict insert), merge (upsert) or overwrite (replace each touched type).
+        #[arg(long)]
+        mode: String,
+        /// No progress on stderr.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        write: WriteArgs,
+        /// The graph.
+        graph: String,
+    },
+    /// Run a .gq mutation as one atomic commit.
+    Mutate {
+        /// The .gq file.
+        #[arg(long, conflicts_with = "expr", required_unless_present = "expr")]
+        query: Option<String>,
+        /// Inline .gq source.
+        #[arg(short = 'e', long = "expr")]
+        expr: Option<String>,
+        /// Which query of the file to run.
+        #[arg(long)]
+        name: Option<String>,
+        /// Parameters as a JSON object.
+        #[arg(long)]
+        params: Option<String>,
+        #[command(flatten)]
+        write: WriteArgs,
+        /// The graph.
+        graph: String,
+    },
+    /// Inspect recovery: pending sidecars and the audit log.
+    Recovery {
+        #[command(subcommand)]
+        command: RecoveryCommand,
+    },
+    /// Classify (and with --confirm publish) Lance HEAD drift no write recorded.
+    Repair {
+        /// Publish verified maintenance drift.
+        #[arg(long)]
+        confirm: bool,
+        /// With --confirm, also publish suspicious drift.
+        #[arg(long)]
+        force: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Inspect the commit graph.
+    Commit {
+        #[command(subcommand)]
+        command: CommitCommand,
+    },
+    /// Compile every query in a .gq file against a schema or a graph's schema.
+    #[command(alias = "check")]
+    Lint {
+        /// The .gq file.
+        #[arg(long)]
+        query: String,
+        /// A .pg schema file to check against (instead of a graph).
+        #[arg(long, conflicts_with = "graph")]
+        schema: Option<String>,
+        /// Print JSON: per query its diagnostics, params, result columns, reads and writes.
+        #[arg(long)]
+        json: bool,
+        /// A graph whose accepted schema to check against.
+        #[arg(required_unless_present = "schema")]
+        graph: Option<String>,
+    },
+    /// Inspect the accepted schema.
+    Schema {
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+}
+
+/// Options shared by the write commands.
+#[derive(clap::Args)]
+struct WriteArgs {
+    /// Graph branch to write.
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// Write only if the branch head is exactly this commit.
+    #[arg(long = "if-commit")]
+    if_commit: Option<String>,
+    /// Actor recorded on the commit.
+    #[arg(long = "as")]
+    actor: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+impl WriteArgs {
+    fn options(&self) -> WriteOptions {
+        WriteOptions { branch: self.branch.clone(), actor: self.actor.clone(), if_commit: self.if_commit.clone() }
+    }
+}
+
+#[derive(Subcommand)]
+enum RecoveryCommand {
+    /// Pending sidecars (after a recovery sweep, unless --read-only) and the audit log.
+    List {
+        /// Do not run the read-write recovery sweep first.
+        #[arg(long = "read-only")]
+        read_only: bool,
+        /// Print JSON: {"pending": [...], "audit": [...]}.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum CommitCommand {
+    /// Commits reachable from a branch head, newest first.
+    List {
+        /// Graph branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// At most this many commits.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// One commit.
+    Show {
+        /// Commit id.
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum SchemaCommand {
+    /// Print the accepted .pg source.
+    Show {
+        /// Print JSON (source, identity and the compiled catalog).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json = cli.command.json();
+    match runtime.block_on(run(cli.command)) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Reported(code)) => ExitCode::from(code),
+        Err(e) => {
+            if json {
+                println!("{}", e.to_json());
+            } else {
+                eprintln!("error: {e}");
+            }
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+impl Command {
+    fn json(&self) -> bool {
+        match self {
+            Command::Init { json, .. } | Command::Snapshot { json, .. } | Command::Lint { json, .. } => *json,
+            Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
+            Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
+            Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
+            Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
+        }
+    }
+}
+
+async fn read_only(graph: &str) -> Result<Graph> {
+    Omnigraph::open_with(graph, OpenMode::ReadOnly).await
+}
+
+fn read_file(path: &str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| OmniError::BadRequest(format!("cannot read {path}: {e}")))
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| OmniError::Internal(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+/// How a command ended when it did not fail outright.
+enum Outcome {
+    /// Success.
+    Done,
+    /// The command printed its own report of a failure; exit with this code.
+    Reported(u8),
+}
+
+async fn run(command: Command) -> Result<Outcome> {
+    if let Command::Lint { query, schema, json, graph } = command {
+        return run_lint(&query, schema, json, graph).await;
+    }
+    run_command(command).await.map(|()| Outcome::Done)
+}
+
+async fn run_command(command: Command) -> Result<()> {
+    match command {
+        Command::Init { schema, json, graph } => {
+            let source = read_file(&schema)?;
+            let g = Omnigraph::init(&graph, &source).await?;
+            let snap = g.snapshot("main").await?;
+            if json {
+                return print_json(&snap);
+            }
+            println!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
+            Ok(())
+        }
+        Command::Snapshot { branch, json, graph } => {
+            let snap = read_only(&graph).await?.snapshot(&branch).await?;
+            if json { print_json(&snap) } else { print_snapshot(&snap) }
+        }
+        Command::Commit { command: CommitCommand::List { branch, limit, json, graph } } => {
+            let commits = read_only(&graph).await?.commits(&branch, limit).await?;
+            if json {
+                return print_json(&commits);
+            }
+            commits.iter().for_each(print_commit_line);
+            Ok(())
+        }
+        Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
+            let c = read_only(&graph).await?.commit(&id).await?;
+            if json { print_json(&c) } else { print_commit(&c) }
+        }
+        Command::Load { data, mode, quiet, write, graph } => {
+            let mode: LoadMode = mode.parse()?;
+            let g = Omnigraph::open(&graph).await?;
+            let show = !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let progress = |n: u64| {
+                if show {
+                    eprint!("\rparsed {n} records");
+                }
+            };
+            let reader: Box<dyn std::io::BufRead> = if data == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                let file = std::fs::File::open(&data)
+                    .map_err(|e| OmniError::BadRequest(format!("cannot read {data}: {e}")))?;
+                Box::new(std::io::BufReader::new(file))
+            };
+            let out = g.load_with_progress(reader, mode, &write.options(), &progress).await;
+            if show {
+                eprintln!();
+            }
+            print_write(&out?, write.json)
+        }
+        Command::Mutate { query, expr, name, params, write, graph } => {
+            let source = match (query, expr) {
+                (Some(path), _) => read_file(&path)?,
+                (None, Some(text)) => text,
+                (None, None) => return Err(OmniError::BadRequest("mutate needs --query FILE or -e TEXT".into())),
+            };
+            let params = parse_params(params.as_deref())?;
+            let g = Omnigraph::open(&graph).await?;
+            let out = g.mutate(&source, name.as_deref(), params, &write.options()).await?;
+            print_write(&out, write.json)
+        }
+        Command::Recovery { command: RecoveryCommand::List { read_only, json, graph } } => {
+            let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
+            let status = Omnigraph::open_with(&graph, mode).await?.recovery_status().await?;
+            if json {
+                return print_json(&status);
+            }
+            println!("pending sidecars: {}", status.pending.len());
+            for p in &status.pending {
+                match &p.error {
+                    Some(e) => println!("  {}  unreadable: {e}", p.name),
+                    None => println!(
+                        "  {}  {}  branch {}  {}  {}s old",
+                        p.operation_id.as_deref().unwrap_or("?"),
+                        p.writer_kind.as_deref().unwrap_or("?"),
+                        p.branch.as_deref().unwrap_or("?"),
+                        p.phase.as_deref().unwrap_or("?"),
+                        p.age_seconds.unwrap_or(0)
+                    ),
+                }
+            }
+            println!("recoveries: {}", status.audit.len());
+            for a in &status.audit {
+                println!("  {}  {:?}  {}  {}", a.operation_id, a.recovery_kind, a.writer_kind, a.graph_commit_id.as_deref().unwrap_or("-"));
+            }
+            Ok(())
+        }
+        Command::Repair { confirm, force, json, graph } => {
+            let report = Omnigraph::open(&graph).await?.repair(confirm, force).await?;
+            if json {
+                return print_json(&report);
+            }
+            if report.drift.is_empty() {
+                println!("no drift: every table's Lance HEAD equals its manifest pin");
+            }
+            for d in &report.drift {
+                let class = if d.maintenance { "maintenance" } else { "SUSPICIOUS" };
+                println!("{}  pin v{} -> HEAD v{}  {class}  [{}]", d.table_key, d.pinned, d.head, d.operations.join(", "));
+            }
+            match (&report.published_commit_id, report.drift.is_empty(), confirm) {
+                (Some(c), _, _) => println!("published as commit {c}"),
+                (None, false, false) => println!("dry run: re-run with --confirm to publish verified maintenance drift"),
+                (None, false, true) => println!("not published: suspicious drift needs --force --confirm"),
+                _ => {}
+            }
+            Ok(())
+        }
+        Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
+        Command::Schema { command: SchemaCommand::Show { json, graph } } => {
+            let schema = read_only(&graph).await?.schema().await?;
+            if json {
+                return print_json(&serde_json::json!({
+                    "identity": schema.identity, "source": schema.source, "catalog": schema.catalog,
+                }));
+            }
+            print!("{}", schema.source);
+            Ok(())
+        }
+    }
+}
+
+fn print_snapshot(s: &Snapshot) -> Result<()> {
+    println!("branch:  {}", s.branch);
+    println!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
+    println!("stamp:   {}", s.storage_stamp);
+    let width = s.tables.iter().map(|t| t.table_key.len()).max().unwrap_or(5).max(5);
+    println!("{:<width$}  {:>8}  {:>10}", "table", "version", "rows");
+    for t in &s.tables {
+        println!("{:<width$}  {:>8}  {:>10}", t.table_key, t.version, t.row_count);
+    }
+    Ok(())
+}
+
+fn print_commit_line(c: &CommitInfo) {
+    println!("{}  {}  {}  {}", c.commit_id, c.created_at, c.actor.as_deref().unwrap_or("-"), c.branch);
+}
+
+fn print_commit(c: &CommitInfo) -> Result<()> {
+    println!("commit:   {}", c.commit_id);
+    println!("parent:   {}", c.parent_commit_id.as_deref().unwrap_or("-"));
+    if let Some(m) = &c.merged_parent_commit_id {
+        println!("merged:   {m}");
+    }
+    println!("actor:    {}", c.actor.as_deref().unwrap_or("-"));
+    println!("created:  {}", c.created_at);
+    println!("branch:   {}", c.branch);
+    println!("manifest: v{}", c.manifest_version);
+    Ok(())
+}
+
+async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option<String>) -> Result<Outcome> {
+    let source = read_file(query)?;
+    let catalog = match (schema, graph) {
+        (Some(pg), _) => omnigraph::engine::schema_store::SchemaState::compile(&read_file(&pg)?)?.catalog,
+        (None, Some(g)) => read_only(&g).await?.schema().await?.catalog.clone(),
+        (None, None) => return Err(OmniError::BadRequest("lint needs --schema FILE or a GRAPH".into())),
+    };
+    let report = omnigraph::engine::lint::lint(&catalog, query, &source);
+    if json {
+        print_json(&report)?;
+    } else {
+        for q in &report.queries {
+            if q.diagnostics.is_empty() {
+                println!("ok     {} ({})", q.name, q.kind.unwrap_or("?"));
+            }
+            for d in &q.diagnostics {
+                let code = d.code.as_deref().map(|c| format!("[{c}] ")).unwrap_or_default();
+                println!("error  {query}:{}:{}: {code}{}", d.line, d.column, d.message);
+            }
+        }
+        println!("{} queries, {} errors", report.queries.len(), report.errors);
+    }
+    Ok(if report.errors > 0 { Outcome::Reported(2) } else { Outcome::Done })
+}
+
+fn parse_params(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let Some(text) = text else { return Ok(serde_json::Map::new()) };
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(OmniError::BadRequest(format!("--params must be a JSON object, got {other}"))),
+        Err(e) => Err(OmniError::BadRequest(format!("--params is not valid JSON: {e}"))),
+    }
+}
+
+fn print_write(out: &WriteOutcome, json: bool) -> Result<()> {
+    if json {
+        return print_json(out);
+    }
+    println!("nodes affected: {}", out.nodes_affected);
+    println!("edges affected: {}", out.edges_affected);
+    println!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! The one error enum users see, and its HTTP status mapping.
+
+use crate::engine::lang::Diagnostic;
+
+/// Result alias used across the crate.
+pub type Result<T, E = OmniError> = std::result::Result<T, E>;
+
+/// Every user-visible failure, typed. Each variant maps to exactly one HTTP
+/// status ([`OmniError::http_status`]) and one stable `code` string.
+#[derive(Debug, thiserror::Error)]
+pub enum OmniError {
+    /// The request is malformed: bad arguments, bad names, bad values.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+
+    /// A `.pg` / `.gq` source failed to compile.
+    #[error("{file}:{diag}")]
+    Compile {
+        /// Which source the error is in (a file name, or `<schema>`/`<query>`).
+        file: String,
+        /// The located diagnostic.
+        diag: Diagnostic,
+    },
+
+    /// A graph, branch, commit, type or file does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+
+    /// A graph already exists where one was to be created.
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+
+    /// A strict insert met an existing id.
+    #[error("key conflict: {type_name} with id `{id}` already exists")]
+    KeyConflict {
+        /// The node or edge type.
+        type_name: String,
+        /// The conflicting id.
+        id: String,
+    },
+
+    /// The authority a write prepared against changed before any effect.
+    #[error("read set changed: {member} expected {expected}, found {actual}")]
+    ReadSetChanged {
+        /// Which part of the authority moved (`graph_head:main`, `branch_identifier`, a table key…).
+        member: String,
+        /// What the writer captured.
+        expected: String,
+        /// What is there now.
+        actual: String,
+    },
+
+    /// The manifest publisher ran out of retries under write contention.
+    #[error("manifest conflict: {0}")]
+    ManifestConflict(String),
+
+    /// A caller's `--if-commit` precondition did not hold.
+    #[error("precondition failed: expected head {expected}, found {actual}")]
+    PreconditionFailed {
+        /// The commit id the caller required.
+        expected: String,
+        /// The branch's actual head.
+        actual: String,
+    },
+
+    /// An admission limit refused the request before any effect.
+    #[error("resource limit exceeded: {resource} is {actual}, limit {limit}")]
+    ResourceLimitExceeded {
+        /// What was measured.
+        resource: String,
+        /// The limit.
+        limit: u64,
+        /// The measured amount.
+        actual: u64,
+    },
+
+    /// An unresolved recovery sidecar stands in the way; retry after recovery.
+    #[error("recovery required for operation {operation_id}: {reason}")]
+    RecoveryRequired {
+        /// The sidecar's operation id.
+        operation_id: String,
+        /// Why it could not be resolved here.
+        reason: String,
+    },
+
+    /// The graph's on-disk format is not the one this binary serves.
+    #[error("{0}")]
+    UnsupportedStorage(String),
+
+    /// Live Lance state moved outside any recorded write.
+    #[error("uncovered drift on {table}: manifest pins v{pinned}, Lance HEAD is v{head}; run `omnigraph repair`")]
+    Drift {
+        /// The table key.
+        table: String,
+        /// The manifest pin.
+        pinned: u64,
+        /// The live HEAD.
+        head: u64,
+    },
+
+    /// An actor the request depended on stopped; the request may be retried.
+    #[error("actor unavailable: {0}")]
+    ActorUnavailable(String),
+
+    /// Missing or wrong credentials.
+    #[error("unauthorized")]
+    Unauthorized,
+
+    /// Lance or object storage failed.
+    #[error("storage error while {context}: {message}")]
+    Storage {
+        /// What the engine was doing.
+        context: String,
+        /// The underlying error text.
+        message: String,
+    },
+
+    /// A bug or an invariant violation.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl OmniError {
+    /// Wrap a storage-layer error with what the engine was doing.
+    pub fn storage(context: impl Into<String>, err: impl std::fmt::Display) -> Self {
+        OmniError::Storage { context: context.into(), message: err.to_string() }
+    }
+
+    /// The HTTP status this error maps to (DESIGN.md §8).
+    pub fn http_status(&self) -> u16 {
+        match self {
+            OmniError::BadRequest(_) | OmniError::Compile { .. } => 400,
+            OmniError::Unauthorized => 401,
+            OmniError::NotFound(_) => 404,
+            OmniError::AlreadyExists(_)
+            | OmniError::KeyConflict { .. }
+            | OmniError::ReadSetChanged { .. }
+            | OmniError::ManifestConflict(_)
+            | OmniError::Drift { .. } => 409,
+            OmniError::PreconditionFailed { .. } => 412,
+            OmniError::ResourceLimitExceeded { .. } => 413,
+            OmniError::RecoveryRequired { .. } | OmniError::ActorUnavailable(_) => 503,
+            OmniError::UnsupportedStorage(_) | OmniError::Storage { .. } | OmniError::Internal(_) => 500,
+        }
+    }
+
+    /// Stable machine-readable code for the JSON error body.
+    pub fn code(&self) -> &'static str {
+        match self {
+            OmniError::BadRequest(_) => "bad_request",
+            OmniError::Compile { .. } => "compile_error",
+            OmniError::NotFound(_) => "not_found",
+            OmniError::AlreadyExists(_) => "already_exists",
+            OmniError::KeyConflict { .. } => "key_conflict",
+            OmniError::ReadSetChanged { .. } => "read_set_conflict",
+            OmniError::ManifestConflict(_) => "manifest_conflict",
+            OmniError::PreconditionFailed { .. } => "precondition_failure",
+            OmniError::ResourceLimitExceeded { .. } => "resource_limit",
+            OmniError::RecoveryRequired { .. } => "recovery_required",
+            OmniError::UnsupportedStorage(_) => "unsupported_storage",
+            OmniError::Drift { .. } => "drift",
+            OmniError::ActorUnavailable(_) => "actor_unavailable",
+            OmniError::Unauthorized => "unauthorized",
+            OmniError::Storage { .. } => "storage",
+            OmniError::Internal(_) => "internal",
+        }
+    }
+
+    /// The process exit code the CLI uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            OmniError::PreconditionFailed { .. } => 4,
+            OmniError::BadRequest(_) | OmniError::Compile { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// The JSON body `{error, code, <typed detail>}` shared by HTTP and `--json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({ "error": self.to_string(), "code": self.code() });
+        let detail = match self {
+            OmniError::Compile { file, diag } => serde_json::json!({
+                "file": file, "line": diag.pos.line, "column": diag.pos.column,
+                "diagnostic_code": diag.code, "message": diag.message,
+            }),
+            OmniError::KeyConflict { type_name, id } => {
+                serde_json::json!({ "key_conflict": { "type": type_name, "id": id } })
+            }
+            OmniError::ReadSetChanged { member, expected, actual } => serde_json::json!({
+                "read_set_conflict": { "member": member, "expected": expected, "actual": actual }
+            }),
+            OmniError::PreconditionFailed { expected, actual } => serde_json::json!({
+                "precondition_failure": { "expected": expected, "actual": actual }
+            }),
+            OmniError::ResourceLimitExceeded { resource, limit, actual } => serde_json::json!({
+                "resource_limit": { "resource": resource, "limit": limit, "actual": actual }
+            }),
+            OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
+                "recovery_required": { "operation_id": operation_id, "reason": reason }
+            }),
+            _ => serde_json::Value::Null,
+        };
+        if let (Some(obj), serde_json::Value::Object(extra)) = (body.as_object_mut(), detail) {
+            obj.extend(extra);
+        }
+        body
+    }
+}

@@ -1,0 +1,88 @@
+//! Actor messages. Every gate actor answers `Acquire` with a [`Lease`];
+//! effect messages carry the id of the lease that authorises them.
+
+use std::sync::Arc;
+
+use ractor::RpcReplyPort;
+
+use crate::actors::lease::{Lease, LeaseMode};
+use crate::engine::manifest::{ManifestView, PublishRequest, Published};
+use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::{CommittedTxn, StagedTxn};
+use crate::protocol::Result;
+
+/// Messages to the SchemaActor (the schema gate).
+pub enum SchemaMsg {
+    /// Queue for the schema gate.
+    Acquire {
+        /// Shared for data writers, exclusive for schema apply and full recovery.
+        mode: LeaseMode,
+        /// Answered when granted.
+        reply: RpcReplyPort<Lease>,
+    },
+    /// The accepted schema.
+    Current {
+        /// Answered at once.
+        reply: RpcReplyPort<Arc<SchemaState>>,
+    },
+}
+
+/// Messages to a BranchActor (a branch gate and the branch's only publisher).
+pub enum BranchMsg {
+    /// Queue for the branch gate (exclusive).
+    Acquire {
+        /// Answered when granted.
+        reply: RpcReplyPort<Lease>,
+    },
+    /// A fresh read of the branch's manifest.
+    View {
+        /// Answered with the view or the read error.
+        reply: RpcReplyPort<Result<ManifestView>>,
+    },
+    /// Publish one commit; requires the branch lease.
+    Publish {
+        /// The publish.
+        request: Box<PublishRequest>,
+        /// Id of the branch lease held by the caller.
+        lease_id: u64,
+        /// Answered with the publish outcome.
+        reply: RpcReplyPort<Result<Published>>,
+    },
+}
+
+/// Messages to a TableActor (a table gate; the only committer for its table on its branch).
+pub enum TableMsg {
+    /// Queue for the table gate (exclusive).
+    Acquire {
+        /// Answered when granted.
+        reply: RpcReplyPort<Lease>,
+    },
+    /// The live Lance HEAD version of the table on this branch.
+    Head {
+        /// Answered with the version.
+        reply: RpcReplyPort<Result<u64>>,
+    },
+    /// Commit a staged transaction exactly; requires the table lease.
+    Commit {
+        /// The staged transaction.
+        staged: Box<StagedTxn>,
+        /// Id of the table lease held by the caller.
+        lease_id: u64,
+        /// Answered with the landed transaction.
+        reply: RpcReplyPort<Result<CommittedTxn>>,
+    },
+}
+
+/// Messages to the ReconcilerActor.
+pub enum ReconcilerMsg {
+    /// Run a full recovery pass in the background (no-op if one is running).
+    Reconcile {
+        /// The actor tree to recover through (weak: the pass must not keep it alive).
+        runtime: std::sync::Weak<crate::actors::runtime::Runtime>,
+    },
+    /// List pending recovery sidecars (`__recovery/*.json`) in ULID order.
+    ListPending {
+        /// Answered with sidecar names, or the listing error (never swallowed).
+        reply: RpcReplyPort<Result<Vec<String>>>,
+    },
+}

@@ -1,0 +1,207 @@
+//! Recovery sidecars (`__recovery/<operation_id>.json`), schema 3.
+//!
+//! A writer arms a sidecar before its first effect and confirms it once every
+//! table landed exactly; recovery reads it to roll the write forward or back.
+//! The typestate makes the order unbreakable: only [`SidecarStore::arm`]
+//! creates an [`ArmedSidecar`], only [`ArmedSidecar::confirm`] (which consumes
+//! it) creates a [`ConfirmedSidecar`], and only that can be finished.
+
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+use super::RECOVERY_DIR;
+use crate::engine::manifest::{Lineage, TableUpdate};
+pub use crate::engine::write_plan::AuthorityToken;
+use crate::engine::storage::{Root, TxnIdentity};
+use crate::protocol::{OmniError, Result};
+
+/// The sidecar format this binary writes and reads.
+pub const SIDECAR_SCHEMA_VERSION: u32 = 3;
+
+/// Which writer armed the sidecar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WriterKind {
+    /// A `.gq` mutation.
+    Mutation,
+    /// A JSONL load.
+    Load,
+}
+
+/// How far the write got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EffectPhase {
+    /// Effects may have started; recovery may only roll back.
+    Armed,
+    /// Every table landed exactly; recovery rolls forward while the authority matches.
+    EffectsConfirmed,
+}
+
+/// One table the write commits to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SidecarTable {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// Dataset URI.
+    pub table_path: String,
+    /// Native Lance branch written (`None` = main).
+    pub table_branch: Option<String>,
+    /// Manifest pin at arm time (the CAS expectation).
+    pub expected_version: u64,
+    /// The pre-minted transaction identity (staged at `expected_version`).
+    pub planned: TxnIdentity,
+    /// Set at confirmation: the landed version and its row count.
+    pub confirmed: Option<TableUpdate>,
+}
+
+/// The durable body of a sidecar.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SidecarBody {
+    /// Always [`SIDECAR_SCHEMA_VERSION`] when written by this binary.
+    pub schema_version: u32,
+    /// ULID of the operation (also the file name).
+    pub operation_id: String,
+    /// Writer kind.
+    pub writer_kind: WriterKind,
+    /// Graph branch.
+    pub branch: String,
+    /// Actor making the write.
+    pub actor: Option<String>,
+    /// When the sidecar was armed (µs since the epoch).
+    pub started_at_us: i64,
+    /// Phase.
+    pub phase: EffectPhase,
+    /// Captured authority.
+    pub token: AuthorityToken,
+    /// Tables written, sorted by key.
+    pub tables: Vec<SidecarTable>,
+    /// The commit to publish (pre-minted id, actor, time).
+    pub lineage: Lineage,
+    /// Pre-minted id of the compensating commit if recovery rolls back.
+    pub rollback_commit_id: String,
+}
+
+impl SidecarBody {
+    /// The sidecar's object name under the root.
+    pub fn object_name(&self) -> String {
+        sidecar_name(&self.operation_id)
+    }
+
+    /// The complete manifest delta: one update per table (confirmed values
+    /// once confirmed; the planned version before).
+    pub fn intended_delta(&self) -> Vec<TableUpdate> {
+        self.tables
+            .iter()
+            .map(|t| {
+                t.confirmed.clone().unwrap_or(TableUpdate {
+                    table_key: t.table_key.clone(),
+                    version: t.planned.target_version(),
+                    branch: t.table_branch.clone(),
+                    row_count: 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Object name of operation `id`'s sidecar.
+pub fn sidecar_name(operation_id: &str) -> String {
+    format!("{RECOVERY_DIR}/{operation_id}.json")
+}
+
+/// A durable Armed sidecar.
+#[derive(Debug)]
+pub struct ArmedSidecar {
+    body: SidecarBody,
+}
+
+/// A durable EffectsConfirmed sidecar.
+#[derive(Debug)]
+pub struct ConfirmedSidecar {
+    body: SidecarBody,
+}
+
+/// Reads and writes sidecars under one root.
+#[derive(Debug, Clone)]
+pub struct SidecarStore {
+    root: Root,
+}
+
+fn encode(body: &SidecarBody) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(body).map_err(|e| OmniError::Internal(format!("encoding sidecar: {e}")))
+}
+
+impl SidecarStore {
+    /// The store under `root`.
+    pub fn new(root: Root) -> Self {
+        SidecarStore { root }
+    }
+
+    /// Make `body` durable in phase Armed. A failure here means nothing was
+    /// armed and the write must abort before any effect.
+    pub async fn arm(&self, mut body: SidecarBody) -> Result<ArmedSidecar> {
+        body.phase = EffectPhase::Armed;
+        body.schema_version = SIDECAR_SCHEMA_VERSION;
+        self.root.put(&body.object_name(), encode(&body)?).await?;
+        Ok(ArmedSidecar { body })
+    }
+
+    /// Read a sidecar by object name; `None` if it vanished. An unknown schema
+    /// version or an unparsable body is refused loudly (and stays on disk).
+    pub async fn read(&self, name: &str) -> Result<Option<SidecarBody>> {
+        let Some(bytes) = self.root.get(name).await? else { return Ok(None) };
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator")))?;
+        let version = value.get("schema_version").and_then(serde_json::Value::as_u64);
+        if version != Some(u64::from(SIDECAR_SCHEMA_VERSION)) {
+            return Err(OmniError::Internal(format!(
+                "sidecar {name} has schema version {version:?}; this binary reads {SIDECAR_SCHEMA_VERSION}; kept for an operator"
+            )));
+        }
+        let body = serde_json::from_value(value)
+            .map_err(|e| OmniError::Internal(format!("sidecar {name} is malformed ({e}); kept for an operator")))?;
+        Ok(Some(body))
+    }
+
+    /// Delete a sidecar once its outcome is settled.
+    pub async fn delete(&self, name: &str) -> Result<()> {
+        self.root.delete(name).await
+    }
+}
+
+impl ArmedSidecar {
+    /// The body as armed.
+    pub fn body(&self) -> &SidecarBody {
+        &self.body
+    }
+
+    /// Record each table's landed version and rewrite the sidecar as
+    /// EffectsConfirmed. Consumes the armed sidecar: confirming twice is not
+    /// expressible. On failure the durable sidecar stays Armed (roll back only).
+    pub async fn confirm(self, store: &SidecarStore, landed: Vec<TableUpdate>) -> Result<ConfirmedSidecar> {
+        let mut body = self.body;
+        for table in &mut body.tables {
+            let update = landed.iter().find(|u| u.table_key == table.table_key).ok_or_else(|| {
+                OmniError::Internal(format!("no confirmation for {} in {}", table.table_key, body.operation_id))
+            })?;
+            table.confirmed = Some(update.clone());
+        }
+        body.phase = EffectPhase::EffectsConfirmed;
+        store.root.put(&body.object_name(), encode(&body)?).await?;
+        Ok(ConfirmedSidecar { body })
+    }
+}
+
+impl ConfirmedSidecar {
+    /// The body as confirmed.
+    pub fn body(&self) -> &SidecarBody {
+        &self.body
+    }
+
+    /// Delete the sidecar after the publish. A failed delete does not fail
+    /// the write (it is durable already); the next heal finds it visible.
+    pub async fn finish(self, store: &SidecarStore) {
+        if let Err(e) = store.delete(&self.body.object_name()).await {
+            warn!(operation_id = %self.body.operation_id, error = %e, "could not delete a finished sidecar");
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The `omnigraph serve` HTTP daemon (axum). Routes land with the daemon issue.

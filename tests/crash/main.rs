@@ -1,0 +1,285 @@
+//! Crash tests: stop a write at every registered failpoint, then recover and
+//! check the invariants. A "crash" is a panic at the failpoint inside the
+//! write's task (no saga error path runs), followed by dropping every handle
+//! and with it the whole actor tree, then a read-write reopen.
+//!
+//! Failpoints are process-global, so every test here takes [`serial`].
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use omnigraph::actors::saga::failpoints;
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::table;
+use omnigraph::recovery::audit::{self, RecoveryKind};
+use omnigraph::recovery::list_pending;
+use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, WriteOptions};
+use serde_json::Map;
+
+const SCHEMA: &str = include_str!("../../examples/social.pg");
+const BASE: &str = include_str!("../../examples/social.jsonl");
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The writes the harness crashes.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    MutationInsert,
+    MutationUpdate,
+    MutationDelete,
+    LoadAppend,
+    LoadMerge,
+    LoadOverwrite,
+}
+
+const OPS: [Op; 6] =
+    [Op::MutationInsert, Op::MutationUpdate, Op::MutationDelete, Op::LoadAppend, Op::LoadMerge, Op::LoadOverwrite];
+
+impl Op {
+    fn prefix(self) -> &'static str {
+        match self {
+            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete => "mutation",
+            _ => "load",
+        }
+    }
+
+    async fn run(self, g: &Graph) -> Result<omnigraph::WriteOutcome, OmniError> {
+        let o = WriteOptions::default();
+        match self {
+            Op::MutationInsert => {
+                let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
+                g.mutate(src, None, Map::new(), &o).await
+            }
+            Op::MutationUpdate => {
+                let src = r#"query q() { update Person set { age: 99 } where name = "Bob" }"#;
+                g.mutate(src, None, Map::new(), &o).await
+            }
+            Op::MutationDelete => g.mutate(r#"query q() { delete Person where name = "Bob" }"#, None, Map::new(), &o).await,
+            Op::LoadAppend => {
+                let data = "{\"type\": \"Company\", \"data\": {\"name\": \"Initech\"}}\n{\"edge\": \"WorksAt\", \"from\": \"Bob\", \"to\": \"Initech\"}\n";
+                g.load(data.as_bytes(), LoadMode::Append, &o).await
+            }
+            Op::LoadMerge => {
+                let data = "{\"type\": \"Person\", \"data\": {\"name\": \"Bob\", \"age\": 28}}\n{\"type\": \"Company\", \"data\": {\"name\": \"Hooli\"}}\n";
+                g.load(data.as_bytes(), LoadMode::Merge, &o).await
+            }
+            Op::LoadOverwrite => {
+                g.load("{\"type\": \"Company\", \"data\": {\"name\": \"Only\"}}\n".as_bytes(), LoadMode::Overwrite, &o).await
+            }
+        }
+    }
+}
+
+/// Table key → (pin, rows).
+type Counts = BTreeMap<String, (u64, u64)>;
+
+async fn counts(g: &Graph) -> BTreeMap<String, u64> {
+    g.snapshot("main").await.expect("snapshot").tables.into_iter().map(|t| (t.table_key, t.row_count)).collect()
+}
+
+async fn pins(g: &Graph) -> Counts {
+    g.snapshot("main").await.expect("snapshot").tables.into_iter().map(|t| (t.table_key, (t.version, t.row_count))).collect()
+}
+
+/// Manifest pin == Lance HEAD for every table, and no sidecar left.
+async fn assert_clean(g: &Graph, context: &str) {
+    assert!(list_pending(g.root()).await.expect("list").is_empty(), "{context}: a sidecar was left");
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    for t in view.state.tables.values() {
+        let head = table::head_version(&g.root().child_uri(&t.location), None).await.expect("head");
+        assert_eq!(head, t.version, "{context}: {} HEAD v{head} != pin v{}", t.table_key, t.version);
+    }
+}
+
+/// A graph with the example data, plus the row counts a clean run of `op` produces.
+async fn setup(op: Op) -> (tempfile::TempDir, String, BTreeMap<String, u64>, BTreeMap<String, u64>, Vec<String>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("g").to_string_lossy().to_string();
+    let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
+    g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
+    let before = counts(&g).await;
+    let commits: Vec<String> = g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    // The expected after-state, from a clean run on a scratch copy of the same data.
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let sloc = scratch.path().join("g").to_string_lossy().to_string();
+    let s = Omnigraph::init(&sloc, SCHEMA).await.expect("init");
+    s.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
+    op.run(&s).await.expect("clean run");
+    let after = counts(&s).await;
+    drop(g);
+    (dir, loc, before, after, commits)
+}
+
+/// Crash `op` at `failpoint`, reopen, and check every invariant.
+async fn crash_case(op: Op, failpoint: &str) -> &'static str {
+    let (_dir, loc, before, after, committed) = setup(op).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    fail::cfg(failpoint, "panic").expect("cfg");
+    let task = {
+        let g = g.clone();
+        tokio::spawn(async move { op.run(&g).await })
+    };
+    let out = task.await;
+    fail::remove(failpoint);
+    assert!(out.as_ref().is_err_and(|e| e.is_panic()), "{failpoint} on {op:?} did not fire: {out:?}");
+    let had_sidecar = !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
+    drop(g);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let g = Omnigraph::open(&loc).await.expect("reopen runs recovery");
+    let context = format!("{op:?} crashed at {failpoint}");
+    assert_clean(&g, &context).await;
+    let now = counts(&g).await;
+    let outcome = if now == after && now != before {
+        "applied"
+    } else if now == before {
+        "invisible"
+    } else {
+        panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
+    };
+    let history: Vec<String> = g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
+    let audit = audit::read_all(g.root()).await.expect("audit");
+    if had_sidecar {
+        assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
+        let expected_kind = if outcome == "applied" { RecoveryKind::RolledForward } else { RecoveryKind::RolledBack };
+        assert_eq!(audit[0].recovery_kind, expected_kind, "{context}");
+    } else {
+        assert!(audit.is_empty(), "{context}: recovery ran without a sidecar: {audit:?}");
+    }
+    // Still writable.
+    g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
+    outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
+    let _s = serial();
+    let _scenario = fail::FailScenario::setup();
+    let mut report = Vec::new();
+    for op in OPS {
+        for boundary in failpoints::BOUNDARIES {
+            let name = format!("{}.{boundary}", op.prefix());
+            let outcome = crash_case(op, &name).await;
+            report.push(format!("{op:?} @ {name}: {outcome}"));
+        }
+    }
+    println!("crash matrix ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    // A crash after the publish is acknowledged data: it must stay applied.
+    assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
+}
+
+#[test]
+fn every_registered_failpoint_has_a_crash_test() {
+    // The matrix above crosses every writer prefix with every boundary; this
+    // fails when a failpoint is registered outside that cross product.
+    let covered: Vec<String> = OPS
+        .iter()
+        .flat_map(|op| failpoints::BOUNDARIES.iter().map(move |b| format!("{}.{b}", op.prefix())))
+        .collect();
+    for name in failpoints::all() {
+        assert!(covered.contains(&name), "failpoint {name} has no crash test");
+    }
+}
+
+/// An error (not a crash) after the first effect returns RecoveryRequired and
+/// leaves the sidecar; the reconciler rolls it back without a reopen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_heals_a_failed_write_without_reopening() {
+    let _s = serial();
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    fail::cfg("mutation.after_table_commit", "1*return").expect("cfg");
+    let err = Op::MutationInsert.run(&g).await.err().expect("must fail");
+    fail::remove("mutation.after_table_commit");
+    assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !list_pending(g.root()).await.expect("list").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_clean(&g, "after background roll-back").await;
+    assert_eq!(counts(&g).await, before, "the failed write must be invisible");
+    let audit = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].recovery_kind, RecoveryKind::RolledBack);
+    let head = g.commits("main", Some(1)).await.expect("commits");
+    assert_eq!(head[0].actor.as_deref(), Some("omnigraph:recovery"), "roll-back publishes under omnigraph:recovery");
+    Op::MutationInsert.run(&g).await.expect("the next write on the branch succeeds");
+    assert_clean(&g, "after the retry").await;
+}
+
+/// Killing the branch actor before the publish: the write's effects are
+/// confirmed, so recovery rolls it forward under its original commit id and actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_branch_actor_before_publish_rolls_forward() {
+    let _s = serial();
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, _before, after, _) = setup(Op::MutationInsert).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    let actor = g.runtime().branch_actor("main").await.expect("actor");
+    fail::cfg_callback("mutation.after_confirm", move || actor.kill()).expect("cfg");
+    let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
+    let opts = WriteOptions { actor: Some("alice".into()), ..WriteOptions::default() };
+    let err = g.mutate(src, None, Map::new(), &opts).await.err().expect("publish must fail");
+    fail::remove("mutation.after_confirm");
+    let OmniError::RecoveryRequired { operation_id, .. } = err else { panic!("expected RecoveryRequired, got {err}") };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !list_pending(g.root()).await.expect("list").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_clean(&g, "after roll-forward").await;
+    assert_eq!(counts(&g).await, after);
+    let head = &g.commits("main", Some(1)).await.expect("commits")[0];
+    assert_eq!(head.commit_id, operation_id, "roll-forward keeps the original commit id");
+    assert_eq!(head.actor.as_deref(), Some("alice"), "roll-forward keeps the original actor");
+    let audit = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].recovery_kind, RecoveryKind::RolledForward);
+}
+
+/// Killing a table actor between the two table commits of a two-table
+/// mutation: the graph stays consistent and writable without reopening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_table_actor_between_two_commits_leaves_the_graph_consistent() {
+    let _s = serial();
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, before, after, _) = setup(Op::MutationInsert).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    // Tables commit in key order: edge:Knows first, then node:Person.
+    let person = g.root().child_uri(&view.state.tables["node:Person"].location);
+    let actor = g.runtime().table_actor(&person, "main").await.expect("actor");
+    fail::cfg_callback("mutation.after_table_commit", move || actor.kill()).expect("cfg");
+    let out = Op::MutationInsert.run(&g).await;
+    fail::remove("mutation.after_table_commit");
+    // Either the restarted actor took the second commit (the write applied)
+    // or the commit met the dead actor (RecoveryRequired, healed in the
+    // background). Both must end consistent, never half-applied.
+    let expected = match out {
+        Ok(_) => after,
+        Err(OmniError::RecoveryRequired { .. }) => before,
+        Err(other) => panic!("unexpected error: {other}"),
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !list_pending(g.root()).await.expect("list").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_clean(&g, "after the table actor was killed").await;
+    assert_eq!(counts(&g).await, expected);
+    let before_retry = pins(&g).await;
+    g.mutate(r#"query q() { insert Company { name: "Later" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .expect("writable without reopening");
+    assert_ne!(pins(&g).await, before_retry);
+}

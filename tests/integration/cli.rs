@@ -1,0 +1,96 @@
+//! The `omnigraph` binary, run as a real process.
+
+use std::process::{Command, Output};
+
+use crate::common::temp_graph_dir;
+
+fn omnigraph(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run omnigraph")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn example_schema() -> String {
+    format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn init_snapshot_commit_and_schema_commands_work_end_to_end() {
+    let (_dir, loc) = temp_graph_dir();
+    let schema = example_schema();
+    let out = omnigraph(&["init", "--schema", &schema, &loc]);
+    assert!(out.status.success(), "init failed: {}", stderr(&out));
+    assert!(stdout(&out).contains("4 tables"), "{}", stdout(&out));
+
+    let out = omnigraph(&["snapshot", "--json", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let snap: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("snapshot json");
+    assert_eq!(snap["storage_stamp"], 4);
+    assert_eq!(snap["branch"], "main");
+    let tables = snap["tables"].as_array().expect("tables");
+    assert_eq!(tables.len(), 4);
+    assert!(tables.iter().all(|t| t["version"] == 1 && t["row_count"] == 0));
+    let head = snap["head_commit_id"].as_str().expect("head").to_string();
+
+    let out = omnigraph(&["snapshot", &loc]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("node:Person") && stdout(&out).contains(&head));
+
+    let out = omnigraph(&["commit", "list", "--json", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let commits: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("commit json");
+    assert_eq!(commits.as_array().map(Vec::len), Some(1));
+    assert_eq!(commits[0]["commit_id"], head.as_str());
+    assert_eq!(commits[0]["actor"], "omnigraph:init");
+
+    let out = omnigraph(&["commit", "show", &head, &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&head) && stdout(&out).contains("omnigraph:init"));
+
+    let out = omnigraph(&["schema", "show", &loc]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), std::fs::read_to_string(&schema).expect("schema"));
+}
+
+/// An error is one clear line on stderr, a non-zero exit, and no panic or backtrace.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success());
+    let err = stderr(out);
+    assert!(err.contains(needle), "expected `{needle}` in: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "expected one line, got: {err}");
+    assert!(!err.contains("panicked") && !err.contains("backtrace"), "{err}");
+}
+
+#[test]
+fn a_bad_graph_path_prints_one_clear_line() {
+    let (_dir, loc) = temp_graph_dir();
+    assert_one_line_error(&omnigraph(&["snapshot", &loc]), "no graph at");
+    assert_one_line_error(&omnigraph(&["commit", "list", &loc]), "no graph at");
+}
+
+#[test]
+fn bad_arguments_and_bad_schemas_fail_cleanly() {
+    let (_dir, loc) = temp_graph_dir();
+    assert_one_line_error(&omnigraph(&["init", "--schema", "/nonexistent.pg", &loc]), "cannot read /nonexistent.pg");
+    let bad = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(bad.path(), "node Person {\n  name String\n}\n").expect("write");
+    let out = omnigraph(&["init", "--schema", &bad.path().to_string_lossy(), &loc]);
+    assert_one_line_error(&out, "2:");
+    assert_eq!(out.status.code(), Some(2));
+    let out = omnigraph(&["init", "--schema", &example_schema(), &loc]);
+    assert!(out.status.success());
+    assert_one_line_error(&omnigraph(&["init", "--schema", &example_schema(), &loc]), "already exists");
+    assert_one_line_error(&omnigraph(&["commit", "show", "01NOPE", &loc]), "commit `01NOPE`");
+    let out = omnigraph(&["snapshot", "--json", &loc, "--branch", "nope"]);
+    assert!(!out.status.success());
+    let body: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json error body");
+    assert_eq!(body["code"], "not_found");
+    let out = omnigraph(&["frobnicate"]);
+    assert!(!out.status.success());
+}

@@ -1,0 +1,10 @@
+//! Integration tests: one binary (each test binary links Lance), one module per area.
+//! Every test uses real Lance datasets in a temporary directory.
+
+mod actors;
+mod cli;
+mod common;
+mod foundation;
+mod publisher;
+mod source_rules;
+mod writes;
