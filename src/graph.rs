@@ -132,6 +132,21 @@ impl Default for WriteOptions {
     }
 }
 
+/// What a read runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadTarget {
+    /// The head of a branch.
+    Branch(String),
+    /// An exact graph commit (time travel).
+    Commit(String),
+}
+
+impl Default for ReadTarget {
+    fn default() -> Self {
+        ReadTarget::Branch("main".into())
+    }
+}
+
 /// A handle on one graph. Cheap to clone.
 #[derive(Clone)]
 pub struct Graph {
@@ -213,15 +228,7 @@ impl Graph {
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
         let schema = self.schema().await?;
-        let compile = |diag| OmniError::Compile { file: "<query>".into(), diag };
-        let queries = parse_queries(source).map_err(compile)?;
-        let query = match name {
-            Some(n) => queries.iter().find(|q| q.name == n).ok_or_else(|| OmniError::NotFound(format!("query `{n}`")))?,
-            None if queries.len() == 1 => &queries[0],
-            None => return Err(OmniError::BadRequest("the file holds several queries: pick one with --name".into())),
-        };
-        let ir = typecheck::check_query(&schema.catalog, query)
-            .map_err(|diags| compile(diags.into_iter().next().unwrap_or_else(|| crate::engine::lang::Diagnostic::new(Default::default(), "invalid query"))))?;
+        let ir = compile_one(&schema.catalog, source, name)?;
         let BodyIr::Mutation(m) = &ir.body else {
             return Err(OmniError::BadRequest(format!("`{}` is a read query; use `query`", ir.name)));
         };
@@ -345,6 +352,99 @@ impl Graph {
         self.require_writable()?;
         crate::recovery::sweep::sweep(&self.rt, crate::recovery::resolve::Mode::Full).await
     }
+}
+
+impl Graph {
+    /// The manifest snapshot a read target names, and its commit id.
+    async fn snapshot_for(&self, target: &ReadTarget) -> Result<(ManifestView, String)> {
+        match target {
+            ReadTarget::Branch(b) => {
+                let view = self.rt.view(b).await?;
+                let head = view
+                    .state
+                    .effective_head(b)
+                    .map(|c| c.commit_id.clone())
+                    .ok_or_else(|| OmniError::NotFound(format!("a head commit on `{b}`")))?;
+                Ok((view, head))
+            }
+            ReadTarget::Commit(id) => {
+                let main = self.rt.view("main").await?;
+                let commit = main.state.commits.get(id).ok_or_else(|| OmniError::NotFound(format!("commit `{id}`")))?;
+                let view = manifest::load(self.root(), &commit.branch, Some(commit.manifest_version)).await?;
+                Ok((view, id.clone()))
+            }
+        }
+    }
+
+    /// Run the read query `name` (or the file's only query) at `target`.
+    pub async fn query(
+        &self,
+        source: &str,
+        name: Option<&str>,
+        params: serde_json::Map<String, serde_json::Value>,
+        target: &ReadTarget,
+    ) -> Result<crate::engine::query::QueryResult> {
+        let (view, commit_id) = self.snapshot_for(target).await?;
+        let schema = self.schema().await?;
+        let ir = compile_one(&schema.catalog, source, name)?;
+        let BodyIr::Read(read) = &ir.body else {
+            return Err(OmniError::BadRequest(format!("`{}` is a mutation; use `mutate`", ir.name)));
+        };
+        let params = crate::engine::query::bind_params(&ir.params, &params)?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        crate::engine::query::execute(self.root(), &view, &commit_id, read, &params, now_ms).await
+    }
+
+    /// [`Graph::query`] as the JSON envelope `{columns, rows, row_count, graph_commit_id}`.
+    pub async fn query_json(
+        &self,
+        source: &str,
+        name: Option<&str>,
+        params: serde_json::Map<String, serde_json::Value>,
+        target: &ReadTarget,
+    ) -> Result<serde_json::Value> {
+        let r = self.query(source, name, params, target).await?;
+        let rows = result_rows(&r);
+        Ok(serde_json::json!({
+            "columns": r.columns, "row_count": rows.len(), "rows": rows, "graph_commit_id": r.graph_commit_id,
+        }))
+    }
+}
+
+/// Every row of a result as a JSON object keyed by column name.
+pub fn result_rows(r: &crate::engine::query::QueryResult) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    let mut out = Vec::new();
+    for batch in &r.batches {
+        for i in 0..batch.num_rows() {
+            let row = r
+                .columns
+                .iter()
+                .zip(batch.columns())
+                .map(|(name, col)| (name.clone(), crate::engine::rows::json_at(col.as_ref(), i)))
+                .collect();
+            out.push(row);
+        }
+    }
+    out
+}
+
+/// Parse and typecheck `source`, picking query `name` (or the only one).
+fn compile_one(
+    catalog: &crate::engine::catalog::Catalog,
+    source: &str,
+    name: Option<&str>,
+) -> Result<crate::engine::lang::query::ir::QueryIr> {
+    let compile = |diag| OmniError::Compile { file: "<query>".into(), diag };
+    let queries = parse_queries(source).map_err(compile)?;
+    let query = match name {
+        Some(n) => queries.iter().find(|q| q.name == n).ok_or_else(|| OmniError::NotFound(format!("query `{n}`")))?,
+        None if queries.len() == 1 => &queries[0],
+        None => return Err(OmniError::BadRequest("the source holds several queries: pick one by name".into())),
+    };
+    typecheck::check_query(catalog, query).map_err(|diags| match diags.into_iter().next() {
+        Some(d) => compile(d),
+        None => OmniError::Internal("the typechecker refused a query without a diagnostic".into()),
+    })
 }
 
 fn snapshot_of(view: &ManifestView) -> Snapshot {

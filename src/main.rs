@@ -52,6 +52,38 @@ enum Command {
         /// The graph.
         graph: String,
     },
+    /// Run a .gq read query at a branch head or a commit.
+    Query {
+        /// The .gq file.
+        #[arg(long, conflicts_with = "expr", required_unless_present = "expr")]
+        query: Option<String>,
+        /// Inline .gq source.
+        #[arg(short = 'e', long = "expr")]
+        expr: Option<String>,
+        /// Which query of the file to run.
+        #[arg(long)]
+        name: Option<String>,
+        /// Parameters as a JSON object.
+        #[arg(long, conflicts_with = "params_file")]
+        params: Option<String>,
+        /// Parameters from a JSON file.
+        #[arg(long = "params-file")]
+        params_file: Option<String>,
+        /// Read the head of this branch (default main).
+        #[arg(long, conflicts_with = "commit")]
+        branch: Option<String>,
+        /// Read at this commit (time travel).
+        #[arg(long)]
+        commit: Option<String>,
+        /// table, json, jsonl or csv.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Same as --format json.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
     /// Run a .gq mutation as one atomic commit.
     Mutate {
         /// The .gq file.
@@ -229,6 +261,7 @@ impl Command {
         match self {
             Command::Init { json, .. } | Command::Snapshot { json, .. } | Command::Lint { json, .. } => *json,
             Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
+            Command::Query { json, format, .. } => *json || format == "json",
             Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
             Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
@@ -314,6 +347,25 @@ async fn run_command(command: Command) -> Result<()> {
                 eprintln!();
             }
             print_write(&out?, write.json)
+        }
+        Command::Query { query, expr, name, params, params_file, branch, commit, format, json, graph } => {
+            let source = match (query, expr) {
+                (Some(path), _) => read_file(&path)?,
+                (None, Some(text)) => text,
+                (None, None) => return Err(OmniError::BadRequest("query needs --query FILE or -e TEXT".into())),
+            };
+            let params = match params_file {
+                Some(f) => parse_params(Some(&read_file(&f)?))?,
+                None => parse_params(params.as_deref())?,
+            };
+            let target = match commit {
+                Some(c) => ReadTarget::Commit(c),
+                None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
+            };
+            let format = if json { "json".to_string() } else { format };
+            let g = read_only(&graph).await?;
+            let result = g.query(&source, name.as_deref(), params, &target).await?;
+            print_result(&result, &format)
         }
         Command::Mutate { query, expr, name, params, write, graph } => {
             let source = match (query, expr) {
@@ -457,4 +509,57 @@ fn print_write(out: &WriteOutcome, json: bool) -> Result<()> {
     println!("edges affected: {}", out.edges_affected);
     println!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
     Ok(())
+}
+
+fn cell_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn print_result(r: &QueryResult, format: &str) -> Result<()> {
+    let rows = result_rows(r);
+    match format {
+        "json" => print_json(&serde_json::json!({
+            "columns": r.columns, "rows": rows, "row_count": rows.len(), "graph_commit_id": r.graph_commit_id,
+        })),
+        "jsonl" => {
+            for row in &rows {
+                println!("{}", serde_json::Value::Object(row.clone()));
+            }
+            Ok(())
+        }
+        "csv" => {
+            let esc = |s: String| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s };
+            println!("{}", r.columns.iter().map(|c| esc(c.clone())).collect::<Vec<_>>().join(","));
+            for row in &rows {
+                let cells: Vec<String> = r.columns.iter().map(|c| esc(cell_text(&row[c]))).collect();
+                println!("{}", cells.join(","));
+            }
+            Ok(())
+        }
+        "table" => {
+            let cells: Vec<Vec<String>> =
+                rows.iter().map(|row| r.columns.iter().map(|c| cell_text(&row[c])).collect()).collect();
+            let widths: Vec<usize> = r
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).max().unwrap_or(0).max(c.chars().count()))
+                .collect();
+            let line = |vals: Vec<String>| {
+                vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+            };
+            println!("{}", line(r.columns.clone()));
+            println!("{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()));
+            for row in cells {
+                println!("{}", line(row));
+            }
+            println!("({} rows at commit {})", rows.len(), r.graph_commit_id);
+            Ok(())
+        }
+        other => Err(OmniError::BadRequest(format!("unknown format `{other}`: use table, json, jsonl or csv"))),
+    }
 }

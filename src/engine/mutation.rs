@@ -12,18 +12,18 @@
 use std::collections::HashSet;
 
 use datafusion::prelude::{Expr, col, lit};
-use datafusion::scalar::ScalarValue;
 use serde_json::{Map, Value as Json};
 
 use crate::engine::catalog::{Catalog, TypeDef};
 use crate::engine::integrity;
 use crate::engine::lang::query::ir::{
-    AssignmentIr, CmpOp, DeleteIr, InsertIr, MutationIr, Operand, PredicateIr, StatementIr, UpdateIr, Value,
+    AssignmentIr, CmpOp, DeleteIr, InsertIr, MutationIr, Operand, PredicateIr, StatementIr, UpdateIr,
 };
 use crate::engine::layout;
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::staging::MutationStaging;
 use crate::engine::validate;
+use crate::engine::values;
 use crate::engine::write_plan::{Capture, Prepared};
 use crate::protocol::{OmniError, Result};
 
@@ -76,23 +76,10 @@ fn resolve(op: &Operand, args: &MutationArgs) -> Result<Json> {
             None if ty.nullable => Ok(Json::Null),
             None => Err(OmniError::BadRequest(format!("missing parameter `${name}`"))),
         },
-        Operand::Value { value, .. } => Ok(literal(value, args.now_ms)),
+        Operand::Value { value, .. } => Ok(values::literal_json(value, args.now_ms)),
         Operand::Prop { var, prop, .. } => {
             Err(OmniError::BadRequest(format!("`${var}.{prop}` cannot be used as a value in a mutation")))
         }
-    }
-}
-
-fn literal(v: &Value, now_ms: i64) -> Json {
-    match v {
-        Value::String(s) => Json::String(s.clone()),
-        Value::I64(i) => Json::from(*i),
-        Value::F64(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
-        Value::Bool(b) => Json::Bool(*b),
-        Value::Date(d) => Json::from(*d),
-        Value::DateTime(ms) => Json::from(*ms),
-        Value::List(items) => Json::Array(items.iter().map(|i| literal(i, now_ms)).collect()),
-        Value::Now => Json::from(now_ms),
     }
 }
 
@@ -196,7 +183,7 @@ fn predicate_expr(schema: &arrow_schema::Schema, p: &PredicateIr, args: &Mutatio
         .field_with_name(&p.column)
         .map_err(|_| OmniError::BadRequest(format!("unknown column `{}`", p.column)))?;
     let value = resolve(&p.value, args)?;
-    let scalar = json_scalar(field.data_type(), &value)
+    let scalar = values::json_scalar(field.data_type(), &value)
         .map_err(|e| OmniError::BadRequest(format!("where {} {:?}: {e}", p.prop, p.op)))?;
     let (c, v) = (col(&p.column), lit(scalar));
     Ok(match p.op {
@@ -207,28 +194,6 @@ fn predicate_expr(schema: &arrow_schema::Schema, p: &PredicateIr, args: &Mutatio
         CmpOp::Lt => c.lt(v),
         CmpOp::Le => c.lt_eq(v),
         other => return Err(OmniError::BadRequest(format!("operator {other:?} is not allowed in a mutation `where`"))),
-    })
-}
-
-/// A JSON value as a scalar of the given Arrow type.
-fn json_scalar(dt: &arrow_schema::DataType, v: &Json) -> std::result::Result<ScalarValue, String> {
-    use arrow_schema::DataType as D;
-    if v.is_null() {
-        return ScalarValue::try_from(dt).map_err(|e| e.to_string());
-    }
-    let int = || v.as_i64().ok_or_else(|| format!("expected an integer, got {v}"));
-    Ok(match dt {
-        D::Utf8 => ScalarValue::Utf8(Some(v.as_str().ok_or_else(|| format!("expected a string, got {v}"))?.to_string())),
-        D::Boolean => ScalarValue::Boolean(Some(v.as_bool().ok_or_else(|| format!("expected a bool, got {v}"))?)),
-        D::Int32 => ScalarValue::Int32(Some(i32::try_from(int()?).map_err(|e| e.to_string())?)),
-        D::Int64 => ScalarValue::Int64(Some(int()?)),
-        D::UInt32 => ScalarValue::UInt32(Some(u32::try_from(int()?).map_err(|e| e.to_string())?)),
-        D::UInt64 => ScalarValue::UInt64(Some(v.as_u64().ok_or_else(|| format!("expected an unsigned integer, got {v}"))?)),
-        D::Float32 => ScalarValue::Float32(Some(v.as_f64().ok_or_else(|| format!("expected a number, got {v}"))? as f32)),
-        D::Float64 => ScalarValue::Float64(Some(v.as_f64().ok_or_else(|| format!("expected a number, got {v}"))?)),
-        D::Date32 => ScalarValue::Date32(Some(rows::date_days(v)?)),
-        D::Timestamp(_, tz) => ScalarValue::TimestampMillisecond(Some(rows::datetime_ms(v)?), tz.clone()),
-        other => return Err(format!("cannot compare a {other} column")),
     })
 }
 

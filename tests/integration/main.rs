@@ -6,5 +6,6 @@ mod cli;
 mod common;
 mod foundation;
 mod publisher;
+mod queries;
 mod source_rules;
 mod writes;

@@ -1,0 +1,17 @@
+//! The read path: a checked `.gq` read query runs on DataFusion over Lance
+//! scans at the versions one manifest snapshot pins (a branch head or an
+//! explicit commit), so concurrent writes never change a running query's view.
+//!
+//! Plan shape: one frame per node variable (a Lance scan, its single-variable
+//! filters pushed down), joined along traversals over edge tables
+//! (`src`/`dst`), bounded variable-length hops expanded with set semantics,
+//! `not { }` as an anti-join on the outer variables, then filters across
+//! variables, aggregates with implicit grouping, `order` (NULLs first
+//! ascending, last descending; ties broken by the bound ids), `limit`, and
+//! the projection.
+
+mod exec;
+mod params;
+
+pub use exec::{QueryResult, execute};
+pub use params::{ParamValues, bind_params};
