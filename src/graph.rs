@@ -8,16 +8,16 @@ use serde::Serialize;
 
 use crate::actors::Runtime;
 use crate::actors::saga::write::{self, WriteIntent, WriteOutcome};
+use crate::engine::init;
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
 use crate::engine::loader::{self, LoadMode};
-use crate::engine::mutation::{self, MutationArgs};
-use crate::recovery::sidecar::WriterKind;
-use crate::engine::init;
 use crate::engine::manifest::{self, CommitRow, ManifestView, STAMP};
+use crate::engine::mutation::{self, MutationArgs};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
 use crate::protocol::{OmniError, Result};
+use crate::recovery::sidecar::WriterKind;
 
 /// How a handle may use the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,7 +258,7 @@ impl Graph {
         data: impl std::io::BufRead,
         mode: LoadMode,
         opts: &WriteOptions,
-        progress: &dyn Fn(u64),
+        progress: &(dyn Fn(u64) + Sync),
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
         let schema = self.schema().await?;

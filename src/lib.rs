@@ -15,5 +15,11 @@ pub mod protocol;
 pub mod recovery;
 pub mod server;
 
-pub use graph::{CommitInfo, Graph, Omnigraph, OpenMode, Snapshot, TableSnapshot};
+pub use actors::saga::write::WriteOutcome;
+pub use engine::loader::LoadMode;
+pub use engine::query::QueryResult;
+pub use graph::{
+    CommitInfo, Graph, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot, TableSnapshot,
+    WriteOptions, result_rows,
+};
 pub use protocol::{OmniError, Result};

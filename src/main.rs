@@ -3,7 +3,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use omnigraph::{CommitInfo, Graph, OmniError, Omnigraph, OpenMode, Result, Snapshot};
+use omnigraph::{
+    CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
+    WriteOptions, WriteOutcome, result_rows,
+};
 
 #[derive(Parser)]
 #[command(name = "omnigraph", version, about = "A typed property-graph database on Lance")]
@@ -400,7 +403,13 @@ async fn run_command(command: Command) -> Result<()> {
             }
             println!("recoveries: {}", status.audit.len());
             for a in &status.audit {
-                println!("  {}  {:?}  {}  {}", a.operation_id, a.recovery_kind, a.writer_kind, a.graph_commit_id.as_deref().unwrap_or("-"));
+                println!(
+                    "  {}  {:?}  {}  {}",
+                    a.operation_id,
+                    a.recovery_kind,
+                    a.writer_kind,
+                    a.graph_commit_id.as_deref().unwrap_or("-")
+                );
             }
             Ok(())
         }
@@ -414,11 +423,19 @@ async fn run_command(command: Command) -> Result<()> {
             }
             for d in &report.drift {
                 let class = if d.maintenance { "maintenance" } else { "SUSPICIOUS" };
-                println!("{}  pin v{} -> HEAD v{}  {class}  [{}]", d.table_key, d.pinned, d.head, d.operations.join(", "));
+                println!(
+                    "{}  pin v{} -> HEAD v{}  {class}  [{}]",
+                    d.table_key,
+                    d.pinned,
+                    d.head,
+                    d.operations.join(", ")
+                );
             }
             match (&report.published_commit_id, report.drift.is_empty(), confirm) {
                 (Some(c), _, _) => println!("published as commit {c}"),
-                (None, false, false) => println!("dry run: re-run with --confirm to publish verified maintenance drift"),
+                (None, false, false) => {
+                    println!("dry run: re-run with --confirm to publish verified maintenance drift")
+                }
                 (None, false, true) => println!("not published: suspicious drift needs --force --confirm"),
                 _ => {}
             }
@@ -532,7 +549,8 @@ fn print_result(r: &QueryResult, format: &str) -> Result<()> {
             Ok(())
         }
         "csv" => {
-            let esc = |s: String| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s };
+            let esc =
+                |s: String| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s };
             println!("{}", r.columns.iter().map(|c| esc(c.clone())).collect::<Vec<_>>().join(","));
             for row in &rows {
                 let cells: Vec<String> = r.columns.iter().map(|c| esc(cell_text(&row[c]))).collect();
@@ -550,7 +568,13 @@ fn print_result(r: &QueryResult, format: &str) -> Result<()> {
                 .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).max().unwrap_or(0).max(c.chars().count()))
                 .collect();
             let line = |vals: Vec<String>| {
-                vals.iter().zip(&widths).map(|(v, w)| format!("{v:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+                vals.iter()
+                    .zip(&widths)
+                    .map(|(v, w)| format!("{v:<w$}"))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+                    .trim_end()
+                    .to_string()
             };
             println!("{}", line(r.columns.clone()));
             println!("{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()));

@@ -5,7 +5,7 @@
 //! `KeyConflict`), `merge` an upsert, `overwrite` a whole-table overwrite of
 //! each touched type (an empty overwrite is a zero-fragment transaction).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 
 use serde::{Deserialize, Serialize};
@@ -117,9 +117,7 @@ pub async fn prepare(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Re
 }
 
 fn type_def<'c>(catalog: &'c Catalog, rows: &TableRows) -> Result<TypeDef<'c>> {
-    catalog
-        .type_def(&rows.type_name)
-        .ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", rows.type_name)))
+    catalog.type_def(&rows.type_name).ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", rows.type_name)))
 }
 
 fn validate_rows(catalog: &Catalog, rows: &TableRows) -> Result<()> {
@@ -187,7 +185,8 @@ async fn node_ids_present(
 ) -> Result<HashSet<String>> {
     let key = layout::node_key(node_type);
     let loaded = load.tables.get(&key);
-    let mut present: HashSet<String> = loaded.map(|t| t.rows.iter().map(|r| r.id.clone()).collect()).unwrap_or_default();
+    let mut present: HashSet<String> =
+        loaded.map(|t| t.rows.iter().map(|r| r.id.clone()).collect()).unwrap_or_default();
     // Overwrite replaces a loaded type entirely; otherwise committed rows stay.
     if !(mode == LoadMode::Overwrite && loaded.is_some()) {
         let ds = open_pinned(&capture.root, capture.table(&key)?).await?;
@@ -197,7 +196,13 @@ async fn node_ids_present(
 }
 
 /// Edges per source node after the load must stay within `@card`.
-async fn check_card(capture: &Capture, key: &str, rows: &TableRows, card: (u32, Option<u32>), mode: LoadMode) -> Result<()> {
+async fn check_card(
+    capture: &Capture,
+    key: &str,
+    rows: &TableRows,
+    card: (u32, Option<u32>),
+    mode: LoadMode,
+) -> Result<()> {
     let sources: HashSet<String> = rows.rows.iter().filter_map(|r| r.src.clone()).collect();
     let committed = match mode {
         LoadMode::Overwrite => None,

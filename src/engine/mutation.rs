@@ -135,7 +135,12 @@ async fn insert(staging: &mut MutationStaging<'_>, catalog: &Catalog, i: &Insert
     staging.put(&i.table_key, &i.type_name, false, row, i.upsert).await
 }
 
-async fn update(staging: &mut MutationStaging<'_>, _catalog: &Catalog, u: &UpdateIr, args: &MutationArgs) -> Result<()> {
+async fn update(
+    staging: &mut MutationStaging<'_>,
+    _catalog: &Catalog,
+    u: &UpdateIr,
+    args: &MutationArgs,
+) -> Result<()> {
     let schema = staging.table(&u.table_key, &u.type_name, false).await?.schema().clone();
     let filter = predicate_expr(&schema, &u.predicate, args)?;
     for mut row in staging.select(&u.table_key, &u.type_name, false, Some(filter)).await? {
@@ -217,15 +222,22 @@ async fn validate_changeset(staging: &MutationStaging<'_>, catalog: &Catalog) ->
         };
         validate::check_unique_within(&t.type_name, &rows, uniques)?;
         if !uniques.is_empty() && !rows.is_empty() {
-            integrity::unique_against_committed(t.dataset(), &t.type_name, uniques, &rows, &t.deleted.iter().cloned().collect())
-                .await?;
+            integrity::unique_against_committed(
+                t.dataset(),
+                &t.type_name,
+                uniques,
+                &rows,
+                &t.deleted.iter().cloned().collect(),
+            )
+            .await?;
         }
         if let TypeDef::Edge(e) = def {
             let mut sources: HashSet<String> = rows.iter().filter_map(|r| r.src.clone()).collect();
             let removed: HashSet<String> = t.deleted.iter().cloned().collect();
             if !removed.is_empty() {
                 let ids: Vec<Expr> = removed.iter().map(|id| lit(id.clone())).collect();
-                let gone = crate::engine::storage::table::scan_expr(t.dataset(), Some(col("id").in_list(ids, false))).await?;
+                let gone =
+                    crate::engine::storage::table::scan_expr(t.dataset(), Some(col("id").in_list(ids, false))).await?;
                 sources.extend(gone.iter().flat_map(rows::from_batch).filter_map(|r| r.src));
             }
             let deleted_nodes: HashSet<String> = staging

@@ -155,7 +155,14 @@ impl<'c> MutationStaging<'c> {
     }
 
     /// Stage `row` as pending (replacing any pending row with its id).
-    pub async fn put(&mut self, table_key: &str, type_name: &str, is_edge: bool, row: EntityRow, upsert: bool) -> Result<()> {
+    pub async fn put(
+        &mut self,
+        table_key: &str,
+        type_name: &str,
+        is_edge: bool,
+        row: EntityRow,
+        upsert: bool,
+    ) -> Result<()> {
         let stage = self.table(table_key, type_name, is_edge).await?;
         stage.deleted.remove(&row.id);
         stage.upsert |= upsert;
@@ -164,7 +171,13 @@ impl<'c> MutationStaging<'c> {
     }
 
     /// Mark `ids` deleted.
-    pub async fn delete(&mut self, table_key: &str, type_name: &str, is_edge: bool, ids: impl IntoIterator<Item = String>) -> Result<()> {
+    pub async fn delete(
+        &mut self,
+        table_key: &str,
+        type_name: &str,
+        is_edge: bool,
+        ids: impl IntoIterator<Item = String>,
+    ) -> Result<()> {
         let stage = self.table(table_key, type_name, is_edge).await?;
         for id in ids {
             stage.pending.remove(&id);

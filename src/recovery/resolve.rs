@@ -70,7 +70,11 @@ async fn observe(t: &SidecarTable, pinned: u64, op: &str) -> Result<Observation>
     }
     let ours = table::transaction_at(&ds, pinned + 1).await?;
     if ours.as_ref() != Some(&t.planned) {
-        return fail(format!("{}: v{} is a foreign transaction {ours:?}; kept for an operator", t.table_key, pinned + 1));
+        return fail(format!(
+            "{}: v{} is a foreign transaction {ours:?}; kept for an operator",
+            t.table_key,
+            pinned + 1
+        ));
     }
     if head == pinned + 1 {
         return Ok(Observation::OwnedAtHead { head });
@@ -84,21 +88,37 @@ async fn observe(t: &SidecarTable, pinned: u64, op: &str) -> Result<Observation>
 }
 
 /// Resolve the sidecar `name`. `leases` must hold the sidecar's branch and tables.
-pub async fn process(rt: &Runtime, store: &SidecarStore, name: &str, mode: Mode, leases: &LeaseSet) -> Result<Resolution> {
+pub async fn process(
+    rt: &Runtime,
+    store: &SidecarStore,
+    name: &str,
+    mode: Mode,
+    leases: &LeaseSet,
+) -> Result<Resolution> {
     let Some(body) = store.read(name).await? else { return Ok(Resolution::RolledBack) };
     let op = body.operation_id.clone();
     let view = manifest::load(rt.root(), &body.branch, None).await?;
     if view.state.commits.contains_key(&body.lineage.commit_id) {
-        return settle(rt, store, &body, RecoveryKind::RolledForward, Some(body.lineage.commit_id.clone()), forward_outcomes(&body)).await;
+        return settle(
+            rt,
+            store,
+            &body,
+            RecoveryKind::RolledForward,
+            Some(body.lineage.commit_id.clone()),
+            forward_outcomes(&body),
+        )
+        .await;
     }
     if view.state.commits.contains_key(&body.rollback_commit_id) {
         return settle(rt, store, &body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), vec![]).await;
     }
     let mut observed = Vec::with_capacity(body.tables.len());
     for t in &body.tables {
-        let pinned = view.state.tables.get(&t.table_key).map(|e| e.version).ok_or_else(|| {
-            OmniError::RecoveryRequired { operation_id: op.clone(), reason: format!("{} is no longer in the manifest", t.table_key) }
-        })?;
+        let pinned =
+            view.state.tables.get(&t.table_key).map(|e| e.version).ok_or_else(|| OmniError::RecoveryRequired {
+                operation_id: op.clone(),
+                reason: format!("{} is no longer in the manifest", t.table_key),
+            })?;
         observed.push((t, pinned, observe(t, pinned, &op).await?));
     }
     let schema = rt.schema().await?;
@@ -130,18 +150,28 @@ fn forward_outcomes(body: &SidecarBody) -> Vec<TableOutcome> {
         .collect()
 }
 
-async fn roll_forward(rt: &Runtime, store: &SidecarStore, body: &SidecarBody, view: &ManifestView, leases: &LeaseSet) -> Result<Resolution> {
+async fn roll_forward(
+    rt: &Runtime,
+    store: &SidecarStore,
+    body: &SidecarBody,
+    view: &ManifestView,
+    leases: &LeaseSet,
+) -> Result<Resolution> {
     let updates: Vec<TableUpdate> = body.tables.iter().filter_map(|t| t.confirmed.clone()).collect();
     let request = PublishRequest {
         branch: body.branch.clone(),
         updates,
         expected_versions: body.tables.iter().map(|t| (t.table_key.clone(), t.expected_version)).collect(),
-        precondition: Precondition::ExactHead { branch_id: view.branch_id.clone(), head: body.token.graph_head.clone() },
+        precondition: Precondition::ExactHead {
+            branch_id: view.branch_id.clone(),
+            head: body.token.graph_head.clone(),
+        },
         lineage: body.lineage.clone(),
     };
     publish(rt, request, leases).await?;
     info!(operation_id = %body.operation_id, "rolled forward");
-    settle(rt, store, body, RecoveryKind::RolledForward, Some(body.lineage.commit_id.clone()), forward_outcomes(body)).await
+    settle(rt, store, body, RecoveryKind::RolledForward, Some(body.lineage.commit_id.clone()), forward_outcomes(body))
+        .await
 }
 
 async fn roll_back(
@@ -164,17 +194,28 @@ async fn roll_back(
                 let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
                 let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
                 let gate = ChildKey::Table { uri: t.table_path.clone(), branch: body.branch.clone() }.gate_name();
-                let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("recovery holds no lease on {gate}")))?;
+                let lease = leases
+                    .on(&gate)
+                    .ok_or_else(|| OmniError::Internal(format!("recovery holds no lease on {gate}")))?;
                 rt.commit(&body.branch, staged, lease).await?.version
             }
         };
         let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
         let row_count = table::row_count(&ds).await?;
-        updates.push(TableUpdate { table_key: t.table_key.clone(), version: head, branch: t.table_branch.clone(), row_count });
+        updates.push(TableUpdate {
+            table_key: t.table_key.clone(),
+            version: head,
+            branch: t.table_branch.clone(),
+            row_count,
+        });
         outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head - 1, to_version: pinned });
         expected.insert(t.table_key.clone(), pinned);
     }
-    let lineage = Lineage { commit_id: body.rollback_commit_id.clone(), actor: Some(RECOVERY_ACTOR.into()), ..Lineage::mint(None) };
+    let lineage = Lineage {
+        commit_id: body.rollback_commit_id.clone(),
+        actor: Some(RECOVERY_ACTOR.into()),
+        ..Lineage::mint(None)
+    };
     let request = PublishRequest {
         branch: body.branch.clone(),
         updates,

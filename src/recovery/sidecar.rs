@@ -11,8 +11,8 @@ use tracing::warn;
 
 use super::RECOVERY_DIR;
 use crate::engine::manifest::{Lineage, TableUpdate};
-pub use crate::engine::write_plan::AuthorityToken;
 use crate::engine::storage::{Root, TxnIdentity};
+pub use crate::engine::write_plan::AuthorityToken;
 use crate::protocol::{OmniError, Result};
 
 /// The sidecar format this binary writes and reads.
@@ -149,8 +149,9 @@ impl SidecarStore {
     /// version or an unparsable body is refused loudly (and stays on disk).
     pub async fn read(&self, name: &str) -> Result<Option<SidecarBody>> {
         let Some(bytes) = self.root.get(name).await? else { return Ok(None) };
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|e| OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator")))?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator"))
+        })?;
         let version = value.get("schema_version").and_then(serde_json::Value::as_u64);
         if version != Some(u64::from(SIDECAR_SCHEMA_VERSION)) {
             return Err(OmniError::Internal(format!(

@@ -52,14 +52,17 @@ impl Op {
         let o = WriteOptions::default();
         match self {
             Op::MutationInsert => {
-                let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
+                let src =
+                    r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
                 g.mutate(src, None, Map::new(), &o).await
             }
             Op::MutationUpdate => {
                 let src = r#"query q() { update Person set { age: 99 } where name = "Bob" }"#;
                 g.mutate(src, None, Map::new(), &o).await
             }
-            Op::MutationDelete => g.mutate(r#"query q() { delete Person where name = "Bob" }"#, None, Map::new(), &o).await,
+            Op::MutationDelete => {
+                g.mutate(r#"query q() { delete Person where name = "Bob" }"#, None, Map::new(), &o).await
+            }
             Op::LoadAppend => {
                 let data = "{\"type\": \"Company\", \"data\": {\"name\": \"Initech\"}}\n{\"edge\": \"WorksAt\", \"from\": \"Bob\", \"to\": \"Initech\"}\n";
                 g.load(data.as_bytes(), LoadMode::Append, &o).await
@@ -69,7 +72,8 @@ impl Op {
                 g.load(data.as_bytes(), LoadMode::Merge, &o).await
             }
             Op::LoadOverwrite => {
-                g.load("{\"type\": \"Company\", \"data\": {\"name\": \"Only\"}}\n".as_bytes(), LoadMode::Overwrite, &o).await
+                g.load("{\"type\": \"Company\", \"data\": {\"name\": \"Only\"}}\n".as_bytes(), LoadMode::Overwrite, &o)
+                    .await
             }
         }
     }
@@ -77,13 +81,37 @@ impl Op {
 
 /// Table key → (pin, rows).
 type Counts = BTreeMap<String, (u64, u64)>;
+/// Table key → sorted rows.
+type Content = BTreeMap<String, Vec<String>>;
 
-async fn counts(g: &Graph) -> BTreeMap<String, u64> {
-    g.snapshot("main").await.expect("snapshot").tables.into_iter().map(|t| (t.table_key, t.row_count)).collect()
+/// The graph's content per table: every row without its id (generated ids
+/// differ between runs), sorted. Equal content = equal outcome.
+async fn counts(g: &Graph) -> BTreeMap<String, Vec<String>> {
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let mut out = BTreeMap::new();
+    for t in view.state.tables.values() {
+        let ds = table::open_table(&g.root().child_uri(&t.location), None, Some(t.version)).await.expect("open");
+        let mut rows: Vec<String> = table::scan(&ds, None)
+            .await
+            .expect("scan")
+            .iter()
+            .flat_map(omnigraph::engine::rows::from_batch)
+            .map(|r| format!("{:?} {:?} {:?}", r.src, r.dst, r.props))
+            .collect();
+        rows.sort();
+        out.insert(t.table_key.clone(), rows);
+    }
+    out
 }
 
 async fn pins(g: &Graph) -> Counts {
-    g.snapshot("main").await.expect("snapshot").tables.into_iter().map(|t| (t.table_key, (t.version, t.row_count))).collect()
+    g.snapshot("main")
+        .await
+        .expect("snapshot")
+        .tables
+        .into_iter()
+        .map(|t| (t.table_key, (t.version, t.row_count)))
+        .collect()
 }
 
 /// Manifest pin == Lance HEAD for every table, and no sidecar left.
@@ -97,13 +125,14 @@ async fn assert_clean(g: &Graph, context: &str) {
 }
 
 /// A graph with the example data, plus the row counts a clean run of `op` produces.
-async fn setup(op: Op) -> (tempfile::TempDir, String, BTreeMap<String, u64>, BTreeMap<String, u64>, Vec<String>) {
+async fn setup(op: Op) -> (tempfile::TempDir, String, Content, Content, Vec<String>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("g").to_string_lossy().to_string();
     let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
     g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
     let before = counts(&g).await;
-    let commits: Vec<String> = g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    let commits: Vec<String> =
+        g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     // The expected after-state, from a clean run on a scratch copy of the same data.
     let scratch = tempfile::tempdir().expect("tempdir");
     let sloc = scratch.path().join("g").to_string_lossy().to_string();
@@ -127,7 +156,8 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
     let out = task.await;
     fail::remove(failpoint);
     assert!(out.as_ref().is_err_and(|e| e.is_panic()), "{failpoint} on {op:?} did not fire: {out:?}");
-    let had_sidecar = !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
+    let had_sidecar =
+        !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
     drop(g);
     tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -142,7 +172,8 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
     } else {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
-    let history: Vec<String> = g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    let history: Vec<String> =
+        g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
@@ -180,10 +211,8 @@ async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
 fn every_registered_failpoint_has_a_crash_test() {
     // The matrix above crosses every writer prefix with every boundary; this
     // fails when a failpoint is registered outside that cross product.
-    let covered: Vec<String> = OPS
-        .iter()
-        .flat_map(|op| failpoints::BOUNDARIES.iter().map(move |b| format!("{}.{b}", op.prefix())))
-        .collect();
+    let covered: Vec<String> =
+        OPS.iter().flat_map(|op| failpoints::BOUNDARIES.iter().map(move |b| format!("{}.{b}", op.prefix()))).collect();
     for name in failpoints::all() {
         assert!(covered.contains(&name), "failpoint {name} has no crash test");
     }

@@ -50,7 +50,7 @@ async fn a_killed_lease_holder_frees_its_leases() {
         set.push(holder_rt.lease_schema(LeaseMode::Shared).await.expect("schema"));
         set.push(holder_rt.lease_branch("main").await.expect("branch"));
         set.push(holder_rt.lease_table("t1", "main").await.expect("table"));
-        drop(held_tx.send(()));
+        let _ = held_tx.send(());
         std::future::pending::<()>().await;
         drop(set);
     });

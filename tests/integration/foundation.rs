@@ -87,7 +87,7 @@ async fn graph_with_stamp(stamp: &str) -> (tempfile::TempDir, String) {
     let batch = rows::to_batch(&[]).expect("batch");
     let mut schema = (*batch.schema()).clone();
     schema.metadata = HashMap::from([(STAMP_KEY.to_string(), stamp.to_string())]);
-    let batch = batch.with_schema(Arc::new(schema)).expect("schema");
+    let batch = arrow_array::RecordBatch::try_new(Arc::new(schema), batch.columns().to_vec()).expect("schema");
     table::create_table(&root.child_uri(MANIFEST_DIR), batch).await.expect("manifest");
     (dir, loc)
 }

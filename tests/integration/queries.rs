@@ -29,7 +29,11 @@ async fn every_basic_fixture_query_returns_exactly_the_expected_rows() {
     let cases: Vec<(&str, Value, Value)> = vec![
         ("get_person", json!({"name": "Alice"}), json!([{"p.name": "Alice", "p.age": 30}])),
         ("adults", json!({}), json!([{"p.name": "Charlie", "p.age": 35}])),
-        ("friends_of", json!({"name": "Alice"}), json!([{"f.name": "Bob", "f.age": 25}, {"f.name": "Charlie", "f.age": 35}])),
+        (
+            "friends_of",
+            json!({"name": "Alice"}),
+            json!([{"f.name": "Bob", "f.age": 25}, {"f.name": "Charlie", "f.age": 35}]),
+        ),
         ("employees_of", json!({"company": "Acme"}), json!([{"p.name": "Alice"}])),
         ("friends_of_friends", json!({"name": "Alice"}), json!([{"fof.name": "Diana"}])),
         ("unemployed", json!({}), json!([{"p.name": "Charlie"}, {"p.name": "Diana"}])),
@@ -99,7 +103,8 @@ async fn a_query_planned_before_a_write_returns_the_pre_write_result() {
     let src = "query people() { match { $p: Person } return { count($p) as n } }";
     // A read bound to the head commit keeps that view while writes land.
     let pinned = ReadTarget::Commit(head);
-    let write = g.mutate(r#"query q() { insert Person { name: "Yan" } }"#, None, Map::new(), &WriteOptions::default());
+    let opts = WriteOptions::default();
+    let write = g.mutate(r#"query q() { insert Person { name: "Yan" } }"#, None, Map::new(), &opts);
     let (read, written) = tokio::join!(rows(&g, src, "people", json!({}), &pinned), write);
     written.expect("write");
     assert_eq!(read, vec![json!({"n": 3})]);

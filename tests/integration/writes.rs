@@ -132,7 +132,10 @@ async fn validation_rules_refuse_with_no_effect() {
         (r#"query q() { insert Person { name: "X", age: 200 } }"#, "range"),
         (r#"query q() { insert Person { name: "X", email: "not-an-email" } }"#, "check"),
         (r#"query q() { insert Person { name: "X", email: "alice@example.com" } }"#, "@unique"),
-        (r#"query q() { insert WorksAt { from: "Bob", to: "Acme" }  insert WorksAt { from: "Bob", to: "Acme" } }"#, "@card"),
+        (
+            r#"query q() { insert WorksAt { from: "Bob", to: "Acme" }  insert WorksAt { from: "Bob", to: "Acme" } }"#,
+            "@card",
+        ),
         (r#"query q() { insert Knows { from: "Alice", to: "Ghost" } }"#, "Ghost"),
     ];
     for (src, needle) in cases {
@@ -177,7 +180,10 @@ async fn strict_append_of_an_existing_id_is_a_key_conflict() {
         .await
         .err()
         .expect("conflict");
-    assert!(matches!(&err, OmniError::KeyConflict { type_name, id } if type_name == "Person" && id == "Alice"), "{err}");
+    assert!(
+        matches!(&err, OmniError::KeyConflict { type_name, id } if type_name == "Person" && id == "Alice"),
+        "{err}"
+    );
     assert_eq!(pins(&g).await, before);
 }
 
@@ -298,7 +304,9 @@ async fn every_cookbook_seed_loads_with_overwrite_and_reloads_stably() {
         let data = std::fs::read_to_string(&seed).expect("seed");
         let (_tmp, loc) = temp_graph_dir();
         let g = omnigraph::Omnigraph::init(&loc, &schema).await.expect("init");
-        g.load(data.as_bytes(), LoadMode::Overwrite, &opts()).await.unwrap_or_else(|e| panic!("{}: {e}", seed.display()));
+        g.load(data.as_bytes(), LoadMode::Overwrite, &opts())
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", seed.display()));
         let first: BTreeMap<String, u64> = pins(&g).await.into_iter().map(|(k, (_, n))| (k, n)).collect();
         let lines = data.lines().filter(|l| !l.trim().is_empty()).count() as u64;
         assert_eq!(first.values().sum::<u64>(), lines, "{}", seed.display());

@@ -5,8 +5,15 @@
 use crate::recovery::sidecar::WriterKind;
 
 /// Boundaries between saga steps, in order.
-pub const BOUNDARIES: &[&str] =
-    &["after_prepare", "after_leases", "after_revalidate", "after_arm", "after_table_commit", "after_confirm", "after_publish"];
+pub const BOUNDARIES: &[&str] = &[
+    "after_prepare",
+    "after_leases",
+    "after_revalidate",
+    "after_arm",
+    "after_table_commit",
+    "after_confirm",
+    "after_publish",
+];
 
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {

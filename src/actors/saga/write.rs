@@ -22,8 +22,8 @@ use crate::actors::supervisor::ChildKey;
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
 use crate::engine::write_plan::{AuthorityToken, Capture, Prepared};
 use crate::protocol::{OmniError, Result};
-use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind};
 use crate::recovery::resolve::Mode;
+use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind};
 use crate::recovery::sweep::sweep;
 use crate::saga_failpoint;
 
@@ -95,8 +95,7 @@ where
     refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
-    let pins: BTreeMap<String, u64> =
-        capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+    let pins: BTreeMap<String, u64> = capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
     let prepared = prepare(capture).instrument(info_span!("saga.prepare", branch = %intent.branch)).await?;
     saga_failpoint!(intent.kind, "after_prepare");
     if prepared.tables.is_empty() {
@@ -118,7 +117,10 @@ async fn refuse_if_recovery_pending(rt: &Runtime, store: &SidecarStore, branch: 
             Ok(Some(body)) => {
                 return Err(OmniError::RecoveryRequired {
                     operation_id: body.operation_id,
-                    reason: format!("an unresolved {:?} on branch `{branch}` must be recovered first", body.writer_kind),
+                    reason: format!(
+                        "an unresolved {:?} on branch `{branch}` must be recovered first",
+                        body.writer_kind
+                    ),
                 });
             }
             Err(e) => {
@@ -139,8 +141,11 @@ async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
             return Err(OmniError::PreconditionFailed { expected: expected.clone(), actual });
         }
     }
-    let token =
-        AuthorityToken { branch_id: view.branch_id.clone(), graph_head: head, schema_identity: schema.identity.clone() };
+    let token = AuthorityToken {
+        branch_id: view.branch_id.clone(),
+        graph_head: head,
+        schema_identity: schema.identity.clone(),
+    };
     Ok(Capture { root: rt.root().clone(), view, schema, token })
 }
 

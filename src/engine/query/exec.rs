@@ -84,7 +84,10 @@ pub async fn execute(
 /// until one exists they are a typed error, never a wrong answer.
 fn refuse_unindexed_search(ir: &ReadIr) -> Result<()> {
     fn first_search(m: &MatchIr) -> Option<String> {
-        m.searches.first().map(|s| format!("{}.{}", s.var, s.prop)).or_else(|| m.not_blocks.iter().find_map(first_search))
+        m.searches
+            .first()
+            .map(|s| format!("{}.{}", s.var, s.prop))
+            .or_else(|| m.not_blocks.iter().find_map(first_search))
     }
     let ranked = ir.order.iter().find_map(|k| match &k.key {
         OrderKey::Bm25(b) => Some(format!("{}.{}", b.var, b.prop)),
@@ -117,12 +120,8 @@ impl Planner<'_> {
         let ds = open_pinned(self.root, entry).await?;
         let provider = LanceTableProvider::new(ds, false, false);
         let df = self.ctx.read_table(Arc::new(provider)).map_err(df_err)?;
-        let cols: Vec<Expr> = df
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| ident(f.name()).alias(format!("{prefix}.{}", f.name())))
-            .collect();
+        let cols: Vec<Expr> =
+            df.schema().fields().iter().map(|f| ident(f.name()).alias(format!("{prefix}.{}", f.name()))).collect();
         df.select(cols).map_err(df_err)
     }
 
@@ -214,14 +213,18 @@ impl Planner<'_> {
                 let v = var(&t.dst).ok_or_else(|| OmniError::Internal(format!("unbound variable {}", t.dst)))?;
                 let dst = self.var_frame(v).await?;
                 bound.insert(t.dst.clone());
-                joined.join_on(dst, JoinType::Inner, [ident(format!("{tag}.d")).eq(var_col(&t.dst, "id"))]).map_err(df_err)?
+                joined
+                    .join_on(dst, JoinType::Inner, [ident(format!("{tag}.d")).eq(var_col(&t.dst, "id"))])
+                    .map_err(df_err)?
             };
             df = Some(drop_prefixed(joined, &format!("{tag}."))?);
             if let Some(ev) = &t.edge_var {
                 bound.insert(ev.clone());
             }
         }
-        for v in m.vars.iter().filter(|v| v.kind == VarKind::Node && !bound.contains(&v.name)) {
+        let unbound: Vec<&VarIr> =
+            m.vars.iter().filter(|v| v.kind == VarKind::Node && !bound.contains(&v.name)).collect();
+        for v in unbound {
             df = Some(self.cross(df, self.var_frame(v).await?)?);
             bound.insert(v.name.clone());
         }
@@ -354,9 +357,12 @@ impl Planner<'_> {
             sort.push(e.sort(!k.descending, !k.descending));
         }
         // Ties break by the bound ids, so results are deterministic.
-        let ids: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).filter(|n| n.ends_with(".id")).collect();
+        let ids: Vec<String> =
+            df.schema().fields().iter().map(|f| f.name().clone()).filter(|n| n.ends_with(".id")).collect();
         sort.extend(ids.iter().map(|n| ident(n).sort(true, true)));
-        df = df.sort(sort).map_err(df_err)?;
+        if !sort.is_empty() {
+            df = df.sort(sort).map_err(df_err)?;
+        }
         if let Some(n) = ir.limit {
             df = df.limit(0, Some(n as usize)).map_err(df_err)?;
         }
@@ -381,13 +387,19 @@ impl Planner<'_> {
             if let OrderKey::Column { name, .. } = &k.key {
                 sort.push(ident(name).sort(!k.descending, !k.descending));
             } else if let OrderKey::Prop { var, prop, .. } = &k.key {
-                if let Some(p) = ir.projections.iter().find(|p| matches!(&p.expr, ProjExpr::Prop { var: v, prop: q } if v == var && q == prop)) {
+                if let Some(p) = ir
+                    .projections
+                    .iter()
+                    .find(|p| matches!(&p.expr, ProjExpr::Prop { var: v, prop: q } if v == var && q == prop))
+                {
                     sort.push(ident(&p.column).sort(!k.descending, !k.descending));
                 }
             }
         }
         sort.extend(ir.group_by.iter().map(|i| ident(&ir.projections[*i].column).sort(true, true)));
-        df = df.sort(sort).map_err(df_err)?;
+        if !sort.is_empty() {
+            df = df.sort(sort).map_err(df_err)?;
+        }
         if let Some(n) = ir.limit {
             df = df.limit(0, Some(n as usize)).map_err(df_err)?;
         }
@@ -434,12 +446,7 @@ impl Planner<'_> {
             return Err(OmniError::BadRequest(format!("nearest needs a vector of {} numbers, got {}", n.dim, q.len())));
         }
         let name = format!("{}.{}", n.var, n.prop);
-        let dt = df
-            .schema()
-            .field_with_unqualified_name(&name)
-            .map_err(df_err)?
-            .data_type()
-            .clone();
+        let dt = df.schema().field_with_unqualified_name(&name).map_err(df_err)?.data_type().clone();
         let qnorm = q.iter().map(|x| x * x).sum::<f64>().sqrt();
         let f = Arc::new(move |args: &[ColumnarValue]| -> DfResult<ColumnarValue> {
             let arrays = ColumnarValue::values_to_arrays(args)?;

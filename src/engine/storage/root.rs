@@ -75,7 +75,7 @@ impl Root {
     }
 
     fn path(&self, rel: &str) -> Path {
-        rel.split('/').filter(|s| !s.is_empty()).fold(self.base.clone(), |p, s| p.child(s))
+        rel.split('/').filter(|s| !s.is_empty()).fold(self.base.clone(), |p, s| p.clone().join(s))
     }
 
     /// Write a whole object.

@@ -68,7 +68,9 @@ pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
     let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
     let exists = DatasetBuilder::from_uri(uri).load().await.is_ok();
     let params = write_params(if exists { WriteMode::Append } else { WriteMode::Create });
-    Dataset::write(reader, uri, Some(params)).await.map_err(|e| OmniError::storage(format!("appending to {uri}"), e))?;
+    Dataset::write(reader, uri, Some(params))
+        .await
+        .map_err(|e| OmniError::storage(format!("appending to {uri}"), e))?;
     Ok(())
 }
 
