@@ -77,10 +77,10 @@ impl Runtime {
     }
 
     async fn child(&self, key: ChildKey) -> Result<ChildRef> {
-        if let Some(c) = self.directory.get(&key).map(|c| c.clone()) {
-            if c.is_alive() {
-                return Ok(c);
-            }
+        if let Some(c) = self.directory.get(&key).map(|c| c.clone())
+            && c.is_alive()
+        {
+            return Ok(c);
         }
         ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Ensure { key, reply }).await?
     }

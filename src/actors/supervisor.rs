@@ -159,10 +159,10 @@ impl SupervisorState {
     }
 
     async fn ensure(&mut self, me: ActorCell, key: &ChildKey) -> Result<ChildRef> {
-        if let Some(c) = self.directory.get(key).map(|c| c.clone()) {
-            if c.is_alive() {
-                return Ok(c);
-            }
+        if let Some(c) = self.directory.get(key).map(|c| c.clone())
+            && c.is_alive()
+        {
+            return Ok(c);
         }
         self.spawn(me, key).await
     }

@@ -6,7 +6,6 @@
 //! Failpoints are process-global, so every test here takes [`serial`].
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use omnigraph::actors::saga::failpoints;
@@ -20,10 +19,10 @@ use serde_json::Map;
 const SCHEMA: &str = include_str!("../../examples/social.pg");
 const BASE: &str = include_str!("../../examples/social.jsonl");
 
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
 }
 
 /// The writes the harness crashes.
@@ -192,7 +191,7 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
-    let _s = serial();
+    let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
     let mut report = Vec::new();
     for op in OPS {
@@ -222,12 +221,12 @@ fn every_registered_failpoint_has_a_crash_test() {
 /// leaves the sidecar; the reconciler rolls it back without a reopen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconciler_heals_a_failed_write_without_reopening() {
-    let _s = serial();
+    let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
     fail::cfg("mutation.after_table_commit", "1*return").expect("cfg");
-    let err = Op::MutationInsert.run(&g).await.err().expect("must fail");
+    let err = Op::MutationInsert.run(&g).await.expect_err("must fail");
     fail::remove("mutation.after_table_commit");
     assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -250,7 +249,7 @@ async fn the_reconciler_heals_a_failed_write_without_reopening() {
 /// confirmed, so recovery rolls it forward under its original commit id and actor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_branch_actor_before_publish_rolls_forward() {
-    let _s = serial();
+    let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, _before, after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
@@ -258,7 +257,7 @@ async fn killing_the_branch_actor_before_publish_rolls_forward() {
     fail::cfg_callback("mutation.after_confirm", move || actor.kill()).expect("cfg");
     let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
     let opts = WriteOptions { actor: Some("alice".into()), ..WriteOptions::default() };
-    let err = g.mutate(src, None, Map::new(), &opts).await.err().expect("publish must fail");
+    let err = g.mutate(src, None, Map::new(), &opts).await.expect_err("publish must fail");
     fail::remove("mutation.after_confirm");
     let OmniError::RecoveryRequired { operation_id, .. } = err else { panic!("expected RecoveryRequired, got {err}") };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -280,7 +279,7 @@ async fn killing_the_branch_actor_before_publish_rolls_forward() {
 /// mutation: the graph stays consistent and writable without reopening.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_a_table_actor_between_two_commits_leaves_the_graph_consistent() {
-    let _s = serial();
+    let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, before, after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");

@@ -146,7 +146,7 @@ async fn a_publish_whose_captured_head_moved_is_refused_and_changes_nothing() {
         },
         lineage: Lineage::mint(Some("loser".into())),
     };
-    let err = publisher::publish(g.root(), &req).await.err().expect("must refuse");
+    let err = publisher::publish(g.root(), &req).await.expect_err("must refuse");
     match &err {
         OmniError::ReadSetChanged { member, expected, actual } => {
             assert_eq!(member, "graph_head:main");
@@ -174,7 +174,7 @@ async fn a_different_branch_incarnation_is_refused() {
         },
         lineage: Lineage::mint(None),
     };
-    let err = publisher::publish(g.root(), &req).await.err().expect("refused");
+    let err = publisher::publish(g.root(), &req).await.expect_err("refused");
     assert!(matches!(&err, OmniError::ReadSetChanged { member, .. } if member == "branch_identifier:main"), "{err}");
 }
 
@@ -188,7 +188,7 @@ async fn an_expected_table_version_mismatch_is_refused() {
         precondition: Precondition::Any,
         lineage: Lineage::mint(None),
     };
-    let err = publisher::publish(g.root(), &req).await.err().expect("refused");
+    let err = publisher::publish(g.root(), &req).await.expect_err("refused");
     assert!(
         matches!(&err, OmniError::ReadSetChanged { member, expected, actual }
             if member == "node:Person" && expected == "v7" && actual == "v1"),
@@ -292,7 +292,7 @@ async fn an_exact_commit_against_a_moved_head_is_refused_without_effect() {
         .expect("stage b");
     table::commit_exact(a).await.expect("first commit");
     // Lance would rebase b onto v2; the exact guard refuses instead.
-    let err = table::commit_exact(b).await.err().expect("refused");
+    let err = table::commit_exact(b).await.expect_err("refused");
     assert!(matches!(err, OmniError::ReadSetChanged { .. }), "{err}");
     assert_eq!(table::head_version(&uri, None).await.expect("head"), 2);
 }

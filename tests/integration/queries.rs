@@ -60,10 +60,10 @@ async fn every_basic_fixture_query_returns_exactly_the_expected_rows() {
 async fn a_missing_or_undeclared_param_is_a_clear_error() {
     let (_dir, g) = social_graph().await;
     let src = "query q($name: String) { match { $p: Person { name: $name } } return { $p.name } }";
-    let err = g.query(src, None, Map::new(), &ReadTarget::default()).await.err().expect("missing");
+    let err = g.query(src, None, Map::new(), &ReadTarget::default()).await.expect_err("missing");
     assert!(err.to_string().contains("missing parameter `$name`"), "{err}");
     let extra = json!({"name": "A", "other": 1}).as_object().cloned().unwrap_or_default();
-    let err = g.query(src, None, extra, &ReadTarget::default()).await.err().expect("undeclared");
+    let err = g.query(src, None, extra, &ReadTarget::default()).await.expect_err("undeclared");
     assert!(err.to_string().contains("`$other` is not declared"), "{err}");
 }
 
@@ -71,7 +71,7 @@ async fn a_missing_or_undeclared_param_is_a_clear_error() {
 async fn full_text_functions_refuse_without_an_index() {
     let (_dir, g) = social_graph().await;
     let src = r#"query q() { match { $p: Person  search($p.name, "ali") } return { $p.name } }"#;
-    let err = g.query(src, None, Map::new(), &ReadTarget::default()).await.err().expect("no index");
+    let err = g.query(src, None, Map::new(), &ReadTarget::default()).await.expect_err("no index");
     assert!(err.to_string().contains("requires a full-text index") && err.to_string().contains("p.name"), "{err}");
 }
 

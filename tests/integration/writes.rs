@@ -90,7 +90,7 @@ query bad() {
     insert Person { name: "Eve", age: 40 }
     insert Knows { from: "Eve", to: "Nobody" }
 }"#;
-    let err = g.mutate(src, None, Map::new(), &opts()).await.err().expect("must fail");
+    let err = g.mutate(src, None, Map::new(), &opts()).await.expect_err("must fail");
     assert!(matches!(err, OmniError::BadRequest(_)), "{err}");
     assert!(err.to_string().contains("Nobody"), "{err}");
     assert_eq!(pins(&g).await, before);
@@ -146,8 +146,7 @@ async fn validation_rules_refuse_with_no_effect() {
     let err = g
         .load(r#"{"type": "Person", "data": {"name": "Y", "role": "pilot"}}"#.as_bytes(), LoadMode::Merge, &opts())
         .await
-        .err()
-        .expect("enum");
+        .expect_err("enum");
     assert!(err.to_string().contains("role"), "{err}");
     assert_eq!(pins(&g).await, before);
     assert_consistent(&g).await;
@@ -162,7 +161,7 @@ async fn the_admission_limit_refuses_an_oversized_mutation_before_arming() {
         src.push_str(&format!("  insert Company {{ name: \"c{i}\" }}\n"));
     }
     src.push('}');
-    let err = g.mutate(&src, None, Map::new(), &opts()).await.err().expect("limit");
+    let err = g.mutate(&src, None, Map::new(), &opts()).await.expect_err("limit");
     match err {
         OmniError::ResourceLimitExceeded { limit, actual, .. } => assert_eq!((limit, actual), (8_192, 8_193)),
         other => panic!("expected ResourceLimitExceeded, got {other}"),
@@ -178,8 +177,7 @@ async fn strict_append_of_an_existing_id_is_a_key_conflict() {
     let err = g
         .load(r#"{"type": "Person", "data": {"name": "Alice"}}"#.as_bytes(), LoadMode::Append, &opts())
         .await
-        .err()
-        .expect("conflict");
+        .expect_err("conflict");
     assert!(
         matches!(&err, OmniError::KeyConflict { type_name, id } if type_name == "Person" && id == "Alice"),
         "{err}"
@@ -274,8 +272,7 @@ async fn a_strict_update_whose_head_moved_gets_read_set_changed() {
     let err = g
         .mutate(r#"query q() { update Person set { age: 50 } where name = "Alice" }"#, None, Map::new(), &stale)
         .await
-        .err()
-        .expect("precondition");
+        .expect_err("precondition");
     assert!(matches!(&err, OmniError::PreconditionFailed { expected, .. } if *expected == head), "{err}");
     assert_eq!(err.exit_code(), 4);
     assert_eq!(pins(&g).await, before);
@@ -289,7 +286,7 @@ async fn a_mixed_mutation_is_rejected_before_any_io() {
     insert Company { name: "New" }
     delete Person where name = "Bob"
 }"#;
-    let err = g.mutate(src, None, Map::new(), &opts()).await.err().expect("D2");
+    let err = g.mutate(src, None, Map::new(), &opts()).await.expect_err("D2");
     let msg = err.to_string();
     assert!(msg.contains("mix") && msg.contains("split it into separate mutations"), "{msg}");
     assert_eq!(pins(&g).await, before);

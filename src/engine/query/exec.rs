@@ -386,14 +386,13 @@ impl Planner<'_> {
         for k in &ir.order {
             if let OrderKey::Column { name, .. } = &k.key {
                 sort.push(ident(name).sort(!k.descending, !k.descending));
-            } else if let OrderKey::Prop { var, prop, .. } = &k.key {
-                if let Some(p) = ir
+            } else if let OrderKey::Prop { var, prop, .. } = &k.key
+                && let Some(p) = ir
                     .projections
                     .iter()
                     .find(|p| matches!(&p.expr, ProjExpr::Prop { var: v, prop: q } if v == var && q == prop))
-                {
-                    sort.push(ident(&p.column).sort(!k.descending, !k.descending));
-                }
+            {
+                sort.push(ident(&p.column).sort(!k.descending, !k.descending));
             }
         }
         sort.extend(ir.group_by.iter().map(|i| ident(&ir.projections[*i].column).sort(true, true)));

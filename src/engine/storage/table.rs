@@ -282,14 +282,14 @@ fn is_conflict(e: &lance::Error) -> bool {
 /// at the target version on the same native branch.
 async fn resolve_ambiguous(base: &Dataset, identity: &TxnIdentity, e: lance::Error) -> Result<Arc<Dataset>> {
     let target = identity.target_version();
-    if let Ok(Some(found)) = transaction_at(base, target).await {
-        if found == *identity {
-            let landed = base
-                .checkout_version(target)
-                .await
-                .map_err(|e| OmniError::storage(format!("opening {} v{target}", base.uri()), e))?;
-            return Ok(Arc::new(landed));
-        }
+    if let Ok(Some(found)) = transaction_at(base, target).await
+        && found == *identity
+    {
+        let landed = base
+            .checkout_version(target)
+            .await
+            .map_err(|e| OmniError::storage(format!("opening {} v{target}", base.uri()), e))?;
+        return Ok(Arc::new(landed));
     }
     Err(OmniError::storage(format!("committing {} to {}", identity.uuid, base.uri()), e))
 }
