@@ -94,3 +94,64 @@ fn bad_arguments_and_bad_schemas_fail_cleanly() {
     let out = omnigraph(&["frobnicate"]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn lint_reports_each_query_and_fails_only_on_errors() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let good = dir.path().join("good.gq");
+    std::fs::write(
+        &good,
+        "query people($min: I32) { match { $p: Person  $p.age > $min } return { $p.name, $p.age as age } }\n\
+         query hire($n: String) { insert Person { name: $n } }\n",
+    )
+    .expect("write");
+    let out = omnigraph(&["lint", "--query", &good.to_string_lossy(), "--schema", &example_schema(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(report["errors"], 0);
+    let people = &report["queries"][0];
+    assert_eq!(people["name"], "people");
+    assert_eq!(people["kind"], "read");
+    assert_eq!(people["params"][0], serde_json::json!({"name": "min", "type": "I32"}));
+    assert_eq!(people["columns"][1], serde_json::json!({"name": "age", "type": "I32?"}));
+    assert_eq!(people["reads"], serde_json::json!(["Person"]));
+    assert_eq!(report["queries"][1]["writes"], serde_json::json!(["Person"]));
+
+    let bad = dir.path().join("bad.gq");
+    std::fs::write(&bad, "query q() {\n  match { $p: Persn }\n  return { $p.name }\n}\n").expect("write");
+    let out = omnigraph(&["check", "--query", &bad.to_string_lossy(), "--schema", &example_schema()]);
+    assert_eq!(out.status.code(), Some(2));
+    let text = stdout(&out);
+    assert!(text.contains(":2:") && text.contains("[T1]"), "{text}");
+}
+
+#[test]
+fn load_mutate_and_query_work_end_to_end() {
+    let (_dir, loc) = temp_graph_dir();
+    assert!(omnigraph(&["init", "--schema", &example_schema(), &loc]).status.success());
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let out = omnigraph(&["load", "--data", &data, "--mode", "overwrite", "--json", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let load: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!((load["nodes_affected"].as_u64(), load["edges_affected"].as_u64()), (Some(4), Some(4)));
+    let head = load["commit_id"].as_str().expect("commit").to_string();
+
+    let out = omnigraph(&["mutate", "-e", "query q($n: String) { insert Person { name: $n, age: 5 } }", "--params", r#"{"n": "Kim"}"#, "--as", "bot", "--json", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stale = omnigraph(&["mutate", "-e", "query q() { insert Company { name: \"X\" } }", "--if-commit", &head, &loc]);
+    assert_eq!(stale.status.code(), Some(4), "a stale --if-commit exits 4: {}", stderr(&stale));
+
+    let q = "query q() { match { $p: Person } return { $p.name } order { $p.name asc } }";
+    let out = omnigraph(&["query", "-e", q, "--format", "csv", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "p.name\nAlice\nBob\nCarol\nKim\n");
+    let out = omnigraph(&["query", "-e", q, "--commit", &head, "--json", &loc]);
+    let env: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(env["row_count"], 3, "time travel to the load commit");
+    assert_eq!(env["graph_commit_id"], head.as_str());
+    let out = omnigraph(&["query", "-e", q, "--format", "jsonl", &loc]);
+    assert_eq!(stdout(&out).lines().count(), 4);
+    let out = omnigraph(&["commit", "list", "--json", &loc]);
+    let commits: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(commits[0]["actor"], "bot");
+}
