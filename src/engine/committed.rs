@@ -42,14 +42,45 @@ async fn matching(ds: &Dataset, filter_column: &str, values: &[String], column: 
     Ok(out)
 }
 
+/// Above this many probes one full scan of the column beats filtered scans.
+const FULL_SCAN_ABOVE: usize = 4 * IN_CHUNK;
+
 /// Which of `ids` exist in the table.
 pub async fn existing_ids(ds: &Dataset, ids: &[String]) -> Result<HashSet<String>> {
-    Ok(matching(ds, "id", ids, "id").await?.into_iter().collect())
+    if ids.len() <= FULL_SCAN_ABOVE {
+        return Ok(matching(ds, "id", ids, "id").await?.into_iter().collect());
+    }
+    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+    let mut out = HashSet::new();
+    for batch in table::scan_columns(ds, &["id"]).await? {
+        let col = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| OmniError::Internal(format!("{} has no string column `id`", ds.uri())))?;
+        out.extend((0..col.len()).map(|i| col.value(i)).filter(|id| wanted.contains(id)).map(str::to_string));
+    }
+    Ok(out)
 }
 
 /// For each given value of the string column `column`, the ids of the rows holding it.
 pub async fn ids_by_value(ds: &Dataset, column: &str, values: &[String]) -> Result<HashMap<String, Vec<String>>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    if values.len() > FULL_SCAN_ABOVE {
+        let wanted: HashSet<&str> = values.iter().map(String::as_str).collect();
+        for batch in table::scan_columns(ds, &[column, "id"]).await? {
+            let get = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>().cloned();
+            let (Some(vals), Some(ids)) = (get(0), get(1)) else {
+                return Err(OmniError::Internal(format!("{} has no string column `{column}`", ds.uri())));
+            };
+            for i in 0..batch.num_rows() {
+                if vals.is_valid(i) && wanted.contains(vals.value(i)) {
+                    out.entry(vals.value(i).to_string()).or_default().push(ids.value(i).to_string());
+                }
+            }
+        }
+        return Ok(out);
+    }
     for chunk in values.chunks(IN_CHUNK) {
         let list: Vec<String> = chunk.iter().map(|v| sql_str(v)).collect();
         let filter = format!("{column} IN ({})", list.join(", "));

@@ -1,18 +1,23 @@
-//! Preparing a JSONL load: parse, validate against committed state at the
-//! pins, and stage one Lance transaction per touched table.
+//! Preparing a JSONL load: parse it in one streaming pass into compact
+//! per-table Arrow batches (plus the key sets validation needs), validate
+//! against committed state at the pins, and stage one Lance transaction per
+//! touched table. One load is one commit whatever its size; memory holds
+//! Arrow batches and id sets, never the parsed JSON of the whole file.
 //!
 //! Modes: `append` stages a strict insert (an existing id is a
 //! `KeyConflict`), `merge` an upsert, `overwrite` a whole-table overwrite of
 //! each touched type (an empty overwrite is a zero-fragment transaction).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
+use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
 
 use crate::engine::catalog::{Catalog, TypeDef};
 use crate::engine::committed::{self, open_pinned};
-use crate::engine::integrity;
 use crate::engine::layout;
 use crate::engine::load::jsonl::{JsonlParser, LoadRecord};
 use crate::engine::rows::{self, EntityRow};
@@ -20,6 +25,11 @@ use crate::engine::storage::{MergeMode, TxnIdentity, table};
 use crate::engine::validate;
 use crate::engine::write_plan::{Capture, Prepared, PreparedTable};
 use crate::protocol::{OmniError, Result};
+
+/// Rows converted to Arrow at a time (bounds the JSON held in memory).
+pub const CHUNK_ROWS: usize = 8_192;
+/// Records between two progress reports.
+pub const PROGRESS_EVERY: u64 = 50_000;
 
 /// How a load treats existing rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,22 +55,38 @@ impl std::str::FromStr for LoadMode {
     }
 }
 
-/// The rows of one type in a load.
+/// One type's part of a load: Arrow batches plus what validation needs.
 #[derive(Debug, Clone, Default)]
-pub struct TableRows {
+pub struct TableLoad {
     /// Node or edge type name.
     pub type_name: String,
     /// Whether the type is an edge.
     pub is_edge: bool,
-    /// Rows in file order.
-    pub rows: Vec<EntityRow>,
+    /// The rows, as Arrow in the type's catalog schema.
+    pub batches: Vec<RecordBatch>,
+    /// Every id loaded.
+    pub ids: HashSet<String>,
+    /// Edges: each source node → the ids of its loaded edges.
+    pub by_src: HashMap<String, Vec<String>>,
+    /// Edges: every destination node id.
+    pub dsts: HashSet<String>,
+    /// Per single-column `@unique` string property: value → id holding it.
+    pub unique_values: HashMap<String, HashMap<String, String>>,
+    pending: Vec<EntityRow>,
 }
 
-/// A parsed load: rows grouped by table key.
+impl TableLoad {
+    /// Rows in this part.
+    pub fn rows(&self) -> u64 {
+        self.ids.len() as u64
+    }
+}
+
+/// A parsed load: parts by table key.
 #[derive(Debug, Clone, Default)]
 pub struct ParsedLoad {
-    /// Table key → rows.
-    pub tables: BTreeMap<String, TableRows>,
+    /// Table key → part.
+    pub tables: BTreeMap<String, TableLoad>,
     /// Lines that held a record.
     pub records: u64,
 }
@@ -71,9 +97,6 @@ pub fn parse(catalog: &Catalog, reader: impl BufRead) -> Result<ParsedLoad> {
     parse_with_progress(catalog, reader, &|_| {})
 }
 
-/// Records between two progress reports.
-pub const PROGRESS_EVERY: u64 = 50_000;
-
 /// [`parse`], calling `progress(records_so_far)` every [`PROGRESS_EVERY`] records.
 pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &dyn Fn(u64)) -> Result<ParsedLoad> {
     let mut parser = JsonlParser::new(catalog);
@@ -83,94 +106,124 @@ pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &d
         let is_edge = record.is_edge();
         let type_name = record.type_name().to_string();
         let key = if is_edge { layout::edge_key(&type_name) } else { layout::node_key(&type_name) };
-        let entry = out.tables.entry(key).or_insert_with(|| TableRows { type_name, is_edge, rows: Vec::new() });
-        entry.rows.push(match record {
+        let part = out.tables.entry(key).or_insert_with(|| TableLoad { type_name, is_edge, ..Default::default() });
+        part.pending.push(match record {
             LoadRecord::Node { row, .. } | LoadRecord::Edge { row, .. } => row,
         });
+        if part.pending.len() >= CHUNK_ROWS {
+            flush(catalog, part)?;
+        }
         out.records += 1;
         if out.records % PROGRESS_EVERY == 0 {
             progress(out.records);
         }
     }
+    for part in out.tables.values_mut() {
+        flush(catalog, part)?;
+    }
     Ok(out)
+}
+
+/// Validate the buffered rows, record their keys, and convert them to Arrow.
+fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
+    if part.pending.is_empty() {
+        return Ok(());
+    }
+    let rows = std::mem::take(&mut part.pending);
+    let def = catalog
+        .type_def(&part.type_name)
+        .ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", part.type_name)))?;
+    let (schema, uniques) = match def {
+        TypeDef::Node(n) => {
+            validate::validate_node_rows(n, &rows)?;
+            (n.arrow_schema(), &n.uniques)
+        }
+        TypeDef::Edge(e) => {
+            validate::validate_edge_rows(e, &rows)?;
+            (e.arrow_schema(), &e.uniques)
+        }
+    };
+    validate::check_unique_within(&part.type_name, &rows, uniques)?;
+    for r in &rows {
+        part.ids.insert(r.id.clone());
+        if let Some(src) = &r.src {
+            part.by_src.entry(src.clone()).or_default().push(r.id.clone());
+        }
+        if let Some(dst) = &r.dst {
+            part.dsts.insert(dst.clone());
+        }
+        for set in uniques.iter().filter(|s| s.len() == 1) {
+            if let Some(Json::String(v)) = r.column(&set[0]) {
+                let seen = part.unique_values.entry(set[0].clone()).or_default();
+                if let Some(other) = seen.insert(v.clone(), r.id.clone()) {
+                    return Err(OmniError::BadRequest(format!(
+                        "@unique({}) violated on {}: `{v}` is held by both `{other}` and `{}`",
+                        set[0], part.type_name, r.id
+                    )));
+                }
+            }
+        }
+    }
+    part.batches.push(rows::to_batch_for(&part.type_name, &schema, &rows)?);
+    Ok(())
 }
 
 /// Validate `load` against the captured state and stage it.
 pub async fn prepare(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Result<Prepared> {
-    let catalog = &capture.schema.catalog;
-    for rows in load.tables.values() {
-        validate_rows(catalog, rows)?;
-    }
     check_unique(capture, load, mode).await?;
     check_edges(capture, load, mode).await?;
     let mut prepared = Prepared::default();
-    for (key, rows) in &load.tables {
-        prepared.tables.push(stage_table(capture, key, rows, mode).await?);
-        let n = rows.rows.len() as u64;
-        if rows.is_edge {
-            prepared.edges_affected += n;
+    for (key, part) in &load.tables {
+        prepared.tables.push(stage_table(capture, key, part, mode).await?);
+        if part.is_edge {
+            prepared.edges_affected += part.rows();
         } else {
-            prepared.nodes_affected += n;
+            prepared.nodes_affected += part.rows();
         }
     }
     Ok(prepared)
 }
 
-fn type_def<'c>(catalog: &'c Catalog, rows: &TableRows) -> Result<TypeDef<'c>> {
-    catalog.type_def(&rows.type_name).ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", rows.type_name)))
-}
-
-fn validate_rows(catalog: &Catalog, rows: &TableRows) -> Result<()> {
-    match type_def(catalog, rows)? {
-        TypeDef::Node(node) => validate::validate_node_rows(node, &rows.rows),
-        TypeDef::Edge(edge) => validate::validate_edge_rows(edge, &rows.rows),
-    }
-}
-
-/// `@unique` sets: within the load, and against committed rows it does not replace.
+/// `@unique` against committed rows the load does not replace.
 async fn check_unique(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Result<()> {
-    let catalog = &capture.schema.catalog;
-    for (key, rows) in &load.tables {
-        let uniques = match type_def(catalog, rows)? {
-            TypeDef::Node(n) => &n.uniques,
-            TypeDef::Edge(e) => &e.uniques,
-        };
-        validate::check_unique_within(&rows.type_name, &rows.rows, uniques)?;
-        if mode == LoadMode::Overwrite || uniques.is_empty() {
-            continue;
-        }
+    if mode == LoadMode::Overwrite {
+        return Ok(());
+    }
+    for (key, part) in load.tables.iter().filter(|(_, p)| !p.unique_values.is_empty()) {
         let ds = open_pinned(&capture.root, capture.table(key)?).await?;
-        integrity::unique_against_committed(&ds, &rows.type_name, uniques, &rows.rows, &HashSet::new()).await?;
+        for (column, values) in &part.unique_values {
+            let wanted: Vec<String> = values.keys().cloned().collect();
+            for (value, holders) in committed::ids_by_value(&ds, column, &wanted).await? {
+                let mine = values.get(&value).map(String::as_str).unwrap_or_default();
+                if let Some(other) = holders.iter().find(|h| h.as_str() != mine && !part.ids.contains(*h)) {
+                    return Err(OmniError::BadRequest(format!(
+                        "@unique({column}) violated on {}: `{value}` is already held by `{other}` (loading `{mine}`)",
+                        part.type_name
+                    )));
+                }
+            }
+        }
     }
     Ok(())
 }
 
-/// Referential integrity and `@card` for every loaded edge.
+/// Referential integrity and `@card` for every loaded edge type.
 async fn check_edges(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Result<()> {
     let catalog = &capture.schema.catalog;
-    for (key, rows) in load.tables.iter().filter(|(_, r)| r.is_edge) {
-        let Some(edge) = catalog.edge(&rows.type_name) else { continue };
-        for (endpoint, node_type) in [("src", &edge.from_type), ("dst", &edge.to_type)] {
-            let wanted: Vec<String> = rows
-                .rows
-                .iter()
-                .filter_map(|r| if endpoint == "src" { r.src.clone() } else { r.dst.clone() })
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect();
+    for (key, part) in load.tables.iter().filter(|(_, p)| p.is_edge) {
+        let Some(edge) = catalog.edge(&part.type_name) else { continue };
+        let srcs: HashSet<String> = part.by_src.keys().cloned().collect();
+        for (side, wanted, node_type) in [("from", &srcs, &edge.from_type), ("to", &part.dsts, &edge.to_type)] {
+            let wanted: Vec<String> = wanted.iter().cloned().collect();
             let present = node_ids_present(capture, load, mode, node_type, &wanted).await?;
-            if let Some(missing) = rows.rows.iter().find_map(|r| {
-                let id = if endpoint == "src" { r.src.as_deref() } else { r.dst.as_deref() };
-                id.filter(|id| !present.contains(*id))
-            }) {
-                let side = if endpoint == "src" { "from" } else { "to" };
+            if let Some(missing) = wanted.iter().filter(|id| !present.contains(*id)).min() {
                 return Err(OmniError::BadRequest(format!(
                     "edge {}: `{side}` node `{missing}` does not exist in {node_type}",
-                    rows.type_name
+                    part.type_name
                 )));
             }
         }
-        check_card(capture, key, rows, (edge.card.min, edge.card.max), mode).await?;
+        check_card(capture, key, part, (edge.card.min, edge.card.max), mode).await?;
     }
     Ok(())
 }
@@ -186,11 +239,14 @@ async fn node_ids_present(
     let key = layout::node_key(node_type);
     let loaded = load.tables.get(&key);
     let mut present: HashSet<String> =
-        loaded.map(|t| t.rows.iter().map(|r| r.id.clone()).collect()).unwrap_or_default();
+        ids.iter().filter(|id| loaded.is_some_and(|t| t.ids.contains(*id))).cloned().collect();
     // Overwrite replaces a loaded type entirely; otherwise committed rows stay.
     if !(mode == LoadMode::Overwrite && loaded.is_some()) {
-        let ds = open_pinned(&capture.root, capture.table(&key)?).await?;
-        present.extend(committed::existing_ids(&ds, ids).await?);
+        let missing: Vec<String> = ids.iter().filter(|id| !present.contains(*id)).cloned().collect();
+        if !missing.is_empty() {
+            let ds = open_pinned(&capture.root, capture.table(&key)?).await?;
+            present.extend(committed::existing_ids(&ds, &missing).await?);
+        }
     }
     Ok(present)
 }
@@ -199,34 +255,62 @@ async fn node_ids_present(
 async fn check_card(
     capture: &Capture,
     key: &str,
-    rows: &TableRows,
-    card: (u32, Option<u32>),
+    part: &TableLoad,
+    (min, max): (u32, Option<u32>),
     mode: LoadMode,
 ) -> Result<()> {
-    let sources: HashSet<String> = rows.rows.iter().filter_map(|r| r.src.clone()).collect();
-    let committed = match mode {
-        LoadMode::Overwrite => None,
-        _ => Some(open_pinned(&capture.root, capture.table(key)?).await?),
+    if min == 0 && max.is_none() {
+        return Ok(());
+    }
+    let mut per_src: HashMap<&str, HashSet<&str>> =
+        part.by_src.iter().map(|(s, ids)| (s.as_str(), ids.iter().map(String::as_str).collect())).collect();
+    let committed_edges = if mode == LoadMode::Overwrite {
+        HashMap::new()
+    } else {
+        let ds = open_pinned(&capture.root, capture.table(key)?).await?;
+        let srcs: Vec<String> = part.by_src.keys().cloned().collect();
+        committed::edges_by_endpoint(&ds, "src", &srcs).await?
     };
-    integrity::card_per_source(committed.as_deref(), &rows.type_name, card, &rows.rows, &HashSet::new(), &sources).await
+    for (src, ids) in &committed_edges {
+        if let Some(set) = per_src.get_mut(src.as_str()) {
+            set.extend(ids.iter().map(String::as_str));
+        }
+    }
+    for (src, ids) in per_src {
+        let n = ids.len() as u64;
+        if n < u64::from(min) || max.is_some_and(|m| n > u64::from(m)) {
+            let bound = max.map_or(format!("{min}.."), |m| format!("{min}..{m}"));
+            return Err(OmniError::BadRequest(format!(
+                "@card({bound}) violated on {}: `{src}` would have {n} edges",
+                part.type_name
+            )));
+        }
+    }
+    Ok(())
 }
 
-async fn stage_table(capture: &Capture, key: &str, rows: &TableRows, mode: LoadMode) -> Result<PreparedTable> {
+async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadMode) -> Result<PreparedTable> {
     let entry = capture.table(key)?;
     let ds = open_pinned(&capture.root, entry).await?;
     let schema = table::arrow_schema(&ds);
-    let batch = rows::to_batch_for(&rows.type_name, &schema, &rows.rows)?;
+    // Same columns, the dataset's own field metadata.
+    let batches: Vec<RecordBatch> = part
+        .batches
+        .iter()
+        .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))?;
     let identity = TxnIdentity::mint(entry.version);
     let staged = match mode {
         LoadMode::Append => {
-            let ids: Vec<String> = rows.rows.iter().map(|r| r.id.clone()).collect();
+            let ids: Vec<String> = part.ids.iter().cloned().collect();
             if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
-                return Err(OmniError::KeyConflict { type_name: rows.type_name.clone(), id });
+                return Err(OmniError::KeyConflict { type_name: part.type_name.clone(), id });
             }
-            table::stage_merge_insert(ds, vec![batch], MergeMode::StrictInsert, &identity.uuid).await?
+            table::stage_merge_insert(ds, batches, MergeMode::StrictInsert, &identity.uuid).await?
         }
-        LoadMode::Merge => table::stage_merge_insert(ds, vec![batch], MergeMode::Upsert, &identity.uuid).await?,
-        LoadMode::Overwrite => table::stage_overwrite(ds, vec![batch], &identity.uuid).await?,
+        LoadMode::Merge => table::stage_merge_insert(ds, batches, MergeMode::Upsert, &identity.uuid).await?,
+        LoadMode::Overwrite => table::stage_overwrite(ds, batches, &identity.uuid).await?,
     };
     Ok(PreparedTable { table_key: key.to_string(), pin: entry.version, table_branch: entry.branch.clone(), staged })
 }

@@ -311,3 +311,43 @@ async fn killing_a_table_actor_between_two_commits_leaves_the_graph_consistent()
         .expect("writable without reopening");
     assert_ne!(pins(&g).await, before_retry);
 }
+
+/// A strict update that prepared before another write landed gets
+/// ReadSetChanged with nothing changed; an insert-only write in the same
+/// position is prepared again and lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strict_update_racing_a_write_gets_read_set_changed() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, before, _after, _) = setup(Op::MutationUpdate).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    // The update parks after preparing; a load (its own failpoints) lands meanwhile.
+    fail::cfg("mutation.after_prepare", "1*sleep(800)").expect("cfg");
+    let updater = {
+        let g = g.clone();
+        tokio::spawn(async move { Op::MutationUpdate.run(&g).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let racer = "{\"type\": \"Company\", \"data\": {\"name\": \"Racer\"}}\n";
+    g.load(racer.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("racing load");
+    let err = updater.await.expect("join").expect_err("the stale update must be refused");
+    fail::remove("mutation.after_prepare");
+    assert!(matches!(err, OmniError::ReadSetChanged { .. }), "{err}");
+    let now = counts(&g).await;
+    assert_eq!(now["node:Person"], before["node:Person"], "the refused update changed nothing");
+    assert_ne!(now["node:Company"], before["node:Company"], "the racing load landed");
+    assert_clean(&g, "after the race").await;
+
+    // Same race for an insert-only mutation: prepared again, lands.
+    fail::cfg("mutation.after_prepare", "1*sleep(800)").expect("cfg");
+    let inserter = {
+        let g = g.clone();
+        tokio::spawn(async move { Op::MutationInsert.run(&g).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let racer = "{\"type\": \"Company\", \"data\": {\"name\": \"Racer2\"}}\n";
+    g.load(racer.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("racing load");
+    inserter.await.expect("join").expect("an insert-only mutation is prepared again");
+    fail::remove("mutation.after_prepare");
+    assert_clean(&g, "after the insert race").await;
+}

@@ -136,9 +136,20 @@ fn load_mutate_and_query_work_end_to_end() {
     assert_eq!((load["nodes_affected"].as_u64(), load["edges_affected"].as_u64()), (Some(4), Some(4)));
     let head = load["commit_id"].as_str().expect("commit").to_string();
 
-    let out = omnigraph(&["mutate", "-e", "query q($n: String) { insert Person { name: $n, age: 5 } }", "--params", r#"{"n": "Kim"}"#, "--as", "bot", "--json", &loc]);
+    let out = omnigraph(&[
+        "mutate",
+        "-e",
+        "query q($n: String) { insert Person { name: $n, age: 5 } }",
+        "--params",
+        r#"{"n": "Kim"}"#,
+        "--as",
+        "bot",
+        "--json",
+        &loc,
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let stale = omnigraph(&["mutate", "-e", "query q() { insert Company { name: \"X\" } }", "--if-commit", &head, &loc]);
+    let stale =
+        omnigraph(&["mutate", "-e", "query q() { insert Company { name: \"X\" } }", "--if-commit", &head, &loc]);
     assert_eq!(stale.status.code(), Some(4), "a stale --if-commit exits 4: {}", stderr(&stale));
 
     let q = "query q() { match { $p: Person } return { $p.name } order { $p.name asc } }";

@@ -4,6 +4,7 @@
 mod actors;
 mod cli;
 mod common;
+mod cookbooks;
 mod foundation;
 mod publisher;
 mod queries;

@@ -126,6 +126,15 @@ pub async fn scan(ds: &Dataset, filter: Option<&str>) -> Result<Vec<RecordBatch>
     stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))
 }
 
+/// Read only `columns` of every row at the dataset's checked-out version.
+pub async fn scan_columns(ds: &Dataset, columns: &[&str]) -> Result<Vec<RecordBatch>> {
+    let ctx = || format!("scanning {}", ds.uri());
+    let mut scanner = ds.scan();
+    scanner.project(columns).map_err(|e| OmniError::storage(ctx(), e))?;
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))
+}
+
 /// Read every row matching a DataFusion expression at the dataset's
 /// checked-out version (`None` = all rows).
 pub async fn scan_expr(ds: &Dataset, filter: Option<datafusion::prelude::Expr>) -> Result<Vec<RecordBatch>> {
