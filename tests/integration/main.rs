@@ -5,6 +5,7 @@ mod actors;
 mod cli;
 mod common;
 mod cookbooks;
+mod docs_examples;
 mod foundation;
 mod publisher;
 mod queries;
