@@ -1,0 +1,131 @@
+//! Query latency benchmark: `cargo run --example bench_queries -- --bench`.
+//!
+//! Prints one JSON object per figure: the p50 latency of every cookbook read
+//! query (when the shared fixtures are present) and of a 2-hop traversal on a
+//! generated graph of 100k nodes / 500k edges, beside the raw-Lance floor
+//! measured in the same run (a projected scan of the edge table, the least
+//! work any 2-hop over it must do).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use omnigraph::engine::lang::query::parse_queries;
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::table;
+use omnigraph::{Graph, LoadMode, Omnigraph, ReadTarget, WriteOptions};
+use serde_json::{Map, Value, json};
+
+const NODES: usize = 100_000;
+const EDGES: usize = 500_000;
+const RUNS: usize = 15;
+
+fn p50(mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    samples.get(samples.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+async fn time_query(g: &Graph, src: &str, name: &str, params: &Map<String, Value>) -> Option<f64> {
+    let mut samples = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        g.query(src, Some(name), params.clone(), &ReadTarget::default()).await.ok()?;
+        samples.push(t.elapsed());
+    }
+    Some(p50(samples))
+}
+
+async fn cookbooks() {
+    let fixtures = std::env::var_os("OMNIGRAPH_SHARED_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
+    let params_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cookbook_params");
+    for name in ["industry-intel", "pharma-intel", "second-brain"] {
+        let dir = fixtures.join("cookbooks").join(name);
+        let (Ok(schema), Ok(seed), Ok(spec)) = (
+            std::fs::read_to_string(dir.join("schema.pg")),
+            std::fs::read_to_string(dir.join("seed.jsonl")),
+            std::fs::read_to_string(params_dir.join(format!("{name}.json"))),
+        ) else {
+            eprintln!("cookbook {name} not found; skipping");
+            continue;
+        };
+        let spec: Value = serde_json::from_str(&spec).unwrap_or_default();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let g = Omnigraph::init(&tmp.path().join("g").to_string_lossy(), &schema).await.expect("init");
+        g.load(seed.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("seed");
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(dir.join("queries")).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        files.sort();
+        for file in files {
+            let src = std::fs::read_to_string(&file).unwrap_or_default();
+            for q in parse_queries(&src).unwrap_or_default().iter().filter(|q| !q.is_mutation()) {
+                let params = spec["queries"][&q.name]["params"].as_object().cloned().unwrap_or_default();
+                if let Some(ms) = time_query(&g, &src, &q.name, &params).await {
+                    println!("{}", json!({"bench": "cookbook_query", "cookbook": name, "query": q.name, "p50_ms": ms}));
+                }
+            }
+        }
+    }
+}
+
+async fn two_hop() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let schema = "node Person { name: String @key }\nedge Knows: Person -> Person\n";
+    let g = Omnigraph::init(&tmp.path().join("g").to_string_lossy(), schema).await.expect("init");
+    let mut data = String::with_capacity(NODES * 48 + EDGES * 56);
+    for i in 0..NODES {
+        data.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\"}}}}\n"));
+    }
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..EDGES {
+        // xorshift: a deterministic pseudo-random graph without a rand dependency.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (a, b) = (x % NODES as u64, (x >> 32) % NODES as u64);
+        data.push_str(&format!("{{\"edge\":\"Knows\",\"from\":\"p{a}\",\"to\":\"p{b}\"}}\n"));
+    }
+    let t = Instant::now();
+    g.load(data.as_bytes(), LoadMode::Append, &WriteOptions::default()).await.expect("load");
+    let load_ms = t.elapsed().as_secs_f64() * 1000.0;
+    println!("{}", json!({"bench": "generate_graph", "nodes": NODES, "edges": EDGES, "load_ms": load_ms}));
+
+    let src = "query fof($n: String) { match { $p: Person { name: $n } $p knows $f $f knows $g } return { count($g) as n } }";
+    let mut samples = Vec::new();
+    for i in 0..RUNS {
+        let params = json!({"n": format!("p{}", i * 997 % NODES)}).as_object().cloned().unwrap_or_default();
+        let t = Instant::now();
+        g.query(src, None, params, &ReadTarget::default()).await.expect("2-hop");
+        samples.push(t.elapsed());
+    }
+    let hop_ms = p50(samples);
+
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let knows = &view.state.tables["edge:Knows"];
+    let mut floor = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let ds = table::open_table(&g.root().child_uri(&knows.location), None, Some(knows.version)).await.expect("open");
+        table::scan_columns(&ds, &["src", "dst"]).await.expect("scan");
+        floor.push(t.elapsed());
+    }
+    let floor_ms = p50(floor);
+    println!(
+        "{}",
+        json!({"bench": "two_hop", "nodes": NODES, "edges": EDGES, "p50_ms": hop_ms,
+               "raw_lance_edge_scan_p50_ms": floor_ms, "ratio": hop_ms / floor_ms.max(1e-9)})
+    );
+}
+
+fn main() {
+    // `cargo test --all-targets` runs bench binaries too; only `--bench` measures.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("query benchmark: run with `cargo run --example bench_queries -- --bench`");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        two_hop().await;
+        cookbooks().await;
+    });
+}
