@@ -49,6 +49,12 @@ impl Omnigraph {
     pub async fn open_with(location: &str, mode: OpenMode) -> Result<Graph> {
         Graph::open_root(Root::parse(location)?, mode).await
     }
+
+    /// Open a graph at an already resolved root (e.g. one whose object store
+    /// is wrapped to observe or fail storage calls).
+    pub async fn open_root(root: Root, mode: OpenMode) -> Result<Graph> {
+        Graph::open_root(root, mode).await
+    }
 }
 
 /// One table in a snapshot.

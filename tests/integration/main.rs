@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod cookbooks;
 mod docs_examples;
+mod faults;
 mod foundation;
 mod publisher;
 mod queries;

@@ -1,0 +1,172 @@
+//! Storage faults on the recovery sidecar path, through an `object_store`
+//! wrapper: PUT failure aborts before effects, DELETE failure is swallowed
+//! and healed later, LIST failure fails loudly.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult,
+};
+use omnigraph::engine::storage::Root;
+use omnigraph::recovery::audit::{self, RecoveryKind};
+use omnigraph::recovery::list_pending;
+use omnigraph::{Graph, LoadMode, OmniError, OpenMode, Omnigraph, WriteOptions};
+use serde_json::Map;
+
+use crate::common::{SOCIAL_PG, temp_graph_dir};
+
+/// Fails sidecar PUT / DELETE / LIST on demand; everything else passes through.
+#[derive(Debug, Default)]
+struct Faults {
+    put: AtomicBool,
+    delete: AtomicBool,
+    list: AtomicBool,
+}
+
+#[derive(Debug)]
+struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+    faults: Arc<Faults>,
+}
+
+impl fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultyStore({})", self.inner)
+    }
+}
+
+fn sidecar(p: &Path) -> bool {
+    p.as_ref().contains("__recovery")
+}
+
+fn injected(what: &str) -> object_store::Error {
+    object_store::Error::Generic { store: "faulty", source: format!("injected {what} failure").into() }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+        if sidecar(location) && self.faults.put.load(Ordering::SeqCst) {
+            return Err(injected("PUT"));
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        if self.faults.delete.load(Ordering::SeqCst) {
+            return locations
+                .map(|l| match l {
+                    Ok(p) if sidecar(&p) => Err(injected("DELETE")),
+                    other => other,
+                })
+                .boxed();
+        }
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if prefix.is_some_and(sidecar) && self.faults.list.load(Ordering::SeqCst) {
+            return futures::stream::once(async { Err(injected("LIST")) }).boxed();
+        }
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// A graph with the example data, reopened through a faulty store.
+async fn faulty_graph() -> (tempfile::TempDir, Graph, Arc<Faults>) {
+    let (dir, loc) = temp_graph_dir();
+    {
+        let g = Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+        let data = include_str!("../../examples/social.jsonl");
+        g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let root = Root::parse(&loc).expect("root");
+    let faults = Arc::new(Faults::default());
+    let store = FaultyStore { inner: root.store().clone(), faults: faults.clone() };
+    let g = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await.expect("open");
+    (dir, g, faults)
+}
+
+const INSERT: &str = r#"query q() { insert Company { name: "Faulty" } }"#;
+
+async fn companies(g: &Graph) -> u64 {
+    g.snapshot("main").await.expect("snap").tables.iter().find(|t| t.table_key == "node:Company").map_or(0, |t| t.row_count)
+}
+
+#[tokio::test]
+async fn a_failed_sidecar_put_aborts_before_any_effect() {
+    let (_dir, g, faults) = faulty_graph().await;
+    let before = g.snapshot("main").await.expect("snap");
+    faults.put.store(true, Ordering::SeqCst);
+    let err = g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect_err("PUT fails");
+    faults.put.store(false, Ordering::SeqCst);
+    assert!(matches!(err, OmniError::Storage { .. }), "{err}");
+    let after = g.snapshot("main").await.expect("snap");
+    assert_eq!(before.tables, after.tables, "no effect");
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+    g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect("a later write succeeds");
+    assert_eq!(companies(&g).await, 2);
+}
+
+#[tokio::test]
+async fn a_failed_sidecar_delete_is_swallowed_and_healed_as_rolled_forward() {
+    let (_dir, g, faults) = faulty_graph().await;
+    faults.delete.store(true, Ordering::SeqCst);
+    let out = g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect("the write is acknowledged");
+    faults.delete.store(false, Ordering::SeqCst);
+    assert!(out.commit_id.is_some());
+    assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "the undeletable sidecar stays");
+    assert_eq!(companies(&g).await, 2, "the acknowledged write is visible");
+    // The next write's entry heal settles it.
+    g.mutate(r#"query q() { insert Company { name: "Next" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .expect("next write");
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+    let rows = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].recovery_kind, RecoveryKind::RolledForward);
+    assert_eq!(rows[0].graph_commit_id, out.commit_id);
+    assert_eq!(companies(&g).await, 3);
+}
+
+#[tokio::test]
+async fn a_failed_recovery_listing_fails_writes_loudly() {
+    let (_dir, g, faults) = faulty_graph().await;
+    faults.list.store(true, Ordering::SeqCst);
+    let err = g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect_err("LIST fails");
+    assert!(err.to_string().contains("injected LIST failure"), "{err}");
+    let err = g.recover().await.expect_err("a recovery pass fails loudly too");
+    assert!(err.to_string().contains("injected LIST failure"), "{err}");
+    faults.list.store(false, Ordering::SeqCst);
+    assert_eq!(companies(&g).await, 1, "nothing was written");
+}
