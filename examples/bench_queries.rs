@@ -90,7 +90,8 @@ async fn two_hop() {
     let load_ms = t.elapsed().as_secs_f64() * 1000.0;
     println!("{}", json!({"bench": "generate_graph", "nodes": NODES, "edges": EDGES, "load_ms": load_ms}));
 
-    let src = "query fof($n: String) { match { $p: Person { name: $n } $p knows $f $f knows $g } return { count($g) as n } }";
+    let src =
+        "query fof($n: String) { match { $p: Person { name: $n } $p knows $f $f knows $g } return { count($g) as n } }";
     let mut samples = Vec::new();
     for i in 0..RUNS {
         let params = json!({"n": format!("p{}", i * 997 % NODES)}).as_object().cloned().unwrap_or_default();
@@ -105,7 +106,8 @@ async fn two_hop() {
     let mut floor = Vec::new();
     for _ in 0..RUNS {
         let t = Instant::now();
-        let ds = table::open_table(&g.root().child_uri(&knows.location), None, Some(knows.version)).await.expect("open");
+        let ds =
+            table::open_table(&g.root().child_uri(&knows.location), None, Some(knows.version)).await.expect("open");
         table::scan_columns(&ds, &["src", "dst"]).await.expect("scan");
         floor.push(t.elapsed());
     }

@@ -48,6 +48,29 @@ where
     }
 }
 
+/// Seconds between background recovery checks in a long-running process
+/// (`OMNIGRAPH_RECONCILE_SECS`, default 30).
+fn reconcile_period() -> std::time::Duration {
+    let secs = std::env::var("OMNIGRAPH_RECONCILE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    std::time::Duration::from_secs(secs.max(1))
+}
+
+/// While the runtime lives, look for pending sidecars now and then (one
+/// listing) and hand them to the reconciler, so a daemon heals without a
+/// restart even when no write fails in it.
+async fn periodic_reconcile(rt: Weak<Runtime>) {
+    let mut tick = tokio::time::interval(reconcile_period());
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(rt) = rt.upgrade() else { return };
+        let pending = crate::recovery::list_pending(rt.root()).await.map(|p| !p.is_empty()).unwrap_or(true);
+        if pending && let Err(e) = rt.reconcile_soon().await {
+            tracing::debug!(error = %e, "could not ask for a recovery pass");
+        }
+    }
+}
+
 impl Runtime {
     /// The runtime for `root`, started if no handle in this process has one.
     pub async fn for_root(root: &Root) -> Result<Arc<Runtime>> {
@@ -63,6 +86,7 @@ impl Runtime {
             .map_err(|e| OmniError::ActorUnavailable(format!("starting the actor tree for {}: {e}", root.uri())))?;
         let rt = Arc::new_cyclic(|me| Runtime { me: me.clone(), root: root.clone(), supervisor, directory });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
+        tokio::spawn(periodic_reconcile(Arc::downgrade(&rt)));
         Ok(rt)
     }
 

@@ -20,7 +20,9 @@ fn examples(page: &str) -> Vec<(String, Value, Value)> {
         if let [("gq", src), ("json", expected)] = pair {
             let v: Value = serde_json::from_str(expected).expect("example json");
             let (params, rows) = match v {
-                Value::Object(o) => (o.get("params").cloned().unwrap_or_default(), o.get("rows").cloned().unwrap_or_default()),
+                Value::Object(o) => {
+                    (o.get("params").cloned().unwrap_or_default(), o.get("rows").cloned().unwrap_or_default())
+                }
                 rows => (Value::Null, rows),
             };
             out.push((src.clone(), params, rows));

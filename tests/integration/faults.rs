@@ -16,7 +16,7 @@ use object_store::{
 use omnigraph::engine::storage::Root;
 use omnigraph::recovery::audit::{self, RecoveryKind};
 use omnigraph::recovery::list_pending;
-use omnigraph::{Graph, LoadMode, OmniError, OpenMode, Omnigraph, WriteOptions};
+use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, OpenMode, WriteOptions};
 use serde_json::Map;
 
 use crate::common::{SOCIAL_PG, temp_graph_dir};
@@ -51,7 +51,12 @@ fn injected(what: &str) -> object_store::Error {
 
 #[async_trait::async_trait]
 impl ObjectStore for FaultyStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         if sidecar(location) && self.faults.put.load(Ordering::SeqCst) {
             return Err(injected("PUT"));
         }
@@ -120,7 +125,13 @@ async fn faulty_graph() -> (tempfile::TempDir, Graph, Arc<Faults>) {
 const INSERT: &str = r#"query q() { insert Company { name: "Faulty" } }"#;
 
 async fn companies(g: &Graph) -> u64 {
-    g.snapshot("main").await.expect("snap").tables.iter().find(|t| t.table_key == "node:Company").map_or(0, |t| t.row_count)
+    g.snapshot("main")
+        .await
+        .expect("snap")
+        .tables
+        .iter()
+        .find(|t| t.table_key == "node:Company")
+        .map_or(0, |t| t.row_count)
 }
 
 #[tokio::test]
@@ -169,4 +180,42 @@ async fn a_failed_recovery_listing_fails_writes_loudly() {
     assert!(err.to_string().contains("injected LIST failure"), "{err}");
     faults.list.store(false, Ordering::SeqCst);
     assert_eq!(companies(&g).await, 1, "nothing was written");
+}
+
+/// Drift that no write recorded: repair classifies it from Lance history and
+/// publishes suspicious drift only with force + confirm.
+#[tokio::test]
+async fn repair_classifies_and_publishes_uncovered_drift_only_when_forced() {
+    use omnigraph::engine::manifest;
+    use omnigraph::engine::storage::{MergeMode, table};
+    let (_dir, g, _faults) = faulty_graph().await;
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let company = view.state.tables["node:Company"].clone();
+    let uri = g.root().child_uri(&company.location);
+    let ds = table::open_table(&uri, None, Some(company.version)).await.expect("open");
+    let schema = table::arrow_schema(&ds);
+    let cols: Vec<arrow_array::ArrayRef> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "id" | "name" => Arc::new(arrow_array::StringArray::from(vec!["Rogue"])) as arrow_array::ArrayRef,
+            _ => arrow_array::new_null_array(f.data_type(), 1),
+        })
+        .collect();
+    let batch = arrow_array::RecordBatch::try_new(schema, cols).expect("batch");
+    let staged = table::stage_merge_insert(ds, vec![batch], MergeMode::Upsert, "omni-rogue").await.expect("stage");
+    table::commit_exact(staged).await.expect("a commit outside any write");
+
+    let err = g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect_err("drift blocks writes");
+    assert!(err.to_string().contains("omnigraph repair"), "{err}");
+    let dry = g.repair(false, false).await.expect("dry run");
+    assert_eq!(dry.drift.len(), 1);
+    assert!(!dry.drift[0].maintenance, "an Update is not maintenance");
+    assert_eq!(dry.published_commit_id, None);
+    let unforced = g.repair(true, false).await.expect("confirm without force");
+    assert_eq!(unforced.published_commit_id, None, "suspicious drift needs --force");
+    let forced = g.repair(true, true).await.expect("forced");
+    assert!(forced.published_commit_id.is_some());
+    assert_eq!(companies(&g).await, 2);
+    g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect("writable after repair");
 }
