@@ -319,3 +319,22 @@ async fn strict_insert_of_an_existing_id_fails_at_staging() {
     assert!(again.is_err(), "a strict insert of an existing id must fail before any effect");
     assert_eq!(table::head_version(&uri, None).await.expect("head"), 2);
 }
+
+#[tokio::test]
+async fn a_staged_create_lands_as_version_one_with_its_identity_and_only_once() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let uri = dir.path().join("t").to_string_lossy().to_string();
+    let schema = arrow_schema::Schema::new(vec![
+        arrow_schema::Field::new("id", arrow_schema::DataType::Utf8, false)
+            .with_metadata([("lance-schema:unenforced-primary-key".to_string(), "true".to_string())].into()),
+    ]);
+    let staged = table::stage_create(&uri, &schema, "omni-create").expect("stage");
+    assert_eq!(staged.identity(), TxnIdentity { read_version: 0, uuid: "omni-create".into() });
+    let committed = table::commit_exact(staged).await.expect("create");
+    assert_eq!((committed.version, committed.row_count), (1, 0));
+    assert!(committed.dataset.manifest().uses_stable_row_ids());
+    let again = table::stage_create(&uri, &schema, "omni-again").expect("stage");
+    let err = table::commit_exact(again).await.expect_err("a second create must fail");
+    assert!(matches!(err, OmniError::AlreadyExists(_)), "{err}");
+    assert_eq!(table::head_version(&uri, None).await.expect("head"), 1);
+}

@@ -110,3 +110,29 @@ async fn a_query_planned_before_a_write_returns_the_pre_write_result() {
     assert_eq!(read, vec![json!({"n": 3})]);
     assert_eq!(rows(&g, src, "people", json!({}), &ReadTarget::default()).await, vec![json!({"n": 4})]);
 }
+
+/// `nearest` ranks by exact cosine distance, after the filters, top-k by `limit`.
+#[tokio::test]
+async fn nearest_ranks_by_cosine_distance_after_filters() {
+    let (_dir, loc) = temp_graph_dir();
+    let schema = "node Doc { slug: String @key\n kind: String\n embedding: Vector(3) }\n";
+    let g = Omnigraph::init(&loc, schema).await.expect("init");
+    let data = [
+        r#"{"type": "Doc", "data": {"slug": "x", "kind": "a", "embedding": [1.0, 0.0, 0.0]}}"#,
+        r#"{"type": "Doc", "data": {"slug": "xy", "kind": "a", "embedding": [1.0, 1.0, 0.0]}}"#,
+        r#"{"type": "Doc", "data": {"slug": "y", "kind": "a", "embedding": [0.0, 1.0, 0.0]}}"#,
+        r#"{"type": "Doc", "data": {"slug": "x2", "kind": "b", "embedding": [2.0, 0.1, 0.0]}}"#,
+        r#"{"type": "Doc", "data": {"slug": "z", "kind": "a", "embedding": [0.0, 0.0, 1.0]}}"#,
+    ]
+    .join("\n");
+    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let src = r#"query near($q: Vector(3)) {
+        match { $d: Doc { kind: "a" } }
+        return { $d.slug }
+        order { nearest($d.embedding, $q) }
+        limit 2
+    }"#;
+    let got = rows(&g, src, "near", json!({"q": [1.0, 0.1, 0.0]}), &ReadTarget::default()).await;
+    // Kind "b" (x2, the closest overall) is filtered out before the top-k.
+    assert_eq!(got, vec![json!({"d.slug": "x"}), json!({"d.slug": "xy"})]);
+}

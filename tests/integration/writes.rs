@@ -320,3 +320,42 @@ async fn every_cookbook_seed_loads_with_overwrite_and_reloads_stably() {
         assert_consistent(&g).await;
     }
 }
+
+#[tokio::test]
+async fn a_missing_required_property_is_refused_with_no_effect() {
+    let (_dir, loc) = temp_graph_dir();
+    let g = omnigraph::Omnigraph::init(&loc, "node Task { title: String\n done: Bool }\n").await.expect("init");
+    let before = pins(&g).await;
+    let err = g
+        .load(r#"{"type": "Task", "data": {"title": "write docs"}}"#.as_bytes(), LoadMode::Append, &opts())
+        .await
+        .expect_err("done is required");
+    assert!(err.to_string().contains("done"), "{err}");
+    assert_eq!(pins(&g).await, before);
+    assert_consistent(&g).await;
+}
+
+#[tokio::test]
+async fn the_staged_bytes_limit_refuses_a_mutation_before_arming() {
+    let (_dir, g) = loaded_social().await;
+    let before = pins(&g).await;
+    let big = "x".repeat(7 * 1024 * 1024);
+    let mut params = Map::new();
+    let mut src = String::from("query big($a: String, $b: String, $c: String, $d: String, $e: String) {\n");
+    for p in ["a", "b", "c", "d", "e"] {
+        params.insert(p.to_string(), Value::String(format!("{p}{big}")));
+        src.push_str(&format!("  insert Company {{ name: ${p} }}\n"));
+    }
+    src.push('}');
+    let err = g.mutate(&src, None, params, &opts()).await.expect_err("over 32 MiB");
+    match err {
+        OmniError::ResourceLimitExceeded { resource, limit, actual } => {
+            assert!(resource.contains("bytes") && resource.contains("node:Company"), "{resource}");
+            assert_eq!(limit, 32 * 1024 * 1024);
+            assert!(actual > limit);
+        }
+        other => panic!("expected ResourceLimitExceeded, got {other}"),
+    }
+    assert_eq!(pins(&g).await, before);
+    assert_consistent(&g).await;
+}

@@ -235,6 +235,18 @@ pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: 
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
 }
 
+/// Stage the creation of an empty dataset at `uri` (version 1, zero
+/// fragments, stable row ids, the given schema). Committing it fails if a
+/// dataset already exists there.
+pub fn stage_create(uri: &str, schema: &ArrowSchema, uuid: &str) -> Result<StagedTxn> {
+    let schema = lance_core::datatypes::Schema::try_from(schema)
+        .map_err(|e| OmniError::storage(format!("staging creation of {uri}"), e))?;
+    let op = Operation::Overwrite { fragments: vec![], schema, config_upsert_values: None, initial_bases: None };
+    let mut txn = Transaction::new(0, op, None);
+    txn.uuid = uuid.to_string();
+    Ok(StagedTxn { dataset: None, uri: uri.to_string(), txn, affected_rows: None, rows_written: 0 })
+}
+
 /// Stage a restore of the table's content at `to_version`, as a new version.
 pub fn stage_restore(ds: Arc<Dataset>, to_version: u64, uuid: &str) -> StagedTxn {
     let uri = ds.uri().to_string();
@@ -253,7 +265,7 @@ pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
     let target = identity.target_version();
     let uri = staged.uri.clone();
     let Some(ds) = staged.dataset else {
-        return Err(OmniError::Internal(format!("staged transaction for {uri} has no base dataset")));
+        return commit_create(&uri, &identity, staged.txn).await;
     };
     let base = ds.clone();
     let mut builder = CommitBuilder::new(ds)
@@ -275,6 +287,30 @@ pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
         Err(e) => resolve_ambiguous(&base, &identity, e).await?,
     };
     verify_landed(&uri, &identity, committed).await
+}
+
+/// Commit a staged creation exactly as version 1.
+async fn commit_create(uri: &str, identity: &TxnIdentity, txn: Transaction) -> Result<CommittedTxn> {
+    let created = CommitBuilder::new(uri)
+        .use_stable_row_ids(true)
+        .with_storage_format(FILE_VERSION)
+        .with_max_retries(0)
+        .with_skip_auto_cleanup(true)
+        .with_commit_handler(ExpectVersion::new(1))
+        .execute(txn)
+        .await;
+    match created {
+        Ok(ds) => verify_landed(uri, identity, Arc::new(ds)).await,
+        Err(e) => match open_table(uri, None, Some(1)).await {
+            // An ambiguous error after our create landed: it is ours.
+            Ok(ds) if transaction_at(&ds, 1).await.ok().flatten().as_ref() == Some(identity) => {
+                verify_landed(uri, identity, ds).await
+            }
+            // Whatever Lance reported, an existing dataset means the create lost.
+            Ok(_) => Err(OmniError::AlreadyExists(format!("a dataset already exists at {uri}"))),
+            Err(_) => Err(OmniError::storage(format!("creating {uri}"), e)),
+        },
+    }
 }
 
 fn is_conflict(e: &lance::Error) -> bool {
