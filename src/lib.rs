@@ -10,7 +10,7 @@
 
 pub mod actors;
 pub mod engine;
-mod graph;
+pub(crate) mod graph;
 pub mod protocol;
 pub mod recovery;
 pub mod server;

@@ -106,6 +106,22 @@ enum Command {
         /// The graph.
         graph: String,
     },
+    /// Serve graphs over HTTP.
+    Serve {
+        /// Address to bind (port 0 picks one and prints it).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: String,
+        /// ID=ROOT, repeatable. Without any: one graph `default` at ./omnigraph.graph,
+        /// created from the bundled example schema if absent.
+        #[arg(long = "graph")]
+        graphs: Vec<String>,
+        /// Serve without bearer tokens.
+        #[arg(long)]
+        unauthenticated: bool,
+        /// Concurrent writes allowed per actor before 429.
+        #[arg(long, default_value_t = 16)]
+        max_inflight_writes: usize,
+    },
     /// Inspect recovery: pending sidecars and the audit log.
     Recovery {
         #[command(subcommand)]
@@ -266,6 +282,7 @@ impl Command {
             Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
             Command::Query { json, format, .. } => *json || format == "json",
             Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
+            Command::Serve { .. } => false,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
             Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
         }
@@ -441,6 +458,9 @@ async fn run_command(command: Command) -> Result<()> {
             }
             Ok(())
         }
+        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes } => {
+            serve(bind, graphs, unauthenticated, max_inflight_writes).await
+        }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
         Command::Schema { command: SchemaCommand::Show { json, graph } } => {
             let schema = read_only(&graph).await?.schema().await?;
@@ -586,4 +606,51 @@ fn print_result(r: &QueryResult, format: &str) -> Result<()> {
         }
         other => Err(OmniError::BadRequest(format!("unknown format `{other}`: use table, json, jsonl or csv"))),
     }
+}
+
+/// The bundled example schema, used when `serve` creates its default graph.
+const EXAMPLE_SCHEMA: &str = include_str!("../examples/social.pg");
+
+async fn serve(bind: String, graphs: Vec<String>, unauthenticated: bool, max_inflight: usize) -> Result<()> {
+    let mut specs = Vec::new();
+    for g in &graphs {
+        let (id, root) =
+            g.split_once('=').ok_or_else(|| OmniError::BadRequest(format!("--graph takes ID=ROOT, got `{g}`")))?;
+        specs.push((id.to_string(), root.to_string()));
+    }
+    if specs.is_empty() {
+        let root = "omnigraph.graph".to_string();
+        if Omnigraph::open_with(&root, OpenMode::ReadOnly).await.is_err() {
+            Omnigraph::init(&root, EXAMPLE_SCHEMA).await?;
+            eprintln!("created graph `default` at {root} from the bundled example schema");
+        }
+        specs.push(("default".to_string(), root));
+    }
+    let config = omnigraph::server::ServerConfig {
+        bind,
+        graphs: specs,
+        auth: omnigraph::server::Auth::from_env()?,
+        unauthenticated,
+        max_inflight_writes_per_actor: max_inflight,
+    };
+    omnigraph::server::serve(config, shutdown_signal()).await
+}
+
+/// SIGINT or SIGTERM: stop accepting, let in-flight requests finish.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }

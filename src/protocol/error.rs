@@ -144,25 +144,16 @@ impl OmniError {
         }
     }
 
-    /// Stable machine-readable code for the JSON error body.
-    pub fn code(&self) -> &'static str {
-        match self {
-            OmniError::BadRequest(_) => "bad_request",
-            OmniError::Compile { .. } => "compile_error",
-            OmniError::NotFound(_) => "not_found",
-            OmniError::AlreadyExists(_) => "already_exists",
-            OmniError::KeyConflict { .. } => "key_conflict",
-            OmniError::ReadSetChanged { .. } => "read_set_conflict",
-            OmniError::ManifestConflict(_) => "manifest_conflict",
-            OmniError::PreconditionFailed { .. } => "precondition_failure",
-            OmniError::ResourceLimitExceeded { .. } => "resource_limit",
-            OmniError::RecoveryRequired { .. } => "recovery_required",
-            OmniError::UnsupportedStorage(_) => "unsupported_storage",
-            OmniError::Drift { .. } => "drift",
-            OmniError::ActorUnavailable(_) => "actor_unavailable",
-            OmniError::Unauthorized => "unauthorized",
-            OmniError::Storage { .. } => "storage",
-            OmniError::Internal(_) => "internal",
+    /// The `code` of the JSON error body, as existing clients know it
+    /// (omitted for 412 and 503, which clients detect by status and field).
+    pub fn code(&self) -> Option<&'static str> {
+        match self.http_status() {
+            400 | 413 => Some("bad_request"),
+            401 => Some("unauthorized"),
+            404 => Some("not_found"),
+            409 => Some("conflict"),
+            412 | 503 => None,
+            _ => Some("internal"),
         }
     }
 
@@ -177,14 +168,17 @@ impl OmniError {
 
     /// The JSON body `{error, code, <typed detail>}` shared by HTTP and `--json`.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut body = serde_json::json!({ "error": self.to_string(), "code": self.code() });
+        let mut body = serde_json::json!({ "error": self.to_string() });
+        if let (Some(code), Some(obj)) = (self.code(), body.as_object_mut()) {
+            obj.insert("code".into(), code.into());
+        }
         let detail = match self {
             OmniError::Compile { file, diag } => serde_json::json!({
                 "file": file, "line": diag.pos.line, "column": diag.pos.column,
                 "diagnostic_code": diag.code, "message": diag.message,
             }),
             OmniError::KeyConflict { type_name, id } => {
-                serde_json::json!({ "key_conflict": { "type": type_name, "id": id } })
+                serde_json::json!({ "key_conflict": { "type_name": type_name, "entity_id": id } })
             }
             OmniError::ReadSetChanged { member, expected, actual } => serde_json::json!({
                 "read_set_conflict": { "member": member, "expected": expected, "actual": actual }

@@ -1,1 +1,86 @@
-//! The `omnigraph serve` HTTP daemon (axum). Routes land with the daemon issue.
+//! The `omnigraph serve` HTTP daemon (axum): the graph-scoped routes of the
+//! Omnigraph project's API under `/graphs/{id}/`, over the same embedded
+//! [`crate::Graph`] handle the CLI uses.
+
+pub mod auth;
+mod routes;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use tracing::{info, warn};
+
+use crate::graph::{Graph, Omnigraph};
+use crate::protocol::{OmniError, Result};
+pub use auth::Auth;
+
+/// What the daemon serves.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to bind (port 0 picks one).
+    pub bind: String,
+    /// Graph id → root location.
+    pub graphs: Vec<(String, String)>,
+    /// Bearer tokens; empty only with `unauthenticated`.
+    pub auth: Auth,
+    /// Serve without authentication (actor `anonymous`).
+    pub unauthenticated: bool,
+    /// Concurrent writes allowed per actor before 429.
+    pub max_inflight_writes_per_actor: usize,
+}
+
+/// Shared state of the running daemon.
+pub(crate) struct AppState {
+    pub(crate) graphs: BTreeMap<String, (String, Graph)>,
+    pub(crate) auth: Auth,
+    pub(crate) unauthenticated: bool,
+    pub(crate) inflight: DashMap<String, usize>,
+    pub(crate) max_inflight: usize,
+}
+
+/// Open every graph (recovery runs at open); a graph that fails to open is
+/// reported and not served.
+async fn open_graphs(specs: &[(String, String)]) -> BTreeMap<String, (String, Graph)> {
+    let mut out = BTreeMap::new();
+    for (id, root) in specs {
+        match Omnigraph::open(root).await {
+            Ok(g) => {
+                out.insert(id.clone(), (root.clone(), g));
+            }
+            Err(e) => warn!(graph = %id, root = %root, error = %e, "graph failed to open; not serving it"),
+        }
+    }
+    out
+}
+
+/// Bind, print the bound address, and serve until `shutdown` completes; then
+/// stop accepting and let in-flight requests finish.
+pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
+    if !config.auth.is_configured() && !config.unauthenticated {
+        return Err(OmniError::BadRequest(
+            "no bearer token configured: set OMNIGRAPH_SERVER_TOKENS_FILE or OMNIGRAPH_SERVER_BEARER_TOKEN, or pass --unauthenticated"
+                .into(),
+        ));
+    }
+    let graphs = open_graphs(&config.graphs).await;
+    let state = Arc::new(AppState {
+        graphs,
+        auth: config.auth.clone(),
+        unauthenticated: config.unauthenticated,
+        inflight: DashMap::new(),
+        max_inflight: config.max_inflight_writes_per_actor.max(1),
+    });
+    let listener = tokio::net::TcpListener::bind(&config.bind)
+        .await
+        .map_err(|e| OmniError::BadRequest(format!("cannot bind {}: {e}", config.bind)))?;
+    let addr: SocketAddr = listener.local_addr().map_err(|e| OmniError::Internal(e.to_string()))?;
+    println!("OMNIGRAPH_LISTEN_ADDR={addr}");
+    info!(%addr, graphs = state.graphs.len(), "serving");
+    axum::serve(listener, routes::router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| OmniError::Internal(e.to_string()))
+}

@@ -10,5 +10,6 @@ mod faults;
 mod foundation;
 mod publisher;
 mod queries;
+mod server;
 mod source_rules;
 mod writes;

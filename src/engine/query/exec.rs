@@ -59,7 +59,7 @@ struct Planner<'a> {
     view: &'a ManifestView,
     params: &'a ParamValues,
     now_ms: i64,
-    fresh: std::cell::Cell<u32>,
+    fresh: std::sync::atomic::AtomicU32,
 }
 
 /// Execute `ir` on the snapshot `view` (read at commit `commit_id`).
@@ -104,8 +104,7 @@ fn refuse_unindexed_search(ir: &ReadIr) -> Result<()> {
 
 impl Planner<'_> {
     fn fresh(&self, stem: &str) -> String {
-        let n = self.fresh.get() + 1;
-        self.fresh.set(n);
+        let n = self.fresh.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         format!("__{stem}{n}")
     }
 

@@ -1,0 +1,369 @@
+//! Routes, request bodies and the error mapping of the daemon.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use crate::engine::loader::LoadMode;
+use crate::engine::manifest::STAMP;
+use crate::graph::{Graph, ReadTarget, WriteOptions, result_rows};
+use crate::protocol::OmniError;
+
+/// Default request body limit.
+const BODY_LIMIT: usize = 1024 * 1024;
+/// Body limit of the load routes.
+const LOAD_BODY_LIMIT: usize = 32 * 1024 * 1024;
+/// Header carrying the caller's head precondition.
+const IF_COMMIT_HEADER: &str = "omnigraph-if-graph-commit";
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    let load_limit = DefaultBodyLimit::max(LOAD_BODY_LIMIT);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/graphs", get(list_graphs))
+        .route("/graphs/{id}/snapshot", get(snapshot))
+        .route("/graphs/{id}/query", post(query))
+        .route("/graphs/{id}/mutate", post(mutate))
+        .route("/graphs/{id}/mutate/if-graph-commit", post(mutate_if_commit))
+        .route("/graphs/{id}/load", post(load_json).layer(load_limit))
+        .route("/graphs/{id}/load/ndjson", post(load_ndjson).layer(load_limit))
+        .route("/graphs/{id}/branches", get(branches))
+        .route("/graphs/{id}/commits", get(commits))
+        .route("/graphs/{id}/commits/{commit}", get(commit))
+        .route("/graphs/{id}/schema", get(schema))
+        .route("/graphs/{id}/recovery", get(recovery))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// Any failure of a request, rendered as `{error, code?, <typed detail>}`.
+pub(crate) enum ApiError {
+    Omni(OmniError),
+    Status { status: StatusCode, code: &'static str, message: String, retry_after: Option<u64> },
+}
+
+impl From<OmniError> for ApiError {
+    fn from(e: OmniError) -> Self {
+        ApiError::Omni(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match self {
+            ApiError::Omni(e) => {
+                let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                (status, axum::Json(e.to_json())).into_response()
+            }
+            ApiError::Status { status, code, message, retry_after } => {
+                let mut resp = (status, axum::Json(json!({"error": message, "code": code}))).into_response();
+                if let Some(secs) = retry_after
+                    && let Ok(v) = secs.to_string().parse()
+                {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                resp
+            }
+        }
+    }
+}
+
+type ApiResult = Result<axum::Json<Value>, ApiError>;
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::Omni(OmniError::BadRequest(message.into()))
+}
+
+/// A body, with an oversized one reported as 413 JSON instead of plain text.
+fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    b.map_err(|r| ApiError::Status {
+        status: r.status(),
+        code: if r.status() == StatusCode::PAYLOAD_TOO_LARGE { "bad_request" } else { "bad_request" },
+        message: r.body_text(),
+        retry_after: None,
+    })
+}
+
+fn json_body<T: for<'de> Deserialize<'de>>(b: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body(b)?;
+    serde_json::from_slice(&bytes).map_err(|e| bad(format!("invalid JSON body: {e}")))
+}
+
+impl AppState {
+    fn graph(&self, id: &str) -> Result<&Graph, ApiError> {
+        self.graphs.get(id).map(|(_, g)| g).ok_or_else(|| ApiError::Omni(OmniError::NotFound(format!("graph `{id}`"))))
+    }
+
+    /// The authenticated actor (`anonymous` when serving unauthenticated).
+    fn actor(&self, headers: &HeaderMap) -> Result<String, ApiError> {
+        if self.unauthenticated && !self.auth.is_configured() {
+            return Ok("anonymous".into());
+        }
+        let header = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        Ok(self.auth.actor(header)?)
+    }
+
+    /// Admit one write for `actor`, or 429 with Retry-After.
+    fn admit(self: &Arc<Self>, actor: &str) -> Result<WriteSlot, ApiError> {
+        let mut n = self.inflight.entry(actor.to_string()).or_insert(0);
+        if *n >= self.max_inflight {
+            return Err(ApiError::Status {
+                status: StatusCode::TOO_MANY_REQUESTS,
+                code: "too_many_requests",
+                message: format!("actor `{actor}` already has {} writes in flight", *n),
+                retry_after: Some(1),
+            });
+        }
+        *n += 1;
+        Ok(WriteSlot { state: self.clone(), actor: actor.to_string() })
+    }
+}
+
+/// One admitted write; frees its slot on drop.
+struct WriteSlot {
+    state: Arc<AppState>,
+    actor: String,
+}
+
+impl Drop for WriteSlot {
+    fn drop(&mut self) {
+        if let Some(mut n) = self.state.inflight.get_mut(&self.actor) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+async fn healthz() -> axum::Json<Value> {
+    axum::Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP}))
+}
+
+async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
+    s.actor(&headers)?;
+    let graphs: Vec<Value> = s.graphs.iter().map(|(id, (root, _))| json!({"graph_id": id, "uri": root})).collect();
+    Ok(axum::Json(json!({ "graphs": graphs })))
+}
+
+#[derive(Deserialize)]
+struct BranchParam {
+    branch: Option<String>,
+}
+
+async fn snapshot(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let snap = s.graph(&id)?.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
+    Ok(axum::Json(serde_json::to_value(snap).unwrap_or_default()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryBody {
+    #[serde(alias = "query_source")]
+    query: String,
+    #[serde(alias = "query_name")]
+    name: Option<String>,
+    #[serde(default)]
+    params: Map<String, Value>,
+    branch: Option<String>,
+    #[serde(alias = "snapshot")]
+    commit: Option<String>,
+}
+
+async fn query(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let q: QueryBody = json_body(b)?;
+    let target = match (q.commit, q.branch) {
+        (Some(c), _) => ReadTarget::Commit(c),
+        (None, b) => ReadTarget::Branch(b.unwrap_or_else(|| "main".into())),
+    };
+    let r = s.graph(&id)?.query(&q.query, q.name.as_deref(), q.params, &target).await?;
+    let rows = result_rows(&r);
+    Ok(axum::Json(json!({
+        "query_name": q.name, "columns": r.columns, "rows": rows, "row_count": rows.len(),
+        "graph_commit_id": r.graph_commit_id,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MutateBody {
+    #[serde(alias = "query_source")]
+    query: String,
+    #[serde(alias = "query_name")]
+    name: Option<String>,
+    #[serde(default)]
+    params: Map<String, Value>,
+    branch: Option<String>,
+}
+
+async fn run_mutation(
+    s: Arc<AppState>,
+    id: String,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+    if_commit: Option<String>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let m: MutateBody = json_body(b)?;
+    let _slot = s.admit(&actor)?;
+    let opts = WriteOptions { branch: m.branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit };
+    let out = s.graph(&id)?.mutate(&m.query, m.name.as_deref(), m.params, &opts).await?;
+    Ok(axum::Json(write_output(&out)))
+}
+
+fn write_output(out: &crate::WriteOutcome) -> Value {
+    json!({
+        "graph_commit_id": out.commit_id, "nodes_affected": out.nodes_affected,
+        "edges_affected": out.edges_affected, "tables": out.tables,
+    })
+}
+
+async fn mutate(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    if headers.contains_key(IF_COMMIT_HEADER) {
+        return Err(bad("the Omnigraph-If-Graph-Commit header belongs on /mutate/if-graph-commit"));
+    }
+    run_mutation(s, id, headers, b, None).await
+}
+
+async fn mutate_if_commit(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let expected = headers
+        .get(IF_COMMIT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .ok_or_else(|| bad("missing the Omnigraph-If-Graph-Commit header"))?;
+    run_mutation(s, id, headers, b, Some(expected)).await
+}
+
+fn parse_mode(mode: Option<&str>) -> Result<LoadMode, ApiError> {
+    Ok(mode.unwrap_or("merge").parse()?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadBody {
+    data: String,
+    mode: Option<String>,
+    branch: Option<String>,
+}
+
+async fn run_load(
+    s: &Arc<AppState>,
+    id: &str,
+    actor: String,
+    data: &[u8],
+    mode: LoadMode,
+    branch: Option<String>,
+) -> ApiResult {
+    let _slot = s.admit(&actor)?;
+    let opts = WriteOptions { branch: branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit: None };
+    let out = s.graph(id)?.load(data, mode, &opts).await?;
+    Ok(axum::Json(write_output(&out)))
+}
+
+async fn load_json(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let l: LoadBody = json_body(b)?;
+    let mode = parse_mode(l.mode.as_deref())?;
+    run_load(&s, &id, actor, l.data.as_bytes(), mode, l.branch).await
+}
+
+#[derive(Deserialize)]
+struct NdjsonParams {
+    branch: Option<String>,
+    mode: Option<String>,
+}
+
+async fn load_ndjson(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<NdjsonParams>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !content_type.starts_with("application/x-ndjson") {
+        return Err(ApiError::Status {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: "bad_request",
+            message: format!("expected Content-Type application/x-ndjson, got `{content_type}`"),
+            retry_after: None,
+        });
+    }
+    let data = body(b)?;
+    let mode = parse_mode(q.mode.as_deref())?;
+    run_load(&s, &id, actor, &data, mode, q.branch).await
+}
+
+async fn branches(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    s.actor(&headers)?;
+    let view = s.graph(&id)?.runtime().view("main").await?;
+    let names: Vec<String> = view.state.heads.keys().cloned().collect();
+    Ok(axum::Json(json!({ "branches": names })))
+}
+
+async fn commits(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), None).await?;
+    Ok(axum::Json(json!({ "commits": list })))
+}
+
+async fn commit(
+    State(s): State<Arc<AppState>>,
+    Path((id, commit)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let c = s.graph(&id)?.commit(&commit).await?;
+    Ok(axum::Json(serde_json::to_value(c).unwrap_or_default()))
+}
+
+async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    s.actor(&headers)?;
+    let schema = s.graph(&id)?.schema().await?;
+    Ok(axum::Json(json!({ "schema_source": schema.source, "schema_identity": schema.identity })))
+}
+
+async fn recovery(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    s.actor(&headers)?;
+    let status = s.graph(&id)?.recovery_status().await?;
+    Ok(axum::Json(serde_json::to_value(status).unwrap_or_default()))
+}

@@ -1,0 +1,313 @@
+//! The daemon, as a real process on 127.0.0.1:0, driven by an HTTP client.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::common::{SOCIAL_PG, temp_graph_dir};
+
+const TOKEN: &str = "s3cret-token";
+
+struct Server {
+    child: Child,
+    base: String,
+    _dir: tempfile::TempDir,
+    loc: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `omnigraph serve` on a fresh graph loaded with the example data.
+async fn start() -> Server {
+    let (dir, loc) = temp_graph_dir();
+    {
+        let g = omnigraph::Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+        let data = include_str!("../../examples/social.jsonl");
+        g.load(data.as_bytes(), omnigraph::LoadMode::Overwrite, &omnigraph::WriteOptions::default())
+            .await
+            .expect("load");
+    }
+    let tokens = dir.path().join("tokens.json");
+    std::fs::write(&tokens, json!({"alice": TOKEN, "bob": "bob-token"}).to_string()).expect("tokens");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["serve", "--bind", "127.0.0.1:0", "--graph", &format!("g={loc}")])
+        .env("OMNIGRAPH_SERVER_TOKENS_FILE", &tokens)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("listen line");
+    let addr =
+        line.trim().strip_prefix("OMNIGRAPH_LISTEN_ADDR=").unwrap_or_else(|| panic!("unexpected: {line}")).to_string();
+    Server { child, base: format!("http://{addr}"), _dir: dir, loc }
+}
+
+async fn call(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<(&str, String)>,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let client = reqwest::Client::new();
+    let mut req = match method {
+        "GET" => client.get(url),
+        _ => client.post(url),
+    };
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    if let Some((content_type, b)) = body {
+        req = req.header("content-type", content_type).body(b);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)), headers)
+}
+
+async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
+    let (st, v, _) =
+        call("POST", &format!("{}{path}", s.base), Some(TOKEN), Some(("application/json", body.to_string()))).await;
+    (st, v)
+}
+
+async fn get(s: &Server, path: &str) -> (u16, Value) {
+    let (st, v, _) = call("GET", &format!("{}{path}", s.base), Some(TOKEN), None).await;
+    (st, v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_its_success_path() {
+    let s = start().await;
+    let (st, health) = call("GET", &format!("{}/healthz", s.base), None, None).await.clone_tuple();
+    assert_eq!((st, health["status"].clone(), health["internal_schema_version"].clone()), (200, json!("ok"), json!(4)));
+    let (st, graphs) = get(&s, "/graphs").await;
+    assert_eq!((st, graphs["graphs"][0]["graph_id"].clone()), (200, json!("g")));
+    let (st, snap) = get(&s, "/graphs/g/snapshot?branch=main").await;
+    assert_eq!(st, 200);
+    assert_eq!(snap["tables"].as_array().map(Vec::len), Some(4));
+    let head = snap["head_commit_id"].as_str().expect("head").to_string();
+
+    let q = "query q() { match { $p: Person } return { $p.name } order { $p.name asc } }";
+    let (st, r) = post(&s, "/graphs/g/query", json!({"query": q})).await;
+    assert_eq!((st, r["row_count"].clone(), r["graph_commit_id"].clone()), (200, json!(3), json!(head)));
+
+    let m = r#"query m($n: String) { insert Person { name: $n } }"#;
+    let (st, out) = post(&s, "/graphs/g/mutate", json!({"query": m, "params": {"n": "Dee"}})).await;
+    assert_eq!(st, 200, "{out}");
+    let commit = out["graph_commit_id"].as_str().expect("commit").to_string();
+    let (st, c) = get(&s, &format!("/graphs/g/commits/{commit}")).await;
+    assert_eq!((st, c["actor"].clone()), (200, json!("alice")), "the actor comes from the token");
+    let (st, list) = get(&s, "/graphs/g/commits?branch=main").await;
+    assert_eq!((st, list["commits"][0]["commit_id"].clone()), (200, json!(commit)));
+
+    let url = format!("{}/graphs/g/mutate/if-graph-commit", s.base);
+    let body = json!({"query": m, "params": {"n": "Eve"}}).to_string();
+    let client = reqwest::Client::new();
+    let stale = client
+        .post(&url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "application/json")
+        .header("Omnigraph-If-Graph-Commit", &head)
+        .body(body.clone())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(stale.status().as_u16(), 412);
+    let v: Value = serde_json::from_str(&stale.text().await.expect("text")).expect("json");
+    assert_eq!(v["precondition_failure"]["expected"], json!(head));
+    assert!(v.get("code").is_none(), "412 omits code");
+    let fresh = client
+        .post(&url)
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("Omnigraph-If-Graph-Commit", &commit)
+        .body(body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(fresh.status().as_u16(), 200);
+
+    let (st, out) = post(
+        &s,
+        "/graphs/g/load",
+        json!({"data": "{\"type\": \"Company\", \"data\": {\"name\": \"Hooli\"}}\n", "mode": "append"}),
+    )
+    .await;
+    assert_eq!((st, out["nodes_affected"].clone()), (200, json!(1)), "{out}");
+    let nd = "{\"type\": \"Company\", \"data\": {\"name\": \"Initech\"}}\n".to_string();
+    let (st, out, _) = call(
+        "POST",
+        &format!("{}/graphs/g/load/ndjson?mode=merge", s.base),
+        Some(TOKEN),
+        Some(("application/x-ndjson", nd.clone())),
+    )
+    .await;
+    assert_eq!((st, out["nodes_affected"].clone()), (200, json!(1)), "{out}");
+    let (st, _, _) =
+        call("POST", &format!("{}/graphs/g/load/ndjson", s.base), Some(TOKEN), Some(("text/plain", nd))).await;
+    assert_eq!(st, 415);
+
+    let (st, schema) = get(&s, "/graphs/g/schema").await;
+    assert_eq!((st, schema["schema_source"].clone()), (200, json!(SOCIAL_PG)));
+    let (st, rec) = get(&s, "/graphs/g/recovery").await;
+    assert_eq!((st, rec["pending"].clone()), (200, json!([])));
+    let (st, br) = get(&s, "/graphs/g/branches").await;
+    assert_eq!((st, br["branches"].clone()), (200, json!(["main"])));
+}
+
+trait CloneTuple {
+    fn clone_tuple(self) -> (u16, Value);
+}
+
+impl CloneTuple for (u16, Value, reqwest::header::HeaderMap) {
+    fn clone_tuple(self) -> (u16, Value) {
+        (self.0, self.1)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_have_their_status_and_json_body() {
+    let s = start().await;
+    let url = format!("{}/graphs/g/snapshot", s.base);
+    assert_eq!(call("GET", &url, None, None).await.0, 401, "missing token");
+    let (st, body, _) = call("GET", &url, Some("wrong"), None).await;
+    assert_eq!((st, body["code"].clone()), (401, json!("unauthorized")));
+    assert_eq!(get(&s, "/graphs/nope/snapshot").await.0, 404);
+    let (st, _, _) = call(
+        "POST",
+        &format!("{}/graphs/g/query", s.base),
+        Some(TOKEN),
+        Some(("application/json", "{not json".into())),
+    )
+    .await;
+    assert_eq!(st, 400, "malformed JSON");
+    let (st, body) = post(&s, "/graphs/g/query", json!({"query": 42})).await;
+    assert_eq!((st, body["code"].clone()), (400, json!("bad_request")), "wrong types");
+    let big = json!({"query": "x".repeat(2 * 1024 * 1024)});
+    assert_eq!(post(&s, "/graphs/g/query", big).await.0, 413, "over the 1 MiB body limit");
+    let (st, body) =
+        post(&s, "/graphs/g/query", json!({"query": "query q() {\n match { $p: Persn }\n return { $p.name } }"})).await;
+    assert_eq!(st, 400);
+    assert_eq!((body["line"].clone(), body["diagnostic_code"].clone()), (json!(2), json!("T1")), "{body}");
+    let dup = json!({"data": "{\"type\": \"Person\", \"data\": {\"name\": \"Alice\"}}\n", "mode": "append"});
+    let (st, body) = post(&s, "/graphs/g/load", dup).await;
+    assert_eq!(
+        (st, body["code"].clone(), body["key_conflict"]["entity_id"].clone()),
+        (409, json!("conflict"), json!("Alice"))
+    );
+    let mut src = String::from("query big() {\n");
+    for i in 0..8_193 {
+        src.push_str(&format!("insert Company {{ name: \"c{i}\" }}\n"));
+    }
+    src.push('}');
+    let (st, body) = post(&s, "/graphs/g/mutate", json!({"query": src})).await;
+    assert_eq!((st, body["resource_limit"]["limit"].clone()), (413, json!(8192)));
+    let (st, _, _) = call(
+        "POST",
+        &format!("{}/graphs/g/mutate", s.base),
+        Some(TOKEN),
+        Some(("application/json", json!({"query": "query q() { insert Company { name: \"z\" } }"}).to_string())),
+    )
+    .await;
+    assert_eq!(st, 200);
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{}/graphs/g/mutate", s.base))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("Omnigraph-If-Graph-Commit", "x")
+        .body(json!({"query": "query q() { insert Company { name: \"y\" } }"}).to_string())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(resp.status().as_u16(), 400, "the plain route rejects the precondition header");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_clients_lose_no_acknowledged_write() {
+    let s = start().await;
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let base = s.base.clone();
+            let token = if i % 2 == 0 { TOKEN } else { "bob-token" };
+            tokio::spawn(async move {
+                let body = json!({"query": format!("query q() {{ insert Company {{ name: \"w{i}\" }} }}")}).to_string();
+                let (st, v, _) =
+                    call("POST", &format!("{base}/graphs/g/mutate"), Some(token), Some(("application/json", body)))
+                        .await;
+                (i, st, v)
+            })
+        })
+        .collect();
+    let mut acked = Vec::new();
+    for t in tasks {
+        let (i, st, v) = t.await.expect("join");
+        match st {
+            200 => acked.push(format!("w{i}")),
+            429 => {}
+            other => panic!("unexpected status {other}: {v}"),
+        }
+    }
+    assert!(!acked.is_empty());
+    let q = "query q() { match { $c: Company } return { $c.name } }";
+    let (_, r) = post(&s, "/graphs/g/query", json!({"query": q})).await;
+    let names: Vec<String> = r["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row["c.name"].as_str().map(str::to_string))
+        .collect();
+    for w in &acked {
+        assert_eq!(names.iter().filter(|n| *n == w).count(), 1, "{w} missing or duplicated");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_writes_exits_cleanly_and_keeps_every_acknowledged_write() {
+    let mut s = start().await;
+    let base = s.base.clone();
+    let writer = tokio::spawn(async move {
+        let mut acked = Vec::new();
+        for i in 0..200 {
+            let body = json!({"query": format!("query q() {{ insert Company {{ name: \"s{i}\" }} }}")}).to_string();
+            let client = reqwest::Client::new();
+            let sent = client
+                .post(format!("{base}/graphs/g/mutate"))
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(body)
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().as_u16() == 200 => acked.push(format!("s{i}")),
+                _ => break,
+            }
+        }
+        acked
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let pid = s.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let status = s.child.wait().expect("wait");
+    assert!(status.success(), "exit status {status:?}");
+    let acked = writer.await.expect("join");
+    let g = omnigraph::Omnigraph::open(&s.loc).await.expect("reopen");
+    assert!(
+        omnigraph::recovery::list_pending(g.root()).await.expect("list").is_empty(),
+        "a clean shutdown leaves no sidecar"
+    );
+    let q = "query q() { match { $c: Company } return { $c.name } }";
+    let r = g.query(q, None, serde_json::Map::new(), &omnigraph::ReadTarget::default()).await.expect("query");
+    let names: Vec<String> =
+        omnigraph::result_rows(&r).iter().filter_map(|row| row["c.name"].as_str().map(str::to_string)).collect();
+    for w in &acked {
+        assert!(names.contains(w), "acknowledged write {w} is missing after restart");
+    }
+}
