@@ -608,8 +608,9 @@ fn print_result(r: &QueryResult, format: &str) -> Result<()> {
     }
 }
 
-/// The bundled example schema, used when `serve` creates its default graph.
+/// The bundled example schema and data, used when `serve` creates its default graph.
 const EXAMPLE_SCHEMA: &str = include_str!("../examples/social.pg");
+const EXAMPLE_DATA: &str = include_str!("../examples/social.jsonl");
 
 async fn serve(bind: String, graphs: Vec<String>, unauthenticated: bool, max_inflight: usize) -> Result<()> {
     let mut specs = Vec::new();
@@ -621,8 +622,9 @@ async fn serve(bind: String, graphs: Vec<String>, unauthenticated: bool, max_inf
     if specs.is_empty() {
         let root = "omnigraph.graph".to_string();
         if Omnigraph::open_with(&root, OpenMode::ReadOnly).await.is_err() {
-            Omnigraph::init(&root, EXAMPLE_SCHEMA).await?;
-            eprintln!("created graph `default` at {root} from the bundled example schema");
+            let g = Omnigraph::init(&root, EXAMPLE_SCHEMA).await?;
+            g.load(EXAMPLE_DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await?;
+            eprintln!("created graph `default` at {root} from the bundled example schema and data");
         }
         specs.push(("default".to_string(), root));
     }

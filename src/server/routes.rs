@@ -25,10 +25,54 @@ const LOAD_BODY_LIMIT: usize = 32 * 1024 * 1024;
 /// Header carrying the caller's head precondition.
 const IF_COMMIT_HEADER: &str = "omnigraph-if-graph-commit";
 
+/// The served routes (method, path, summary): the source of `/openapi.json`.
+const ROUTES: &[(&str, &str, &str)] = &[
+    ("get", "/healthz", "Liveness probe"),
+    ("get", "/openapi.json", "This document"),
+    ("get", "/graphs", "List served graphs"),
+    ("get", "/graphs/{id}/snapshot", "Snapshot of a branch head"),
+    ("post", "/graphs/{id}/query", "Run a read query"),
+    ("post", "/graphs/{id}/mutate", "Apply a mutation"),
+    ("post", "/graphs/{id}/mutate/if-graph-commit", "Apply a mutation if the head is the given commit"),
+    ("post", "/graphs/{id}/load", "Load JSONL from a JSON envelope"),
+    ("post", "/graphs/{id}/load/ndjson", "Load an NDJSON body"),
+    ("get", "/graphs/{id}/branches", "List branches"),
+    ("get", "/graphs/{id}/commits", "List commits, newest first"),
+    ("get", "/graphs/{id}/commits/{commit}", "One commit"),
+    ("get", "/graphs/{id}/schema", "The accepted schema"),
+    ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
+];
+
+/// An OpenAPI 3 document of [`ROUTES`].
+fn openapi_document() -> Value {
+    let mut paths = Map::new();
+    for (method, path, summary) in ROUTES {
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        if let Some(obj) = entry.as_object_mut() {
+            let mut op = json!({"summary": summary, "responses": {"200": {"description": "OK"}}});
+            if path.starts_with("/graphs") {
+                op["security"] = json!([{"bearer_token": []}]);
+            }
+            obj.insert(method.to_string(), op);
+        }
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "omnigraph", "version": env!("CARGO_PKG_VERSION")},
+        "components": {"securitySchemes": {"bearer_token": {"type": "http", "scheme": "bearer"}}},
+        "paths": paths,
+    })
+}
+
+async fn openapi() -> axum::Json<Value> {
+    axum::Json(openapi_document())
+}
+
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let load_limit = DefaultBodyLimit::max(LOAD_BODY_LIMIT);
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi))
         .route("/graphs", get(list_graphs))
         .route("/graphs/{id}/snapshot", get(snapshot))
         .route("/graphs/{id}/query", post(query))

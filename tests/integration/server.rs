@@ -90,6 +90,9 @@ async fn every_route_answers_its_success_path() {
     let s = start().await;
     let (st, health) = call("GET", &format!("{}/healthz", s.base), None, None).await.clone_tuple();
     assert_eq!((st, health["status"].clone(), health["internal_schema_version"].clone()), (200, json!("ok"), json!(4)));
+    let (st, doc, _) = call("GET", &format!("{}/openapi.json", s.base), None, None).await;
+    assert_eq!(st, 200);
+    assert!(doc["paths"]["/graphs/{id}/query"]["post"].is_object(), "{doc}");
     let (st, graphs) = get(&s, "/graphs").await;
     assert_eq!((st, graphs["graphs"][0]["graph_id"].clone()), (200, json!("g")));
     let (st, snap) = get(&s, "/graphs/g/snapshot?branch=main").await;
