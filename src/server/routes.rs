@@ -131,7 +131,7 @@ fn bad(message: impl Into<String>) -> ApiError {
 fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     b.map_err(|r| ApiError::Status {
         status: r.status(),
-        code: if r.status() == StatusCode::PAYLOAD_TOO_LARGE { "bad_request" } else { "bad_request" },
+        code: "bad_request",
         message: r.body_text(),
         retry_after: None,
     })
