@@ -57,15 +57,8 @@ enum Command {
     },
     /// Run a .gq read query at a branch head or a commit.
     Query {
-        /// The .gq file.
-        #[arg(long, conflicts_with = "expr", required_unless_present = "expr")]
-        query: Option<String>,
-        /// Inline .gq source.
-        #[arg(short = 'e', long = "expr")]
-        expr: Option<String>,
-        /// Which query of the file to run.
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        source: SourceArgs,
         /// Parameters as a JSON object.
         #[arg(long, conflicts_with = "params_file")]
         params: Option<String>,
@@ -89,15 +82,8 @@ enum Command {
     },
     /// Run a .gq mutation as one atomic commit.
     Mutate {
-        /// The .gq file.
-        #[arg(long, conflicts_with = "expr", required_unless_present = "expr")]
-        query: Option<String>,
-        /// Inline .gq source.
-        #[arg(short = 'e', long = "expr")]
-        expr: Option<String>,
-        /// Which query of the file to run.
-        #[arg(long)]
-        name: Option<String>,
+        #[command(flatten)]
+        source: SourceArgs,
         /// Parameters as a JSON object.
         #[arg(long)]
         params: Option<String>,
@@ -167,6 +153,30 @@ enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+}
+
+/// Where a query's `.gq` source comes from.
+#[derive(clap::Args)]
+struct SourceArgs {
+    /// The .gq file.
+    #[arg(long, conflicts_with = "expr", required_unless_present = "expr")]
+    query: Option<String>,
+    /// Inline .gq source.
+    #[arg(short = 'e', long = "expr")]
+    expr: Option<String>,
+    /// Which query of the file to run.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+impl SourceArgs {
+    fn text(&self) -> Result<String> {
+        match (&self.query, &self.expr) {
+            (Some(path), _) => read_file(path),
+            (None, Some(text)) => Ok(text.clone()),
+            (None, None) => Err(OmniError::BadRequest("pass --query FILE or -e TEXT".into())),
+        }
+    }
 }
 
 /// Options shared by the write commands.
@@ -368,12 +378,8 @@ async fn run_command(command: Command) -> Result<()> {
             }
             print_write(&out?, write.json)
         }
-        Command::Query { query, expr, name, params, params_file, branch, commit, format, json, graph } => {
-            let source = match (query, expr) {
-                (Some(path), _) => read_file(&path)?,
-                (None, Some(text)) => text,
-                (None, None) => return Err(OmniError::BadRequest("query needs --query FILE or -e TEXT".into())),
-            };
+        Command::Query { source, params, params_file, branch, commit, format, json, graph } => {
+            let text = source.text()?;
             let params = match params_file {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
                 None => parse_params(params.as_deref())?,
@@ -384,18 +390,14 @@ async fn run_command(command: Command) -> Result<()> {
             };
             let format = if json { "json".to_string() } else { format };
             let g = read_only(&graph).await?;
-            let result = g.query(&source, name.as_deref(), params, &target).await?;
+            let result = g.query(&text, source.name.as_deref(), params, &target).await?;
             print_result(&result, &format)
         }
-        Command::Mutate { query, expr, name, params, write, graph } => {
-            let source = match (query, expr) {
-                (Some(path), _) => read_file(&path)?,
-                (None, Some(text)) => text,
-                (None, None) => return Err(OmniError::BadRequest("mutate needs --query FILE or -e TEXT".into())),
-            };
+        Command::Mutate { source, params, write, graph } => {
+            let text = source.text()?;
             let params = parse_params(params.as_deref())?;
             let g = Omnigraph::open(&graph).await?;
-            let out = g.mutate(&source, name.as_deref(), params, &write.options()).await?;
+            let out = g.mutate(&text, source.name.as_deref(), params, &write.options()).await?;
             print_write(&out, write.json)
         }
         Command::Recovery { command: RecoveryCommand::List { read_only, json, graph } } => {

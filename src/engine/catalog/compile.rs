@@ -9,7 +9,7 @@ use super::rules::{Scope, SetKind};
 use super::types::{Card, EdgeType, InterfaceType, Meta, NodeType, Property, ScalarType, TypeKind};
 use crate::engine::lang::diag::{Diagnostic, Pos};
 use crate::engine::lang::schema::ast::{
-    BaseType, Constraint, ConstraintKind, CoreType, Decl, EdgeDecl, InterfaceDecl, Name, NodeDecl, PropDecl, Schema,
+    Constraint, ConstraintKind, CoreType, Decl, EdgeDecl, InterfaceDecl, Name, NodeDecl, PropDecl, Schema,
 };
 use crate::engine::lang::schema::codes;
 use std::collections::HashSet;
@@ -78,26 +78,10 @@ struct LoweredProp {
     name: Name,
 }
 
-fn scalar(base: BaseType) -> ScalarType {
-    match base {
-        BaseType::String => ScalarType::String,
-        BaseType::Blob => ScalarType::Blob,
-        BaseType::Bool => ScalarType::Bool,
-        BaseType::I32 => ScalarType::I32,
-        BaseType::I64 => ScalarType::I64,
-        BaseType::U32 => ScalarType::U32,
-        BaseType::U64 => ScalarType::U64,
-        BaseType::F32 => ScalarType::F32,
-        BaseType::F64 => ScalarType::F64,
-        BaseType::DateTime => ScalarType::DateTime,
-        BaseType::Date => ScalarType::Date,
-    }
-}
-
 fn lower_prop(owner: &str, decl: &PropDecl, site: Site) -> Result<LoweredProp, Diagnostic> {
     let (ty, list) = match &decl.ty.core {
-        CoreType::Base(b) => (scalar(*b), false),
-        CoreType::List(b) => (scalar(*b), true),
+        CoreType::Base(b) => (ScalarType::from(*b), false),
+        CoreType::List(b) => (ScalarType::from(*b), true),
         CoreType::Enum(values) => (ScalarType::Enum(values.iter().map(|v| v.text.clone()).collect()), false),
         CoreType::Vector(n) => (ScalarType::Vector(*n), false),
     };

@@ -284,3 +284,22 @@ impl<'a> TypeDef<'a> {
         }
     }
 }
+
+impl From<crate::engine::lang::base_type::BaseType> for ScalarType {
+    fn from(b: crate::engine::lang::base_type::BaseType) -> Self {
+        use crate::engine::lang::base_type::BaseType as B;
+        match b {
+            B::String => ScalarType::String,
+            B::Blob => ScalarType::Blob,
+            B::Bool => ScalarType::Bool,
+            B::I32 => ScalarType::I32,
+            B::I64 => ScalarType::I64,
+            B::U32 => ScalarType::U32,
+            B::U64 => ScalarType::U64,
+            B::F32 => ScalarType::F32,
+            B::F64 => ScalarType::F64,
+            B::DateTime => ScalarType::DateTime,
+            B::Date => ScalarType::Date,
+        }
+    }
+}

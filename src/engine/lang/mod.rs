@@ -1,5 +1,6 @@
 //! The `.pg` schema and `.gq` query languages.
 
+pub mod base_type;
 pub mod diag;
 pub mod query;
 pub mod schema;

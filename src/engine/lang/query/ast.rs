@@ -104,52 +104,7 @@ pub enum ParamTypeKind {
     Vector(u32),
 }
 
-/// Scalar types usable in parameter declarations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum BaseType {
-    /// `String`
-    String,
-    /// `Blob`
-    Blob,
-    /// `Bool`
-    Bool,
-    /// `I32`
-    I32,
-    /// `I64`
-    I64,
-    /// `U32`
-    U32,
-    /// `U64`
-    U64,
-    /// `F32`
-    F32,
-    /// `F64`
-    F64,
-    /// `DateTime`
-    DateTime,
-    /// `Date`
-    Date,
-}
-
-impl BaseType {
-    /// Parses a base type name as written in source.
-    pub fn from_name(name: &str) -> Option<BaseType> {
-        Some(match name {
-            "String" => BaseType::String,
-            "Blob" => BaseType::Blob,
-            "Bool" => BaseType::Bool,
-            "I32" => BaseType::I32,
-            "I64" => BaseType::I64,
-            "U32" => BaseType::U32,
-            "U64" => BaseType::U64,
-            "F32" => BaseType::F32,
-            "F64" => BaseType::F64,
-            "DateTime" => BaseType::DateTime,
-            "Date" => BaseType::Date,
-            _ => return None,
-        })
-    }
-}
+pub use crate::engine::lang::base_type::BaseType;
 
 /// A query body: either a read (`match … return …`) or mutations.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -79,28 +79,11 @@ pub fn check_source(catalog: &Catalog, src: &str) -> Vec<(String, Result<ir::Que
 
 fn param_type(t: &ast::ParamType) -> Type {
     let (scalar, list) = match t.kind {
-        ParamTypeKind::Scalar(b) => (base_scalar(b), false),
-        ParamTypeKind::List(b) => (base_scalar(b), true),
+        ParamTypeKind::Scalar(b) => (ScalarType::from(b), false),
+        ParamTypeKind::List(b) => (ScalarType::from(b), true),
         ParamTypeKind::Vector(n) => (ScalarType::Vector(n), false),
     };
     Type { scalar, list, nullable: t.nullable }
-}
-
-fn base_scalar(b: ast::BaseType) -> ScalarType {
-    use ast::BaseType as B;
-    match b {
-        B::String => ScalarType::String,
-        B::Blob => ScalarType::Blob,
-        B::Bool => ScalarType::Bool,
-        B::I32 => ScalarType::I32,
-        B::I64 => ScalarType::I64,
-        B::U32 => ScalarType::U32,
-        B::U64 => ScalarType::U64,
-        B::F32 => ScalarType::F32,
-        B::F64 => ScalarType::F64,
-        B::DateTime => ScalarType::DateTime,
-        B::Date => ScalarType::Date,
-    }
 }
 
 fn prop_type(p: &Property) -> Type {

@@ -119,52 +119,7 @@ pub enum CoreType {
     Vector(u32),
 }
 
-/// Scalar types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BaseType {
-    /// UTF-8 text.
-    String,
-    /// Bytes (managed or external).
-    Blob,
-    /// Boolean.
-    Bool,
-    /// Signed 32-bit.
-    I32,
-    /// Signed 64-bit.
-    I64,
-    /// Unsigned 32-bit.
-    U32,
-    /// Unsigned 64-bit.
-    U64,
-    /// 32-bit float.
-    F32,
-    /// 64-bit float.
-    F64,
-    /// Instant, millisecond precision, UTC.
-    DateTime,
-    /// Calendar day.
-    Date,
-}
-
-impl BaseType {
-    /// The scalar named `name`, if any.
-    pub fn from_name(name: &str) -> Option<BaseType> {
-        Some(match name {
-            "String" => BaseType::String,
-            "Blob" => BaseType::Blob,
-            "Bool" => BaseType::Bool,
-            "I32" => BaseType::I32,
-            "I64" => BaseType::I64,
-            "U32" => BaseType::U32,
-            "U64" => BaseType::U64,
-            "F32" => BaseType::F32,
-            "F64" => BaseType::F64,
-            "DateTime" => BaseType::DateTime,
-            "Date" => BaseType::Date,
-            _ => return None,
-        })
-    }
-}
+pub use crate::engine::lang::base_type::BaseType;
 
 /// `@name` or `@name(arg, key = literal, …)`.
 #[derive(Debug, Clone, PartialEq)]
