@@ -86,7 +86,22 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/schema", get(schema))
         .route("/graphs/{id}/recovery", get(recovery))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// One `tracing` span per request with a fresh request id; the write sagas'
+/// spans (carrying the operation id) nest inside it.
+async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let request_id = ulid::Ulid::new().to_string();
+    let span = tracing::info_span!("http", %request_id, method = %req.method(), path = %req.uri().path());
+    let started = std::time::Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::info!(status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request")
+    });
+    resp
 }
 
 /// Any failure of a request, rendered as `{error, code?, <typed detail>}`.

@@ -90,6 +90,22 @@ where
     F: Fn(Capture) -> Fut,
     Fut: Future<Output = Result<Prepared>>,
 {
+    // The operation id is minted up front so every step's span carries it.
+    let lineage = Lineage::mint(intent.actor.clone());
+    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = ?intent.kind, branch = %intent.branch);
+    attempt_steps(rt, intent, prepare, lineage).instrument(span).await
+}
+
+async fn attempt_steps<F, Fut>(
+    rt: &Runtime,
+    intent: &WriteIntent,
+    prepare: &F,
+    lineage: Lineage,
+) -> Result<WriteOutcome>
+where
+    F: Fn(Capture) -> Fut,
+    Fut: Future<Output = Result<Prepared>>,
+{
     let store = SidecarStore::new(rt.root().clone());
     sweep(rt, Mode::RollForwardOnly).await?;
     refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
@@ -105,7 +121,7 @@ where
     saga_failpoint!(intent.kind, "after_leases");
     revalidate(rt, &store, intent, &token, &pins, &prepared).await?;
     saga_failpoint!(intent.kind, "after_revalidate");
-    effects(rt, &store, intent, token, prepared, &leases).await
+    effects(rt, &store, intent, token, prepared, &leases, lineage).await
 }
 
 /// The recovery barrier: a pending sidecar on this branch blocks the write.
@@ -223,8 +239,8 @@ async fn effects(
     token: AuthorityToken,
     prepared: Prepared,
     leases: &LeaseSet,
+    lineage: Lineage,
 ) -> Result<WriteOutcome> {
-    let lineage = Lineage::mint(intent.actor.clone());
     let op = lineage.commit_id.clone();
     let mut tables = prepared.tables;
     tables.sort_by(|a, b| a.table_key.cmp(&b.table_key));
