@@ -552,6 +552,13 @@ pub fn json_at(array: &dyn Array, i: usize) -> Value {
         }
         DataType::FixedSizeList(..) => array.as_fixed_size_list_opt().map_or(Value::Null, |a| list_json(&a.value(i))),
         DataType::List(_) => array.as_list_opt::<i32>().map_or(Value::Null, |a| list_json(&a.value(i))),
+        // A whole node: its fields by name (null properties left out, as in rows).
+        DataType::Struct(_) => array.as_struct_opt().map_or(Value::Null, |a| {
+            let fields = a.fields().iter().zip(a.columns());
+            Value::Object(
+                fields.map(|(f, c)| (f.name().clone(), json_at(c.as_ref(), i))).filter(|(_, v)| !v.is_null()).collect(),
+            )
+        }),
         _ => Value::Null,
     }
 }

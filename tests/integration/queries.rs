@@ -136,3 +136,13 @@ async fn nearest_ranks_by_cosine_distance_after_filters() {
     // Kind "b" (x2, the closest overall) is filtered out before the top-k.
     assert_eq!(got, vec![json!({"d.slug": "x"}), json!({"d.slug": "xy"})]);
 }
+
+#[tokio::test]
+async fn returning_a_bound_node_gives_its_id_and_properties() {
+    let (_dir, g) = social_graph().await;
+    let data = include_str!("../../examples/social.jsonl");
+    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let src = r#"query q() { match { $c: Company } return { $c, count($c) as n } }"#;
+    let got = rows(&g, src, "q", json!({}), &ReadTarget::default()).await;
+    assert_eq!(got, vec![json!({"c": {"id": "Acme", "name": "Acme", "founded": "2001-04-01"}, "n": 1})]);
+}

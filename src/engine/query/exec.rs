@@ -345,11 +345,12 @@ impl Planner<'_> {
         if ir.aggregate {
             return self.finish_aggregate(df, ir);
         }
+        let columns = frame_columns(&df);
         let mut sort: Vec<SortExpr> = Vec::new();
         for k in &ir.order {
             let e = match &k.key {
                 OrderKey::Prop { var, prop, .. } => var_col(var, prop),
-                OrderKey::Column { index, .. } => self.projection_expr(&ir.projections[*index].expr)?,
+                OrderKey::Column { index, .. } => self.projection_expr(&ir.projections[*index].expr, &columns)?,
                 OrderKey::Nearest(_) => ident(NEAREST_COL),
                 OrderKey::Bm25(_) | OrderKey::Rrf(_) => continue,
             };
@@ -368,16 +369,17 @@ impl Planner<'_> {
         let cols: Vec<Expr> = ir
             .projections
             .iter()
-            .map(|p| self.projection_expr(&p.expr).map(|e| e.alias(&p.column)))
+            .map(|p| self.projection_expr(&p.expr, &columns).map(|e| e.alias(&p.column)))
             .collect::<Result<_>>()?;
         df.select(cols).map_err(df_err)
     }
 
     fn finish_aggregate(&self, df: DataFrame, ir: &ReadIr) -> Result<DataFrame> {
+        let columns = frame_columns(&df);
         let mut group = Vec::new();
         let mut aggs = Vec::new();
         for (i, p) in ir.projections.iter().enumerate() {
-            let e = self.projection_expr(&p.expr)?.alias(&p.column);
+            let e = self.projection_expr(&p.expr, &columns)?.alias(&p.column);
             if ir.group_by.contains(&i) { group.push(e) } else { aggs.push(e) }
         }
         let mut df = df.aggregate(group, aggs).map_err(df_err)?;
@@ -405,17 +407,21 @@ impl Planner<'_> {
         df.select(cols).map_err(df_err)
     }
 
-    fn projection_expr(&self, e: &ProjExpr) -> Result<Expr> {
+    fn projection_expr(&self, e: &ProjExpr, columns: &[String]) -> Result<Expr> {
         Ok(match e {
             ProjExpr::Prop { var, prop } => var_col(var, prop),
-            ProjExpr::Node { var } => var_col(var, "id"),
+            ProjExpr::Node { var } => node_struct(var, columns),
             ProjExpr::Param { name } => {
                 let v = self.params.get(name).cloned().unwrap_or(Json::Null);
                 lit(json_to_scalar_guess(&v))
             }
             ProjExpr::Value(v) => lit(json_to_scalar_guess(&literal_json(v, self.now_ms))),
             ProjExpr::Agg { func, arg } => {
-                let a = self.projection_expr(arg)?;
+                let a = match arg.as_ref() {
+                    // count($p) counts bound nodes: their ids.
+                    ProjExpr::Node { var } => var_col(var, "id"),
+                    other => self.projection_expr(other, columns)?,
+                };
                 match func {
                     AggFunc::Count => agg::count(a),
                     AggFunc::Sum => agg::sum(a),
@@ -472,6 +478,21 @@ impl Planner<'_> {
         });
         Ok(create_udf("cosine_distance", vec![dt], DataType::Float64, Volatility::Immutable, f))
     }
+}
+
+fn frame_columns(df: &DataFrame) -> Vec<String> {
+    df.schema().fields().iter().map(|f| f.name().clone()).collect()
+}
+
+/// A whole node: a struct of its `id` and every property, named as declared.
+fn node_struct(var: &str, columns: &[String]) -> Expr {
+    let prefix = format!("{var}.");
+    let args = columns
+        .iter()
+        .filter_map(|c| c.strip_prefix(&prefix).map(|prop| (prop, c)))
+        .flat_map(|(prop, c)| [lit(prop.to_string()), ident(c)])
+        .collect();
+    datafusion::functions::core::expr_fn::named_struct(args)
 }
 
 /// Drop every column whose name starts with `prefix`.
