@@ -146,3 +146,33 @@ async fn returning_a_bound_node_gives_its_id_and_properties() {
     let got = rows(&g, src, "q", json!({}), &ReadTarget::default()).await;
     assert_eq!(got, vec![json!({"c": {"id": "Acme", "name": "Acme", "founded": "2001-04-01"}, "n": 1})]);
 }
+
+/// Undirected hops, edge bindings (one row per edge) and list membership.
+#[tokio::test]
+async fn undirected_hops_edge_bindings_and_list_contains() {
+    let (_dir, loc) = temp_graph_dir();
+    let schema = "node P { name: String @key\n tags: [String]? }\nedge Likes: P -> P { weight: I32? }\n";
+    let g = Omnigraph::init(&loc, schema).await.expect("init");
+    let data = [
+        r#"{"type": "P", "data": {"name": "a", "tags": ["x", "y"]}}"#,
+        r#"{"type": "P", "data": {"name": "b", "tags": ["y"]}}"#,
+        r#"{"type": "P", "data": {"name": "c"}}"#,
+        r#"{"edge": "Likes", "from": "a", "to": "b", "data": {"weight": 1}}"#,
+        r#"{"edge": "Likes", "from": "a", "to": "b", "data": {"weight": 2}}"#,
+        r#"{"edge": "Likes", "from": "c", "to": "a", "data": {"weight": 3}}"#,
+    ]
+    .join("\n");
+    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let main = ReadTarget::default();
+    let undirected =
+        r#"query q() { match { $x: P { name: "a" }  $x <likes> $y } return { $y.name } order { $y.name asc } }"#;
+    let got = rows(&g, undirected, "q", json!({}), &main).await;
+    assert_eq!(got, vec![json!({"y.name": "b"}), json!({"y.name": "b"}), json!({"y.name": "c"})]);
+    let bound =
+        r#"query q() { match { $x: P { name: "a" }  $x $w:likes $y } return { $w.weight } order { $w.weight desc } }"#;
+    let got = rows(&g, bound, "q", json!({}), &main).await;
+    assert_eq!(got, vec![json!({"w.weight": 2}), json!({"w.weight": 1})], "one row per edge");
+    let tagged = r#"query q() { match { $x: P  $x.tags contains "y" } return { $x.name } }"#;
+    let got = rows(&g, tagged, "q", json!({}), &main).await;
+    assert_eq!(got, vec![json!({"x.name": "a"}), json!({"x.name": "b"})]);
+}
