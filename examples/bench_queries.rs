@@ -6,6 +6,10 @@
 //! measured in the same run (a projected scan of the edge table, the least
 //! work any 2-hop over it must do).
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,10 @@
 //! Creates a graph in a temporary directory, loads the example data as one
 //! commit, runs a mutation and a query, and reads an older commit.
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 use omnigraph::{LoadMode, Omnigraph, ReadTarget, WriteOptions, result_rows};
 
 #[tokio::main]

@@ -8,6 +8,10 @@
 //! - [`protocol`]: errors, actor messages and other wire types;
 //! - [`server`]: the HTTP daemon.
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 pub mod actors;
 pub mod engine;
 pub(crate) mod graph;

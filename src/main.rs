@@ -1,5 +1,9 @@
 //! The `omnigraph` command-line interface.
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -5,6 +5,10 @@
 //!
 //! Failpoints are process-global, so every test here takes [`serial`].
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

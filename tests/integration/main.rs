@@ -1,6 +1,10 @@
 //! Integration tests: one binary (each test binary links Lance), one module per area.
 //! Every test uses real Lance datasets in a temporary directory.
 
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
 mod actors;
 mod cli;
 mod common;
