@@ -233,11 +233,7 @@ async fn the_reconciler_heals_a_failed_write_without_reopening() {
     let err = Op::MutationInsert.run(&g).await.expect_err("must fail");
     fail::remove("mutation.after_table_commit");
     assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !list_pending(g.root()).await.expect("list").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_no_sidecar(&g).await;
     assert_clean(&g, "after background roll-back").await;
     assert_eq!(counts(&g).await, before, "the failed write must be invisible");
     let audit = audit::read_all(g.root()).await.expect("audit");
@@ -249,26 +245,21 @@ async fn the_reconciler_heals_a_failed_write_without_reopening() {
     assert_clean(&g, "after the retry").await;
 }
 
-/// Killing the branch actor before the publish: the write's effects are
-/// confirmed, so recovery rolls it forward under its original commit id and actor.
+/// A write that fails after its effects are confirmed (before the publish)
+/// is rolled forward by the reconciler under its original commit id and actor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_the_branch_actor_before_publish_rolls_forward() {
+async fn a_confirmed_write_that_failed_to_publish_rolls_forward_keeping_id_and_actor() {
     let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, _before, after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
-    let actor = g.runtime().branch_actor("main").await.expect("actor");
-    fail::cfg_callback("mutation.after_confirm", move || actor.kill()).expect("cfg");
+    fail::cfg("mutation.after_confirm", "1*return").expect("cfg");
     let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
     let opts = WriteOptions { actor: Some("alice".into()), ..WriteOptions::default() };
-    let err = g.mutate(src, None, Map::new(), &opts).await.expect_err("publish must fail");
+    let err = g.mutate(src, None, Map::new(), &opts).await.expect_err("publish must not happen");
     fail::remove("mutation.after_confirm");
     let OmniError::RecoveryRequired { operation_id, .. } = err else { panic!("expected RecoveryRequired, got {err}") };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !list_pending(g.root()).await.expect("list").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_no_sidecar(&g).await;
     assert_clean(&g, "after roll-forward").await;
     assert_eq!(counts(&g).await, after);
     let head = &g.commits("main", Some(1)).await.expect("commits")[0];
@@ -277,6 +268,45 @@ async fn killing_the_branch_actor_before_publish_rolls_forward() {
     let audit = audit::read_all(g.root()).await.expect("audit");
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].recovery_kind, RecoveryKind::RolledForward);
+}
+
+async fn wait_for_no_sidecar(g: &Graph) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !list_pending(g.root()).await.expect("list").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Killing the branch actor before the publish: either the restarted actor
+/// takes the publish, or the publish meets the dead actor and the reconciler
+/// rolls the confirmed write forward. Either way the write is fully applied
+/// under its actor, and the graph stays writable without a reopen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_branch_actor_before_publish_leaves_the_write_applied() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, _before, after, _) = setup(Op::MutationInsert).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    let actor = g.runtime().branch_actor("main").await.expect("actor");
+    fail::cfg_callback("mutation.after_confirm", move || actor.kill()).expect("cfg");
+    let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
+    let opts = WriteOptions { actor: Some("alice".into()), ..WriteOptions::default() };
+    let out = g.mutate(src, None, Map::new(), &opts).await;
+    fail::remove("mutation.after_confirm");
+    let operation_id = match out {
+        Ok(o) => o.commit_id.expect("commit"),
+        Err(OmniError::RecoveryRequired { operation_id, .. }) => operation_id,
+        Err(other) => panic!("unexpected error: {other}"),
+    };
+    wait_for_no_sidecar(&g).await;
+    assert_clean(&g, "after the branch actor was killed").await;
+    assert_eq!(counts(&g).await, after);
+    let head = &g.commits("main", Some(1)).await.expect("commits")[0];
+    assert_eq!((head.commit_id.as_str(), head.actor.as_deref()), (operation_id.as_str(), Some("alice")));
+    g.mutate(r#"query q() { insert Company { name: "Later" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .expect("writable without reopening");
 }
 
 /// Killing a table actor between the two table commits of a two-table
@@ -302,11 +332,7 @@ async fn killing_a_table_actor_between_two_commits_leaves_the_graph_consistent()
         Err(OmniError::RecoveryRequired { .. }) => before,
         Err(other) => panic!("unexpected error: {other}"),
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !list_pending(g.root()).await.expect("list").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "the reconciler did not resolve the sidecar");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_no_sidecar(&g).await;
     assert_clean(&g, "after the table actor was killed").await;
     assert_eq!(counts(&g).await, expected);
     let before_retry = pins(&g).await;
