@@ -381,3 +381,34 @@ async fn a_strict_update_racing_a_write_gets_read_set_changed() {
     fail::remove("mutation.after_prepare");
     assert_clean(&g, "after the insert race").await;
 }
+
+/// Killing the reconciler while it rolls a failed write back: the pass runs
+/// beside the actor's mailbox, the supervisor restarts the actor, and the
+/// graph ends consistent and writable without a reopen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_reconciler_during_a_roll_back_leaves_the_graph_consistent() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    fail::cfg("mutation.after_table_commit", "1*return").expect("cfg");
+    let err = Op::MutationInsert.run(&g).await.expect_err("must fail");
+    fail::remove("mutation.after_table_commit");
+    assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
+    // The failure asked for a background pass; kill the reconciler now.
+    let reconciler = g.runtime().reconciler().await.expect("reconciler");
+    reconciler.kill();
+    // Whatever the pass reached, the next write's path (heal + a fresh
+    // reconcile request after RecoveryRequired) converges.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !list_pending(g.root()).await.expect("list").is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the sidecar was never resolved");
+        let _ = g.runtime().reconcile_soon().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_clean(&g, "after the reconciler was killed").await;
+    assert_eq!(counts(&g).await, before, "the failed write stays invisible");
+    let audit = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(audit.len(), 1, "exactly one audit row: {audit:?}");
+    Op::MutationInsert.run(&g).await.expect("writable without reopening");
+}
