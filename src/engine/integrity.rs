@@ -6,13 +6,17 @@ use std::collections::{HashMap, HashSet};
 use lance::Dataset;
 use serde_json::Value;
 
+use datafusion::prelude::{Expr, col, lit};
+
 use crate::engine::committed;
-use crate::engine::rows::EntityRow;
+use crate::engine::rows::{self, EntityRow};
+use crate::engine::storage::table;
+use crate::engine::values::json_scalar;
 use crate::protocol::{OmniError, Result};
 
-/// Single-column `@unique` sets over string values: a value written by
+/// `@unique` sets (single or composite, any column type): a tuple written by
 /// `rows` may not be held by a committed row that stays live (one that is
-/// neither among `rows` nor in `replaced`).
+/// neither among `rows` nor in `replaced`). A tuple with a null is exempt.
 pub async fn unique_against_committed(
     ds: &Dataset,
     type_name: &str,
@@ -21,25 +25,38 @@ pub async fn unique_against_committed(
     replaced: &HashSet<String>,
 ) -> Result<()> {
     let written: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
-    for set in uniques.iter().filter(|s| s.len() == 1) {
-        let column = &set[0];
-        let mut by_value: HashMap<String, &str> = HashMap::new();
+    let schema = ds.schema();
+    for set in uniques.iter().filter(|s| !s.is_empty()) {
+        let mut by_tuple: HashMap<String, &str> = HashMap::new();
+        let mut firsts: Vec<Value> = Vec::new();
         for r in rows {
-            if let Some(Value::String(v)) = r.column(column) {
-                by_value.insert(v, &r.id);
+            let tuple: Option<Vec<Value>> = set.iter().map(|c| r.column(c).filter(|v| !v.is_null())).collect();
+            if let Some(tuple) = tuple {
+                firsts.push(tuple[0].clone());
+                by_tuple.insert(Value::Array(tuple).to_string(), &r.id);
             }
         }
-        if by_value.is_empty() {
+        if by_tuple.is_empty() {
             continue;
         }
-        let values: Vec<String> = by_value.keys().cloned().collect();
-        for (value, holders) in committed::ids_by_value(ds, column, &values).await? {
-            let mine = by_value.get(&value).copied().unwrap_or_default();
-            let live_other =
-                holders.iter().find(|h| h.as_str() != mine && !written.contains(h.as_str()) && !replaced.contains(*h));
-            if let Some(other) = live_other {
+        let first_type = schema
+            .field(&set[0])
+            .map(|f| f.data_type())
+            .ok_or_else(|| OmniError::Internal(format!("{type_name} has no column `{}`", set[0])))?;
+        let probe: Vec<Expr> = firsts.iter().filter_map(|v| json_scalar(&first_type, v).ok()).map(lit).collect();
+        let batches = table::scan_expr(ds, Some(col(set[0].as_str()).in_list(probe, false))).await?;
+        for committed in batches.iter().flat_map(rows::from_batch) {
+            let tuple: Option<Vec<Value>> = set.iter().map(|c| committed.column(c).filter(|v| !v.is_null())).collect();
+            let Some(tuple) = tuple else { continue };
+            let key = Value::Array(tuple).to_string();
+            let Some(mine) = by_tuple.get(&key) else { continue };
+            let live =
+                committed.id != *mine && !written.contains(committed.id.as_str()) && !replaced.contains(&committed.id);
+            if live {
                 return Err(OmniError::BadRequest(format!(
-                    "@unique({column}) violated on {type_name}: `{value}` is already held by `{other}` (writing `{mine}`)"
+                    "@unique({}) violated on {type_name}: {key} is already held by `{}` (writing `{mine}`)",
+                    set.join(", "),
+                    committed.id
                 )));
             }
         }

@@ -18,6 +18,7 @@ use serde_json::Value as Json;
 
 use crate::engine::catalog::{Catalog, TypeDef};
 use crate::engine::committed::{self, open_pinned};
+use crate::engine::integrity;
 use crate::engine::layout;
 use crate::engine::load::jsonl::{JsonlParser, LoadRecord};
 use crate::engine::rows::{self, EntityRow};
@@ -184,24 +185,26 @@ pub async fn prepare(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Re
     Ok(prepared)
 }
 
-/// `@unique` against committed rows the load does not replace.
+/// `@unique` (single and composite) against committed rows the load does
+/// not replace.
 async fn check_unique(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Result<()> {
     if mode == LoadMode::Overwrite {
         return Ok(());
     }
-    for (key, part) in load.tables.iter().filter(|(_, p)| !p.unique_values.is_empty()) {
+    let catalog = &capture.schema.catalog;
+    for (key, part) in &load.tables {
+        let uniques = match catalog.type_def(&part.type_name) {
+            Some(TypeDef::Node(n)) => &n.uniques,
+            Some(TypeDef::Edge(e)) => &e.uniques,
+            None => continue,
+        };
+        if uniques.is_empty() {
+            continue;
+        }
         let ds = open_pinned(&capture.root, capture.table(key)?).await?;
-        for (column, values) in &part.unique_values {
-            let wanted: Vec<String> = values.keys().cloned().collect();
-            for (value, holders) in committed::ids_by_value(&ds, column, &wanted).await? {
-                let mine = values.get(&value).map(String::as_str).unwrap_or_default();
-                if let Some(other) = holders.iter().find(|h| h.as_str() != mine && !part.ids.contains(*h)) {
-                    return Err(OmniError::BadRequest(format!(
-                        "@unique({column}) violated on {}: `{value}` is already held by `{other}` (loading `{mine}`)",
-                        part.type_name
-                    )));
-                }
-            }
+        for batch in &part.batches {
+            let rows = rows::from_batch(batch);
+            integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, &part.ids).await?;
         }
     }
     Ok(())

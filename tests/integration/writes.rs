@@ -359,3 +359,25 @@ async fn the_staged_bytes_limit_refuses_a_mutation_before_arming() {
     assert_eq!(pins(&g).await, before);
     assert_consistent(&g).await;
 }
+
+#[tokio::test]
+async fn a_composite_unique_is_checked_against_committed_rows() {
+    let (_dir, loc) = temp_graph_dir();
+    let schema = "node P { name: String @key }\nedge Corr: P -> P { @unique(src, dst) }\n";
+    let g = omnigraph::Omnigraph::init(&loc, schema).await.expect("init");
+    let data = "{\"type\": \"P\", \"data\": {\"name\": \"a\"}}\n{\"type\": \"P\", \"data\": {\"name\": \"b\"}}\n{\"edge\": \"Corr\", \"from\": \"a\", \"to\": \"b\"}\n";
+    g.load(data.as_bytes(), LoadMode::Overwrite, &opts()).await.expect("load");
+    let before = pins(&g).await;
+    let again = "{\"edge\": \"Corr\", \"from\": \"a\", \"to\": \"b\"}\n";
+    let err = g.load(again.as_bytes(), LoadMode::Merge, &opts()).await.expect_err("duplicate pair");
+    assert!(err.to_string().contains("@unique(src, dst)"), "{err}");
+    let err = g
+        .mutate(r#"query q() { insert Corr { from: "a", to: "b" } }"#, None, Map::new(), &opts())
+        .await
+        .expect_err("duplicate pair");
+    assert!(err.to_string().contains("@unique(src, dst)"), "{err}");
+    assert_eq!(pins(&g).await, before);
+    g.mutate(r#"query q() { insert Corr { from: "b", to: "a" } }"#, None, Map::new(), &opts())
+        .await
+        .expect("a new pair");
+}
