@@ -39,7 +39,7 @@ async fn start() -> Server {
         .args(["serve", "--bind", "127.0.0.1:0", "--graph", &format!("g={loc}")])
         .env("OMNIGRAPH_SERVER_TOKENS_FILE", &tokens)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.path().join("server.log")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
         .spawn()
         .expect("spawn serve");
     let stdout = child.stdout.take().expect("stdout");
@@ -255,7 +255,8 @@ async fn concurrent_clients_lose_no_acknowledged_write() {
         let (i, st, v) = t.await.expect("join");
         match st {
             200 => acked.push(format!("w{i}")),
-            429 | 0 => {}
+            429 => {}
+            0 => eprintln!("transport error on w{i}: {v}"),
             other => panic!("unexpected status {other}: {v}"),
         }
     }
