@@ -193,6 +193,37 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
     outcome
 }
 
+/// Run `write` with `failpoint` returning an error once (an error path, not
+/// a crash); the write must end `RecoveryRequired`. Returns its operation id.
+async fn fail_once_after_effects<F>(failpoint: &str, write: F) -> String
+where
+    F: std::future::Future<Output = Result<omnigraph::WriteOutcome, OmniError>>,
+{
+    fail::cfg(failpoint, "1*return").expect("cfg");
+    let out = write.await;
+    fail::remove(failpoint);
+    match out {
+        Err(OmniError::RecoveryRequired { operation_id, .. }) => operation_id,
+        other => panic!("expected RecoveryRequired at {failpoint}, got {other:?}"),
+    }
+}
+
+/// Park `op` after it prepared, land a load of `company` meanwhile, then let
+/// `op` finish; returns its outcome.
+async fn race_with_a_load(g: &Graph, op: Op, company: &str) -> Result<omnigraph::WriteOutcome, OmniError> {
+    fail::cfg("mutation.after_prepare", "1*sleep(800)").expect("cfg");
+    let parked = {
+        let g = g.clone();
+        tokio::spawn(async move { op.run(&g).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let racer = format!("{{\"type\": \"Company\", \"data\": {{\"name\": \"{company}\"}}}}\n");
+    g.load(racer.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("racing load");
+    let out = parked.await.expect("join");
+    fail::remove("mutation.after_prepare");
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
     let _s = serial().await;
@@ -229,10 +260,7 @@ async fn the_reconciler_heals_a_failed_write_without_reopening() {
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
-    fail::cfg("mutation.after_table_commit", "1*return").expect("cfg");
-    let err = Op::MutationInsert.run(&g).await.expect_err("must fail");
-    fail::remove("mutation.after_table_commit");
-    assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
+    fail_once_after_effects("mutation.after_table_commit", Op::MutationInsert.run(&g)).await;
     wait_for_no_sidecar(&g).await;
     assert_clean(&g, "after background roll-back").await;
     assert_eq!(counts(&g).await, before, "the failed write must be invisible");
@@ -253,12 +281,9 @@ async fn a_confirmed_write_that_failed_to_publish_rolls_forward_keeping_id_and_a
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, _before, after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
-    fail::cfg("mutation.after_confirm", "1*return").expect("cfg");
     let src = r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
     let opts = WriteOptions { actor: Some("alice".into()), ..WriteOptions::default() };
-    let err = g.mutate(src, None, Map::new(), &opts).await.expect_err("publish must not happen");
-    fail::remove("mutation.after_confirm");
-    let OmniError::RecoveryRequired { operation_id, .. } = err else { panic!("expected RecoveryRequired, got {err}") };
+    let operation_id = fail_once_after_effects("mutation.after_confirm", g.mutate(src, None, Map::new(), &opts)).await;
     wait_for_no_sidecar(&g).await;
     assert_clean(&g, "after roll-forward").await;
     assert_eq!(counts(&g).await, after);
@@ -352,16 +377,7 @@ async fn a_strict_update_racing_a_write_gets_read_set_changed() {
     let (_dir, loc, before, _after, _) = setup(Op::MutationUpdate).await;
     let g = Omnigraph::open(&loc).await.expect("open");
     // The update parks after preparing; a load (its own failpoints) lands meanwhile.
-    fail::cfg("mutation.after_prepare", "1*sleep(800)").expect("cfg");
-    let updater = {
-        let g = g.clone();
-        tokio::spawn(async move { Op::MutationUpdate.run(&g).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let racer = "{\"type\": \"Company\", \"data\": {\"name\": \"Racer\"}}\n";
-    g.load(racer.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("racing load");
-    let err = updater.await.expect("join").expect_err("the stale update must be refused");
-    fail::remove("mutation.after_prepare");
+    let err = race_with_a_load(&g, Op::MutationUpdate, "Racer").await.expect_err("the stale update must be refused");
     assert!(matches!(err, OmniError::ReadSetChanged { .. }), "{err}");
     let now = counts(&g).await;
     assert_eq!(now["node:Person"], before["node:Person"], "the refused update changed nothing");
@@ -369,16 +385,7 @@ async fn a_strict_update_racing_a_write_gets_read_set_changed() {
     assert_clean(&g, "after the race").await;
 
     // Same race for an insert-only mutation: prepared again, lands.
-    fail::cfg("mutation.after_prepare", "1*sleep(800)").expect("cfg");
-    let inserter = {
-        let g = g.clone();
-        tokio::spawn(async move { Op::MutationInsert.run(&g).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let racer = "{\"type\": \"Company\", \"data\": {\"name\": \"Racer2\"}}\n";
-    g.load(racer.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("racing load");
-    inserter.await.expect("join").expect("an insert-only mutation is prepared again");
-    fail::remove("mutation.after_prepare");
+    race_with_a_load(&g, Op::MutationInsert, "Racer2").await.expect("an insert-only mutation is prepared again");
     assert_clean(&g, "after the insert race").await;
 }
 
@@ -391,10 +398,7 @@ async fn killing_the_reconciler_during_a_roll_back_leaves_the_graph_consistent()
     let _scenario = fail::FailScenario::setup();
     let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
     let g = Omnigraph::open(&loc).await.expect("open");
-    fail::cfg("mutation.after_table_commit", "1*return").expect("cfg");
-    let err = Op::MutationInsert.run(&g).await.expect_err("must fail");
-    fail::remove("mutation.after_table_commit");
-    assert!(matches!(err, OmniError::RecoveryRequired { .. }), "{err}");
+    fail_once_after_effects("mutation.after_table_commit", Op::MutationInsert.run(&g)).await;
     // The failure asked for a background pass; kill the reconciler now.
     let reconciler = g.runtime().reconciler().await.expect("reconciler");
     reconciler.kill();

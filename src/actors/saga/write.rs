@@ -107,8 +107,11 @@ where
     Fut: Future<Output = Result<Prepared>>,
 {
     let store = SidecarStore::new(rt.root().clone());
-    sweep(rt, Mode::RollForwardOnly).await?;
-    refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
+    // The heal lists `__recovery/` once; only when it found something can a
+    // relevant sidecar still be pending, so a clean graph costs one listing.
+    if !sweep(rt, Mode::RollForwardOnly).await?.is_empty() {
+        refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
+    }
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
     let pins: BTreeMap<String, u64> = capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
