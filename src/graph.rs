@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::actors::Runtime;
+use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
 use crate::actors::saga::write::{self, WriteIntent, WriteOutcome};
+use crate::engine::branch_name::MAIN;
 use crate::engine::init;
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
@@ -15,7 +17,7 @@ use crate::engine::loader::{self, LoadMode};
 use crate::engine::manifest::{self, CommitRow, ManifestView, STAMP};
 use crate::engine::mutation::{self, MutationArgs};
 use crate::engine::schema_store::SchemaState;
-use crate::engine::storage::Root;
+use crate::engine::storage::{Root, table};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
 
@@ -208,10 +210,57 @@ impl Graph {
         Ok(history.into_iter().take(limit.unwrap_or(usize::MAX)).map(CommitInfo::from).collect())
     }
 
-    /// One commit by id, as recorded in `main`'s manifest.
+    /// One commit by id, on whichever live branch recorded it.
     pub async fn commit(&self, id: &str) -> Result<CommitInfo> {
-        let view = self.rt.view("main").await?;
-        view.state.commits.get(id).map(CommitInfo::from).ok_or_else(|| OmniError::NotFound(format!("commit `{id}`")))
+        self.find_commit(id).await.map(|c| CommitInfo::from(&c))
+    }
+
+    /// Find commit `id`: main first, then every live branch.
+    async fn find_commit(&self, id: &str) -> Result<CommitRow> {
+        if let Some(c) = self.rt.view(MAIN).await?.state.commits.get(id) {
+            return Ok(c.clone());
+        }
+        for name in table::list_branches(&manifest::uri(self.root())).await?.into_keys() {
+            match self.rt.view(&name).await {
+                Ok(view) => {
+                    if let Some(c) = view.state.commits.get(id) {
+                        return Ok(c.clone());
+                    }
+                }
+                Err(OmniError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(OmniError::NotFound(format!("commit `{id}`")))
+    }
+
+    /// Create branch `name` from the current head of `from`. Reads of the new
+    /// branch see exactly `from`'s head; writes to it are isolated from `from`.
+    pub async fn branch_create(&self, name: &str, from: &str) -> Result<BranchInfo> {
+        self.require_writable()?;
+        branch_control::create(&self.rt, name, from).await
+    }
+
+    /// Every live branch, main first.
+    pub async fn branch_list(&self) -> Result<Vec<BranchInfo>> {
+        branch_control::list(&self.rt).await
+    }
+
+    /// Delete branch `name` and every table fork made for it.
+    pub async fn branch_delete(&self, name: &str) -> Result<DeletedBranch> {
+        self.require_writable()?;
+        branch_control::delete(&self.rt, name).await
+    }
+
+    /// The merge base of two branches' heads: their best common ancestor commit.
+    pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>> {
+        let (va, vb) = (self.rt.view(a).await?, self.rt.view(b).await?);
+        let (Some(ha), Some(hb)) = (va.state.effective_head(a), vb.state.effective_head(b)) else {
+            return Ok(None);
+        };
+        let mut commits = va.state.commits.clone();
+        commits.extend(vb.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(manifest::merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id))
     }
 }
 
@@ -374,8 +423,7 @@ impl Graph {
                 Ok((view, head))
             }
             ReadTarget::Commit(id) => {
-                let main = self.rt.view("main").await?;
-                let commit = main.state.commits.get(id).ok_or_else(|| OmniError::NotFound(format!("commit `{id}`")))?;
+                let commit = self.find_commit(id).await?;
                 let view = manifest::load(self.root(), &commit.branch, Some(commit.manifest_version)).await?;
                 Ok((view, id.clone()))
             }

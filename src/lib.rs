@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod recovery;
 pub mod server;
 
+pub use actors::saga::branch_control::{BranchInfo, DeletedBranch};
 pub use actors::saga::write::WriteOutcome;
 pub use engine::loader::LoadMode;
 pub use engine::query::QueryResult;

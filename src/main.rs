@@ -131,6 +131,11 @@ enum Command {
         /// The graph.
         graph: String,
     },
+    /// Create, list and delete graph branches.
+    Branch {
+        #[command(subcommand)]
+        command: BranchCommand,
+    },
     /// Inspect the commit graph.
     Commit {
         #[command(subcommand)]
@@ -222,6 +227,41 @@ enum RecoveryCommand {
 }
 
 #[derive(Subcommand)]
+enum BranchCommand {
+    /// Create a branch at the current head of another (default main).
+    Create {
+        /// The branch to start from.
+        #[arg(long, default_value = "main")]
+        from: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The new branch's name (`/`-separated segments of letters, digits, `.`, `-`, `_`).
+        name: String,
+        /// The graph.
+        graph: String,
+    },
+    /// Every live branch, main first.
+    List {
+        /// Print JSON: {"branches": [...]}.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Delete a branch and every table fork made for it.
+    Delete {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The branch.
+        name: String,
+        /// The graph.
+        graph: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum CommitCommand {
     /// Commits reachable from a branch head, newest first.
     List {
@@ -297,6 +337,12 @@ impl Command {
             Command::Query { json, format, .. } => *json || format == "json",
             Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
             Command::Serve { .. } => false,
+            Command::Branch {
+                command:
+                    BranchCommand::Create { json, .. }
+                    | BranchCommand::List { json, .. }
+                    | BranchCommand::Delete { json, .. },
+            } => *json,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
             Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
         }
@@ -332,6 +378,38 @@ async fn run(command: Command) -> Result<Outcome> {
     run_command(command).await.map(|()| Outcome::Done)
 }
 
+async fn run_branch(command: BranchCommand) -> Result<()> {
+    match command {
+        BranchCommand::Create { from, json, name, graph } => {
+            let info = Omnigraph::open(&graph).await?.branch_create(&name, &from).await?;
+            if json {
+                return print_json(&info);
+            }
+            println!("created branch {name} from {from} at {}", info.head_commit_id.as_deref().unwrap_or("-"));
+            Ok(())
+        }
+        BranchCommand::List { json, graph } => {
+            let branches = read_only(&graph).await?.branch_list().await?;
+            if json {
+                return print_json(&serde_json::json!({ "branches": branches }));
+            }
+            for b in &branches {
+                let from = b.from.as_deref().map(|f| format!("  (from {f})")).unwrap_or_default();
+                println!("{:<32} {}{from}", b.name, b.head_commit_id.as_deref().unwrap_or("-"));
+            }
+            Ok(())
+        }
+        BranchCommand::Delete { json, name, graph } => {
+            let deleted = Omnigraph::open(&graph).await?.branch_delete(&name).await?;
+            if json {
+                return print_json(&deleted);
+            }
+            println!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
+            Ok(())
+        }
+    }
+}
+
 async fn run_command(command: Command) -> Result<()> {
     match command {
         Command::Init { schema, json, graph } => {
@@ -356,6 +434,7 @@ async fn run_command(command: Command) -> Result<()> {
             commits.iter().for_each(print_commit_line);
             Ok(())
         }
+        Command::Branch { command } => run_branch(command).await,
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let c = read_only(&graph).await?.commit(&id).await?;
             if json { print_json(&c) } else { print_commit(&c) }

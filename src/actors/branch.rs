@@ -5,7 +5,7 @@ use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
 use crate::engine::manifest::{self, PublishRequest, Published, publisher};
-use crate::engine::storage::Root;
+use crate::engine::storage::{Root, branches};
 use crate::protocol::messages::BranchMsg;
 use crate::protocol::{OmniError, Result};
 
@@ -47,9 +47,31 @@ impl Actor for BranchActor {
                 let out = publish(state, &request, lease_id).await;
                 drop(reply.send(out));
             }
+            BranchMsg::CreateRef { plan, lease_id, reply } => {
+                let out = async {
+                    check_lease(state, lease_id)?;
+                    branches::create_exact(&manifest::uri(&state.root), &state.branch, &plan).await?;
+                    manifest::load(&state.root, &state.branch, None).await
+                };
+                drop(reply.send(out.instrument(info_span!("branch.create_ref", branch = %state.branch)).await));
+            }
+            BranchMsg::DeleteRef { captured, lease_id, reply } => {
+                let out = async {
+                    check_lease(state, lease_id)?;
+                    branches::delete_exact(&manifest::uri(&state.root), &state.branch, &captured.0).await
+                };
+                drop(reply.send(out.instrument(info_span!("branch.delete_ref", branch = %state.branch)).await));
+            }
         }
         Ok(())
     }
+}
+
+fn check_lease(state: &BranchArgs, lease_id: u64) -> Result<()> {
+    if !state.gate.holds(lease_id) {
+        return Err(OmniError::Internal(format!("change on `{}` without holding its branch lease", state.branch)));
+    }
+    Ok(())
 }
 
 async fn publish(state: &BranchArgs, request: &PublishRequest, lease_id: u64) -> Result<Published> {
@@ -59,9 +81,7 @@ async fn publish(state: &BranchArgs, request: &PublishRequest, lease_id: u64) ->
             request.branch, state.branch
         )));
     }
-    if !state.gate.holds(lease_id) {
-        return Err(OmniError::Internal(format!("publish on `{}` without holding its branch lease", state.branch)));
-    }
+    check_lease(state, lease_id)?;
     let span = info_span!("saga.publish", operation_id = %request.lineage.commit_id, branch = %state.branch);
     publisher::publish(&state.root, request).instrument(span).await
 }

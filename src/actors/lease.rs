@@ -183,6 +183,12 @@ impl LeaseSet {
     pub fn on(&self, name: &str) -> Option<&Lease> {
         self.leases.iter().find(|l| l.gate_name() == name)
     }
+
+    /// The lease held on `key`'s gate, or an internal error naming it.
+    pub fn require(&self, key: &crate::actors::supervisor::ChildKey) -> crate::protocol::Result<&Lease> {
+        let gate = key.gate_name();
+        self.on(&gate).ok_or_else(|| crate::protocol::OmniError::Internal(format!("no lease held on {gate}")))
+    }
 }
 
 impl Drop for LeaseSet {

@@ -11,7 +11,10 @@ use ractor::{Actor, ActorRef, RpcReplyPort};
 
 use super::lease::{Lease, LeaseMode};
 use super::supervisor::{ChildKey, ChildRef, Directory, RootSupervisor, SupervisorArgs, SupervisorMsg};
-use crate::engine::manifest::{ManifestView, PublishRequest, Published};
+use lance::Dataset;
+
+use crate::engine::branch_control::CreatePlan;
+use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::{CommittedTxn, Root, StagedTxn};
 use crate::protocol::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
@@ -184,6 +187,58 @@ impl Runtime {
         let a = self.table_actor(staged.uri(), branch).await?;
         let lease_id = lease.id();
         ask(&a, "table actor", |reply| TableMsg::Commit { staged: Box::new(staged), lease_id, reply }).await?
+    }
+
+    /// Create `branch`'s manifest ref through its actor, holding its lease.
+    pub async fn create_branch_ref(&self, branch: &str, plan: CreatePlan, lease: &Lease) -> Result<ManifestView> {
+        let a = self.branch_actor(branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "branch actor", |reply| BranchMsg::CreateRef { plan, lease_id, reply }).await?
+    }
+
+    /// Delete `branch`'s manifest ref (the captured incarnation), holding its lease.
+    pub async fn delete_branch_ref(&self, branch: &str, captured: BranchId, lease: &Lease) -> Result<()> {
+        let a = self.branch_actor(branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "branch actor", |reply| BranchMsg::DeleteRef { captured, lease_id, reply }).await?
+    }
+
+    /// Fork the table at `uri` for `branch` (first touch), holding its lease.
+    pub async fn fork_table(&self, uri: &str, branch: &str, plan: CreatePlan, lease: &Lease) -> Result<Arc<Dataset>> {
+        let a = self.table_actor(uri, branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "table actor", |reply| TableMsg::Fork { plan, lease_id, reply }).await?
+    }
+
+    /// Remove `branch`'s fork of the table at `uri`, holding its lease.
+    pub async fn reclaim_table_fork(&self, uri: &str, branch: &str, lease: &Lease) -> Result<bool> {
+        let a = self.table_actor(uri, branch).await?;
+        let lease_id = lease.id();
+        ask(&a, "table actor", |reply| TableMsg::Reclaim { lease_id, reply }).await?
+    }
+
+    /// Stop the actors of a deleted branch (its gates stay, so a waiter
+    /// queued on them is still ordered against a recreated branch).
+    pub fn retire_branch(&self, branch: &str) {
+        let keys: Vec<ChildKey> = self
+            .directory
+            .iter()
+            .map(|e| e.key().clone())
+            .filter(|k| match k {
+                ChildKey::Branch(b) | ChildKey::Table { branch: b, .. } => b == branch,
+                _ => false,
+            })
+            .collect();
+        for key in keys {
+            if let Err(e) = self.supervisor.cast(SupervisorMsg::Retire { key }) {
+                tracing::debug!(error = %e, "supervisor gone; nothing to retire");
+            }
+        }
+    }
+
+    /// Whether a live actor serves `key` (diagnostics and tests).
+    pub fn has_actor(&self, key: &ChildKey) -> bool {
+        self.directory.get(key).is_some_and(|c| c.is_alive())
     }
 
     /// Live Lance HEAD of a table on a branch.

@@ -38,6 +38,11 @@ pub enum ChildKey {
 }
 
 impl ChildKey {
+    /// The key of the table at `uri` on graph branch `branch`.
+    pub fn table(uri: &str, branch: &str) -> Self {
+        ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() }
+    }
+
     /// The name of this child's gate (leases carry it).
     pub fn gate_name(&self) -> String {
         match self {
@@ -207,7 +212,6 @@ impl Actor for RootSupervisor {
                     state.by_id.remove(&child.cell().get_id());
                     child.cell().stop(Some("retired".into()));
                 }
-                state.gates.remove(&key);
             }
             SupervisorMsg::Restarts { reply } => drop(reply.send(state.restarts)),
         }

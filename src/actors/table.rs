@@ -4,7 +4,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
-use crate::engine::storage::{CommittedTxn, StagedTxn, table};
+use crate::engine::storage::{CommittedTxn, StagedTxn, branches, table};
 use crate::protocol::messages::TableMsg;
 use crate::protocol::{OmniError, Result};
 
@@ -45,9 +45,32 @@ impl Actor for TableActor {
             TableMsg::Commit { staged, lease_id, reply } => {
                 drop(reply.send(commit(state, *staged, lease_id).await));
             }
+            TableMsg::Fork { plan, lease_id, reply } => {
+                let out = async {
+                    let name = named_branch(state, lease_id)?;
+                    branches::create_exact(&state.uri, name, &plan).await
+                };
+                let span = info_span!("table.fork", table = %state.gate.name(), version = plan.parent_version);
+                drop(reply.send(out.instrument(span).await));
+            }
+            TableMsg::Reclaim { lease_id, reply } => {
+                let out = async { branches::reclaim(&state.uri, named_branch(state, lease_id)?).await };
+                drop(reply.send(out.instrument(info_span!("table.reclaim", table = %state.gate.name())).await));
+            }
         }
         Ok(())
     }
+}
+
+/// The named branch this actor forks for, once the caller's lease is checked.
+fn named_branch(state: &TableArgs, lease_id: u64) -> Result<&str> {
+    if !state.gate.holds(lease_id) {
+        return Err(OmniError::Internal(format!(
+            "ref change on {} without holding its table lease",
+            state.gate.name()
+        )));
+    }
+    state.branch.as_deref().ok_or_else(|| OmniError::Internal("main has no fork to create or reclaim".into()))
 }
 
 async fn commit(state: &TableArgs, staged: StagedTxn, lease_id: u64) -> Result<CommittedTxn> {

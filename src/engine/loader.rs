@@ -22,7 +22,7 @@ use crate::engine::integrity;
 use crate::engine::layout;
 use crate::engine::load::jsonl::{JsonlParser, LoadRecord};
 use crate::engine::rows::{self, EntityRow};
-use crate::engine::storage::{MergeMode, TxnIdentity, table};
+use crate::engine::storage::{MergeMode, StagePlan, table};
 use crate::engine::validate;
 use crate::engine::write_plan::{Capture, Prepared, PreparedTable};
 use crate::protocol::{OmniError, Result};
@@ -175,7 +175,7 @@ pub async fn prepare(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Re
     check_edges(capture, load, mode).await?;
     let mut prepared = Prepared::default();
     for (key, part) in &load.tables {
-        prepared.tables.push(stage_table(capture, key, part, mode).await?);
+        prepared.tables.extend(stage_table(capture, key, part, mode).await?);
         if part.is_edge {
             prepared.edges_affected += part.rows();
         } else {
@@ -292,7 +292,7 @@ async fn check_card(
     Ok(())
 }
 
-async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadMode) -> Result<PreparedTable> {
+async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadMode) -> Result<Option<PreparedTable>> {
     let entry = capture.table(key)?;
     let ds = open_pinned(&capture.root, entry).await?;
     let schema = table::arrow_schema(&ds);
@@ -303,17 +303,16 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
         .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))?;
-    let identity = TxnIdentity::mint(entry.version);
-    let staged = match mode {
+    let plan = match mode {
         LoadMode::Append => {
             let ids: Vec<String> = part.ids.iter().cloned().collect();
             if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
                 return Err(OmniError::KeyConflict { type_name: part.type_name.clone(), id });
             }
-            table::stage_merge_insert(ds, batches, MergeMode::StrictInsert, &identity.uuid).await?
+            StagePlan::Merge { batches, mode: MergeMode::StrictInsert }
         }
-        LoadMode::Merge => table::stage_merge_insert(ds, batches, MergeMode::Upsert, &identity.uuid).await?,
-        LoadMode::Overwrite => table::stage_overwrite(ds, batches, &identity.uuid).await?,
+        LoadMode::Merge => StagePlan::Merge { batches, mode: MergeMode::Upsert },
+        LoadMode::Overwrite => StagePlan::Overwrite { batches },
     };
-    Ok(PreparedTable { table_key: key.to_string(), pin: entry.version, table_branch: entry.branch.clone(), staged })
+    capture.prepare_table(key, ds, plan).await
 }

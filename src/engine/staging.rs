@@ -15,7 +15,7 @@ use lance::Dataset;
 use crate::engine::committed::open_pinned;
 use crate::engine::manifest::TableEntry;
 use crate::engine::rows::{self, EntityRow};
-use crate::engine::storage::{MergeMode, TxnIdentity, table};
+use crate::engine::storage::{MergeMode, StagePlan, table};
 use crate::engine::write_plan::{Capture, PreparedTable};
 use crate::protocol::{OmniError, Result};
 
@@ -212,30 +212,21 @@ impl<'c> MutationStaging<'c> {
     /// Exactly one staged transaction per touched table that changes
     /// something (a zero-match delete stages nothing).
     pub async fn stage_all(self) -> Result<Vec<PreparedTable>> {
+        let capture = self.capture;
         let mut out = Vec::new();
         for stage in self.tables.into_values() {
-            let identity = TxnIdentity::mint(stage.entry.version);
-            let staged = if !stage.deleted.is_empty() {
+            let plan = if !stage.deleted.is_empty() {
                 let list: Vec<String> = stage.deleted.iter().map(|id| crate::engine::committed::sql_str(id)).collect();
-                let predicate = format!("id IN ({})", list.join(", "));
-                match table::stage_delete(stage.dataset.clone(), &predicate, &identity.uuid).await? {
-                    Some(s) => s,
-                    None => continue,
-                }
+                StagePlan::Delete { predicate: format!("id IN ({})", list.join(", ")) }
             } else if !stage.pending.is_empty() {
                 let rows: Vec<EntityRow> = stage.pending.values().cloned().collect();
                 let batch = rows::to_batch_for(&stage.type_name, &stage.schema, &rows)?;
                 let mode = if stage.upsert { MergeMode::Upsert } else { MergeMode::StrictInsert };
-                table::stage_merge_insert(stage.dataset.clone(), vec![batch], mode, &identity.uuid).await?
+                StagePlan::Merge { batches: vec![batch], mode }
             } else {
                 continue;
             };
-            out.push(PreparedTable {
-                table_key: stage.table_key.clone(),
-                pin: stage.entry.version,
-                table_branch: stage.entry.branch.clone(),
-                staged,
-            });
+            out.extend(capture.prepare_table(&stage.table_key, stage.dataset.clone(), plan).await?);
         }
         Ok(out)
     }

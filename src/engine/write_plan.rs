@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::manifest::{BranchId, ManifestView, TableEntry};
 use crate::engine::schema_store::SchemaState;
-use crate::engine::storage::{Root, StagedTxn};
+use lance::Dataset;
+
+use crate::engine::branch_control::CreatePlan;
+use crate::engine::storage::{Root, StagePlan, StagedTxn, TxnIdentity, branches, table};
 use crate::protocol::{OmniError, Result};
 
 /// The authority a write prepares against: the manifest branch incarnation,
@@ -49,19 +52,99 @@ impl Capture {
     pub fn uri(&self, entry: &TableEntry) -> String {
         self.root.child_uri(&entry.location)
     }
+
+    /// The native ref writes on this branch go to (`None` = main).
+    pub fn target_branch(&self) -> Option<String> {
+        Some(self.view.branch.clone()).filter(|b| b != "main")
+    }
+
+    /// Prepare `plan` on the table of `table_key`, whose pinned handle is `ds`:
+    /// staged now when the table already lives on the target ref, or kept for
+    /// after the fork on the first write to it on a named branch. `None` when
+    /// the plan changes nothing.
+    pub async fn prepare_table(
+        &self,
+        table_key: &str,
+        ds: Arc<Dataset>,
+        plan: StagePlan,
+    ) -> Result<Option<PreparedTable>> {
+        let entry = self.table(table_key)?;
+        let target = self.target_branch();
+        let identity = TxnIdentity::mint(entry.version);
+        let effect = if entry.branch == target {
+            match table::stage(ds, plan, &identity.uuid).await? {
+                Some(staged) => TableEffect::Staged(staged),
+                None => return Ok(None),
+            }
+        } else {
+            if let StagePlan::Delete { predicate } = &plan
+                && table::count_matching(&ds, predicate).await? == 0
+            {
+                return Ok(None);
+            }
+            let fork = branches::plan(&self.uri(entry), entry.branch.as_deref(), entry.version).await?;
+            TableEffect::Fork { fork, plan, identity }
+        };
+        Ok(Some(PreparedTable {
+            table_key: table_key.to_string(),
+            uri: self.uri(entry),
+            pin: entry.version,
+            table_branch: target,
+            effect,
+        }))
+    }
 }
 
-/// One table's staged effect.
+/// How one table's effect is held between prepare and commit.
+#[derive(Debug)]
+pub enum TableEffect {
+    /// Staged against the pinned version of the ref the write targets.
+    Staged(StagedTxn),
+    /// The first write to this table on a named branch: the ref does not
+    /// exist yet, and Lance files for it cannot be staged before it does. The
+    /// saga forks after arming the sidecar, then stages `plan` on the fork
+    /// under the pre-minted `identity`.
+    Fork {
+        /// Parent ref and the exact inherited version to fork from.
+        fork: CreatePlan,
+        /// What to stage on the fork.
+        plan: StagePlan,
+        /// The pre-minted transaction identity (read version = inherited pin).
+        identity: TxnIdentity,
+    },
+}
+
+/// One table's prepared effect.
 #[derive(Debug)]
 pub struct PreparedTable {
     /// `node:<Type>` / `edge:<Type>`.
     pub table_key: String,
-    /// The manifest pin the transaction was staged against.
+    /// Dataset URI of the table.
+    pub uri: String,
+    /// The manifest pin the effect is based on.
     pub pin: u64,
     /// Native Lance branch written (`None` = main).
     pub table_branch: Option<String>,
-    /// The staged transaction.
-    pub staged: StagedTxn,
+    /// The staged transaction, or the plan to stage after a first-touch fork.
+    pub effect: TableEffect,
+}
+
+impl PreparedTable {
+    /// The pre-minted identity of the table transaction.
+    pub fn identity(&self) -> TxnIdentity {
+        match &self.effect {
+            TableEffect::Staged(s) => s.identity(),
+            TableEffect::Fork { identity, .. } => identity.clone(),
+        }
+    }
+
+    /// The fork this effect needs first, if it is a first touch.
+    pub fn fork(&self) -> Option<&CreatePlan> {
+        match &self.effect {
+            TableEffect::Fork { fork, .. } => Some(fork),
+            TableEffect::Staged(_) => None,
+        }
+    }
 }
 
 /// Everything a prepare step produced.

@@ -50,6 +50,17 @@ pub enum OmniError {
         actual: String,
     },
 
+    /// A branch control operation collided with the live branch set: the name
+    /// exists, overlaps a live name, has dependents, or was deleted and
+    /// recreated under us.
+    #[error("branch conflict on `{branch}`: {reason}")]
+    BranchConflict {
+        /// The branch named by the request.
+        branch: String,
+        /// What stands in the way.
+        reason: String,
+    },
+
     /// The manifest publisher ran out of retries under write contention.
     #[error("manifest conflict: {0}")]
     ManifestConflict(String),
@@ -136,6 +147,7 @@ impl OmniError {
             | OmniError::KeyConflict { .. }
             | OmniError::ReadSetChanged { .. }
             | OmniError::ManifestConflict(_)
+            | OmniError::BranchConflict { .. }
             | OmniError::Drift { .. } => 409,
             OmniError::PreconditionFailed { .. } => 412,
             OmniError::ResourceLimitExceeded { .. } => 413,
@@ -188,6 +200,9 @@ impl OmniError {
             }),
             OmniError::ResourceLimitExceeded { resource, limit, actual } => serde_json::json!({
                 "resource_limit": { "resource": resource, "limit": limit, "actual": actual }
+            }),
+            OmniError::BranchConflict { branch, reason } => serde_json::json!({
+                "branch_conflict": { "branch": branch, "reason": reason }
             }),
             OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
                 "recovery_required": { "operation_id": operation_id, "reason": reason }

@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use ractor::RpcReplyPort;
 
+use lance::Dataset;
+
 use crate::actors::lease::{Lease, LeaseMode};
-use crate::engine::manifest::{ManifestView, PublishRequest, Published};
+use crate::engine::branch_control::CreatePlan;
+use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::{CommittedTxn, StagedTxn};
 use crate::protocol::Result;
@@ -48,6 +51,26 @@ pub enum BranchMsg {
         /// Answered with the publish outcome.
         reply: RpcReplyPort<Result<Published>>,
     },
+    /// Create this branch's `__manifest` ref exactly as planned; requires the
+    /// branch lease (of this, the new branch).
+    CreateRef {
+        /// Parent branch, version and identifier.
+        plan: CreatePlan,
+        /// Id of the branch lease held by the caller.
+        lease_id: u64,
+        /// Answered with the new branch's first view.
+        reply: RpcReplyPort<Result<ManifestView>>,
+    },
+    /// Delete this branch's `__manifest` ref, exactly the captured
+    /// incarnation; requires the branch lease.
+    DeleteRef {
+        /// The incarnation the caller captured under the lease.
+        captured: BranchId,
+        /// Id of the branch lease held by the caller.
+        lease_id: u64,
+        /// Answered when the ref is gone.
+        reply: RpcReplyPort<Result<()>>,
+    },
 }
 
 /// Messages to a TableActor (a table gate; the only committer for its table on its branch).
@@ -70,6 +93,24 @@ pub enum TableMsg {
         lease_id: u64,
         /// Answered with the landed transaction.
         reply: RpcReplyPort<Result<CommittedTxn>>,
+    },
+    /// First touch on a named branch: create the table's native ref for this
+    /// branch exactly as planned; requires the table lease.
+    Fork {
+        /// Parent ref and the exact inherited version.
+        plan: CreatePlan,
+        /// Id of the table lease held by the caller.
+        lease_id: u64,
+        /// Answered with the new ref, checked out at the inherited version.
+        reply: RpcReplyPort<Result<Arc<Dataset>>>,
+    },
+    /// Remove this branch's ref of the table and its tree (a fork whose
+    /// authority is gone); requires the table lease. Answers whether a ref existed.
+    Reclaim {
+        /// Id of the table lease held by the caller.
+        lease_id: u64,
+        /// Answered when the ref and tree are gone.
+        reply: RpcReplyPort<Result<bool>>,
     },
 }
 

@@ -39,6 +39,8 @@ pub enum Resolution {
     RolledForward,
     /// Its effects were compensated (or it had none).
     RolledBack,
+    /// Its branch was deleted; its effects were discarded with it.
+    OrphanDiscarded,
     /// Left for a full pass.
     Deferred(String),
 }
@@ -46,8 +48,10 @@ pub enum Resolution {
 /// One table as observed against the fresh manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Observation {
-    /// HEAD == pin.
+    /// HEAD == pin (for a first touch: the fork's ref does not exist).
     NoMovement,
+    /// A first touch whose fork exists at exactly the inherited version.
+    UntouchedFork,
     /// Our transaction is exactly at HEAD == pin + 1.
     OwnedAtHead { head: u64 },
     /// HEAD is our compensating restore on top of our transaction.
@@ -58,15 +62,24 @@ fn restore_uuid(op: &str, table_key: &str) -> String {
     format!("omni-rollback-{op}-{}", table_key.replace(':', "-"))
 }
 
-async fn observe(t: &SidecarTable, pinned: u64, op: &str) -> Result<Observation> {
+async fn observe(t: &SidecarTable, branch: &str, pinned: u64, op: &str) -> Result<Observation> {
+    let fail = |why: String| Err(OmniError::RecoveryRequired { operation_id: op.to_string(), reason: why });
+    if let Some(plan) = &t.fork {
+        // A first touch: the ref is ours only if it is exactly the planned fork.
+        let Some(found) = table::list_branches(&t.table_path).await?.remove(branch) else {
+            return Ok(Observation::NoMovement);
+        };
+        if found.parent_branch != plan.parent_branch || found.parent_version != plan.parent_version {
+            return fail(format!("{}: the `{branch}` ref is not the fork this write planned; kept", t.table_key));
+        }
+    }
     let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), None).await?;
     let head = ds.version().version;
-    let fail = |why: String| Err(OmniError::RecoveryRequired { operation_id: op.to_string(), reason: why });
     if head < pinned {
         return fail(format!("{}: Lance HEAD v{head} is below the manifest pin v{pinned}", t.table_key));
     }
     if head == pinned {
-        return Ok(Observation::NoMovement);
+        return Ok(if t.fork.is_some() { Observation::UntouchedFork } else { Observation::NoMovement });
     }
     let ours = table::transaction_at(&ds, pinned + 1).await?;
     if ours.as_ref() != Some(&t.planned) {
@@ -81,7 +94,7 @@ async fn observe(t: &SidecarTable, pinned: u64, op: &str) -> Result<Observation>
     }
     let top = table::transaction_at(&ds, head).await?;
     let compensation = TxnIdentity { read_version: pinned + 1, uuid: restore_uuid(op, &t.table_key) };
-    if head == pinned + 2 && top.as_ref() == Some(&compensation) {
+    if head == pinned + 2 && top.as_ref() == Some(&compensation) && t.fork.is_none() {
         return Ok(Observation::Compensated { head });
     }
     fail(format!("{}: our effect at v{} is buried under v{head}; kept for an operator", t.table_key, pinned + 1))
@@ -97,7 +110,12 @@ pub async fn process(
 ) -> Result<Resolution> {
     let Some(body) = store.read(name).await? else { return Ok(Resolution::RolledBack) };
     let op = body.operation_id.clone();
-    let view = manifest::load(rt.root(), &body.branch, None).await?;
+    let view = match manifest::load(rt.root(), &body.branch, None).await {
+        Ok(view) => view,
+        // The branch was deleted: its authority is gone, so are the effects.
+        Err(OmniError::NotFound(_)) if body.branch != "main" => return discard_orphan(rt, store, &body, leases).await,
+        Err(e) => return Err(e),
+    };
     if view.state.commits.contains_key(&body.lineage.commit_id) {
         return settle(
             rt,
@@ -119,7 +137,7 @@ pub async fn process(
                 operation_id: op.clone(),
                 reason: format!("{} is no longer in the manifest", t.table_key),
             })?;
-        observed.push((t, pinned, observe(t, pinned, &op).await?));
+        observed.push((t, pinned, observe(t, &body.branch, pinned, &op).await?));
     }
     let schema = rt.schema().await?;
     let authority_holds = view.branch_id == body.token.branch_id
@@ -131,7 +149,20 @@ pub async fn process(
     }
     if observed.iter().all(|(_, _, o)| *o == Observation::NoMovement) {
         info!(operation_id = %op, "sidecar had no effect; discarding it");
+        // A first touch that crashed before its ref may have left a clone-only tree.
+        for (t, _, _) in &observed {
+            if t.fork.is_some() {
+                reclaim_fork(rt, t, &body.branch, leases).await?;
+            }
+        }
         return settle(rt, store, &body, RecoveryKind::RolledBack, None, vec![]).await;
+    }
+    if view.branch_id != body.token.branch_id && body.tables.iter().any(|t| t.fork.is_some()) {
+        // The name was recreated: a ref under it may belong to the new incarnation.
+        return Err(OmniError::RecoveryRequired {
+            operation_id: op,
+            reason: format!("branch `{}` was recreated since this write; its forks are kept", body.branch),
+        });
     }
     if mode == Mode::RollForwardOnly {
         return Ok(Resolution::Deferred(format!("{op} needs a roll-back")));
@@ -186,17 +217,34 @@ async fn roll_back(
     let mut updates = Vec::new();
     let mut outcomes = Vec::new();
     let mut expected = BTreeMap::new();
+    // Forks first: the manifest never pointed at them, so removing the ref
+    // is the whole compensation, and a retry finds them gone.
+    for (t, pinned, o) in &observed {
+        let owned = match o {
+            Observation::UntouchedFork => false,
+            Observation::OwnedAtHead { head } if t.fork.is_some() => {
+                outcomes.push(TableOutcome {
+                    table_key: t.table_key.clone(),
+                    from_version: *head,
+                    to_version: *pinned,
+                });
+                true
+            }
+            _ => continue,
+        };
+        if owned || !claimed_elsewhere(store, body, t).await? {
+            reclaim_fork(rt, t, &body.branch, leases).await?;
+        }
+    }
     for (t, pinned, o) in observed {
         let head = match o {
-            Observation::NoMovement => continue,
+            Observation::NoMovement | Observation::UntouchedFork => continue,
+            Observation::OwnedAtHead { .. } if t.fork.is_some() => continue,
             Observation::Compensated { head } => head,
             Observation::OwnedAtHead { head } => {
                 let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
                 let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
-                let gate = ChildKey::Table { uri: t.table_path.clone(), branch: body.branch.clone() }.gate_name();
-                let lease = leases
-                    .on(&gate)
-                    .ok_or_else(|| OmniError::Internal(format!("recovery holds no lease on {gate}")))?;
+                let lease = leases.require(&ChildKey::table(&t.table_path, &body.branch))?;
                 rt.commit(&body.branch, staged, lease).await?.version
             }
         };
@@ -210,6 +258,11 @@ async fn roll_back(
         });
         outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head - 1, to_version: pinned });
         expected.insert(t.table_key.clone(), pinned);
+    }
+    if updates.is_empty() {
+        // Only forks were compensated: the manifest never moved.
+        info!(operation_id = %op, "rolled back (forks reclaimed)");
+        return settle(rt, store, body, RecoveryKind::RolledBack, None, outcomes).await;
     }
     let lineage = Lineage {
         commit_id: body.rollback_commit_id.clone(),
@@ -232,9 +285,51 @@ async fn roll_back(
 }
 
 async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Result<()> {
-    let gate = ChildKey::Branch(request.branch.clone()).gate_name();
-    let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("recovery holds no lease on {gate}")))?;
+    let lease = leases.require(&ChildKey::Branch(request.branch.clone()))?;
     rt.publish(request, lease).await.map(|_| ())
+}
+
+/// Remove `branch`'s fork of `t` (and any clone-only tree) through its table actor.
+async fn reclaim_fork(rt: &Runtime, t: &SidecarTable, branch: &str, leases: &LeaseSet) -> Result<()> {
+    let lease = leases.require(&ChildKey::table(&t.table_path, branch))?;
+    if rt.reclaim_table_fork(&t.table_path, branch, lease).await? {
+        info!(table = %t.table_key, branch, "reclaimed a first-touch fork");
+    }
+    Ok(())
+}
+
+/// Whether another pending sidecar also plans to fork `t` on this branch: a
+/// no-effect claimant then leaves the ref to the survivor.
+async fn claimed_elsewhere(store: &SidecarStore, body: &SidecarBody, t: &SidecarTable) -> Result<bool> {
+    for name in super::list_pending(store.root()).await? {
+        if name == body.object_name() {
+            continue;
+        }
+        if let Some(other) = store.read(&name).await?
+            && other.branch == body.branch
+            && other.tables.iter().any(|o| o.fork.is_some() && o.table_path == t.table_path)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Discard a sidecar whose branch was deleted (the branch-delete orphaning
+/// exception): its effects are unreachable with the branch's authority gone.
+/// Reclaims any fork it made, records an `OrphanedBranchDiscarded` audit row,
+/// deletes the sidecar. `leases` must hold the branch and the sidecar's tables.
+pub async fn discard_orphan(
+    rt: &Runtime,
+    store: &SidecarStore,
+    body: &SidecarBody,
+    leases: &LeaseSet,
+) -> Result<Resolution> {
+    for t in body.tables.iter().filter(|t| t.fork.is_some()) {
+        reclaim_fork(rt, t, &body.branch, leases).await?;
+    }
+    info!(operation_id = %body.operation_id, branch = %body.branch, "discarded a write orphaned by its branch's deletion");
+    settle(rt, store, body, RecoveryKind::OrphanedBranchDiscarded, None, vec![]).await
 }
 
 /// Record the audit row, then delete the sidecar.
@@ -259,6 +354,7 @@ async fn settle(
     store.delete(&body.object_name()).await?;
     Ok(match kind {
         RecoveryKind::RolledForward => Resolution::RolledForward,
-        _ => Resolution::RolledBack,
+        RecoveryKind::OrphanedBranchDiscarded => Resolution::OrphanDiscarded,
+        RecoveryKind::RolledBack => Resolution::RolledBack,
     })
 }

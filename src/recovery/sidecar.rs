@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::RECOVERY_DIR;
+use crate::engine::branch_control::CreatePlan;
 use crate::engine::manifest::{Lineage, TableUpdate};
 use crate::engine::storage::{Root, TxnIdentity};
 pub use crate::engine::write_plan::AuthorityToken;
@@ -51,6 +52,11 @@ pub struct SidecarTable {
     pub planned: TxnIdentity,
     /// Set at confirmation: the landed version and its row count.
     pub confirmed: Option<TableUpdate>,
+    /// A first touch on a named branch: the fork of `table_branch` this write
+    /// creates (from this parent ref and exact inherited version) after arming.
+    /// The sidecar is durable before the ref exists, so recovery owns it.
+    #[serde(default)]
+    pub fork: Option<CreatePlan>,
 }
 
 /// The durable body of a sidecar.
@@ -134,6 +140,11 @@ impl SidecarStore {
     /// The store under `root`.
     pub fn new(root: Root) -> Self {
         SidecarStore { root }
+    }
+
+    /// The graph root the store lives under.
+    pub fn root(&self) -> &Root {
+        &self.root
     }
 
     /// Make `body` durable in phase Armed. A failure here means nothing was

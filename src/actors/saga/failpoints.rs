@@ -15,6 +15,14 @@ pub const BOUNDARIES: &[&str] = &[
     "after_publish",
 ];
 
+/// Boundaries only a first write to a table on a named branch reaches: after
+/// its fork exists, before anything is staged on it.
+pub const FORK_BOUNDARIES: &[&str] = &["after_fork"];
+
+/// Branch control failpoints (create and delete have no sidecar; these sit
+/// between their physical steps).
+pub const CONTROL: &[&str] = &["branch_create.before_ref", "branch_create.after_ref", "branch_delete.after_ref"];
+
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {
     match kind {
@@ -32,8 +40,20 @@ pub fn name(kind: WriterKind, boundary: &str) -> String {
 pub fn all() -> Vec<String> {
     [WriterKind::Mutation, WriterKind::Load]
         .into_iter()
-        .flat_map(|k| BOUNDARIES.iter().map(move |b| name(k, b)))
+        .flat_map(|k| BOUNDARIES.iter().chain(FORK_BOUNDARIES).map(move |b| name(k, b)))
+        .chain(CONTROL.iter().map(|c| c.to_string()))
         .collect()
+}
+
+/// Evaluate a branch control failpoint (one of [`CONTROL`]) like
+/// [`saga_failpoint!`].
+#[macro_export]
+macro_rules! control_failpoint {
+    ($name:literal) => {
+        fail::fail_point!($name, |msg: Option<String>| Err(::std::convert::From::from(
+            $crate::protocol::OmniError::Internal(format!("failpoint {}: {}", $name, msg.unwrap_or_default()))
+        )))
+    };
 }
 
 /// Evaluate failpoint `<kind>.<boundary>`: with the `failpoints` feature and

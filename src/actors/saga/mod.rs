@@ -2,5 +2,6 @@
 //! (see [`write`] for the mutation/load sequence), with a named failpoint at
 //! every boundary ([`failpoints`]).
 
+pub mod branch_control;
 pub mod failpoints;
 pub mod write;

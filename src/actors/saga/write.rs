@@ -20,7 +20,8 @@ use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::actors::supervisor::ChildKey;
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
-use crate::engine::write_plan::{AuthorityToken, Capture, Prepared};
+use crate::engine::storage::{StagedTxn, table};
+use crate::engine::write_plan::{AuthorityToken, Capture, Prepared, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::resolve::Mode;
 use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind};
@@ -172,7 +173,7 @@ async fn acquire(rt: &Runtime, intent: &WriteIntent, prepared: &Prepared) -> Res
     let mut leases = LeaseSet::default();
     leases.push(rt.lease_schema(LeaseMode::Shared).await?);
     leases.push(rt.lease_branch(&intent.branch).await?);
-    let mut uris: Vec<&str> = prepared.tables.iter().map(|t| t.staged.uri()).collect();
+    let mut uris: Vec<&str> = prepared.tables.iter().map(|t| t.uri.as_str()).collect();
     uris.sort_unstable();
     for uri in uris {
         leases.push(rt.lease_table(uri, &intent.branch).await?);
@@ -212,9 +213,26 @@ async fn revalidate(
         if now != Some(t.pin) || pins.get(&t.table_key) != Some(&t.pin) {
             return changed(&t.table_key, format!("v{}", t.pin), now.map_or("<dropped>".into(), |v| format!("v{v}")));
         }
-        let live = rt.table_head(t.staged.uri(), &intent.branch).await?;
-        if live != t.pin {
-            return Err(OmniError::Drift { table: t.table_key.clone(), pinned: t.pin, head: live });
+        let live = rt.table_head(&t.uri, &intent.branch).await;
+        match (t.fork(), live) {
+            (None, Ok(live)) if live != t.pin => {
+                return Err(OmniError::Drift { table: t.table_key.clone(), pinned: t.pin, head: live });
+            }
+            (None, live) => drop(live?),
+            // A first touch needs the target ref absent; one the manifest
+            // does not point at is a leftover no sidecar claims.
+            (Some(_), Err(OmniError::NotFound(_))) => {}
+            (Some(_), Ok(v)) => {
+                return Err(OmniError::BranchConflict {
+                    branch: intent.branch.clone(),
+                    reason: format!(
+                        "{} has a stale fork for this branch at v{v} that the manifest does not point at; \
+                         delete and recreate the branch to reclaim it",
+                        t.table_key
+                    ),
+                });
+            }
+            (Some(_), Err(e)) => return Err(e),
         }
     }
     Ok(())
@@ -260,11 +278,12 @@ async fn effects(
             .iter()
             .map(|t| SidecarTable {
                 table_key: t.table_key.clone(),
-                table_path: t.staged.uri().to_string(),
+                table_path: t.uri.clone(),
                 table_branch: t.table_branch.clone(),
                 expected_version: t.pin,
-                planned: t.staged.identity(),
+                planned: t.identity(),
                 confirmed: None,
+                fork: t.fork().cloned(),
             })
             .collect(),
         lineage: lineage.clone(),
@@ -290,22 +309,23 @@ async fn apply(
     store: &SidecarStore,
     intent: &WriteIntent,
     token: AuthorityToken,
-    tables: Vec<crate::engine::write_plan::PreparedTable>,
+    tables: Vec<PreparedTable>,
     armed: crate::recovery::sidecar::ArmedSidecar,
     lineage: Lineage,
     leases: &LeaseSet,
 ) -> std::result::Result<Vec<TableUpdate>, EffectError> {
     let op = lineage.commit_id.clone();
     saga_failpoint!(intent.kind, "after_arm");
-    let mut landed = Vec::with_capacity(tables.len());
     let expected: BTreeMap<String, u64> = tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
-    for t in tables {
-        let gate = table_gate(t.staged.uri(), &intent.branch);
-        let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("no lease held on {gate}")))?;
-        let committed = match rt.commit(&intent.branch, t.staged, lease).await {
+    let staged = stage_forks(rt, intent, tables, leases).await?;
+    let mut landed = Vec::with_capacity(staged.len());
+    let forked = staged.iter().any(|t| t.forked);
+    for t in staged {
+        let lease = leases.require(&ChildKey::table(&t.uri, &intent.branch))?;
+        let committed = match rt.commit(&intent.branch, t.txn, lease).await {
             Ok(c) => c,
-            Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() => {
-                // The exact guard refused before anything landed.
+            Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() && !forked => {
+                // The exact guard refused before anything landed (and no fork exists).
                 store.delete(&armed.body().object_name()).await?;
                 return Err(EffectError::NoEffect(e));
             }
@@ -324,14 +344,49 @@ async fn apply(
         precondition: Precondition::ExactHead { branch_id: token.branch_id, head: token.graph_head },
         lineage,
     };
-    let gate = ChildKey::Branch(intent.branch.clone()).gate_name();
-    let branch_lease = leases.on(&gate).ok_or_else(|| OmniError::Internal(format!("no lease held on {gate}")))?;
-    rt.publish(request, branch_lease).await?;
+    rt.publish(request, leases.require(&ChildKey::Branch(intent.branch.clone()))?).await?;
     saga_failpoint!(intent.kind, "after_publish");
     confirmed.finish(store).instrument(info_span!("saga.finish", operation_id = %op)).await;
     Ok(landed)
 }
 
-fn table_gate(uri: &str, branch: &str) -> String {
-    ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() }.gate_name()
+/// A table whose transaction is staged on the ref it commits to.
+struct ReadyTable {
+    table_key: String,
+    uri: String,
+    table_branch: Option<String>,
+    /// Whether this write created the ref (a first touch).
+    forked: bool,
+    txn: StagedTxn,
+}
+
+/// With the sidecar armed: create every first-touch fork at its exact
+/// inherited version, then stage its plan on the fork under the pre-minted
+/// identity. Returns every table with its staged transaction, in order.
+async fn stage_forks(
+    rt: &Runtime,
+    intent: &WriteIntent,
+    tables: Vec<PreparedTable>,
+    leases: &LeaseSet,
+) -> std::result::Result<Vec<ReadyTable>, EffectError> {
+    let mut out = Vec::with_capacity(tables.len());
+    for t in tables {
+        let PreparedTable { table_key, uri, table_branch, effect, .. } = t;
+        let (forked, txn) = match effect {
+            TableEffect::Staged(txn) => (false, txn),
+            TableEffect::Fork { fork, plan, identity } => {
+                let lease = leases.require(&ChildKey::table(&uri, &intent.branch))?;
+                let span = info_span!("saga.fork", table = %table_key, from_version = fork.parent_version);
+                let ds = rt.fork_table(&uri, &intent.branch, fork, lease).instrument(span).await?;
+                saga_failpoint!(intent.kind, "after_fork");
+                let staged = table::stage(ds, plan, &identity.uuid).await?;
+                let txn = staged.ok_or_else(|| {
+                    OmniError::Internal(format!("{table_key}: the planned effect staged nothing on the fork"))
+                })?;
+                (true, txn)
+            }
+        };
+        out.push(ReadyTable { table_key, uri, table_branch, forked, txn });
+    }
+    Ok(out)
 }

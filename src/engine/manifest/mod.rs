@@ -2,6 +2,7 @@
 //! graph branch, and the commit DAG. Visibility changes in exactly one place:
 //! the publisher's row-level CAS ([`publisher::publish`]).
 
+pub mod merge_base;
 pub mod publisher;
 pub mod rows;
 pub mod state;
@@ -20,6 +21,11 @@ pub use state::{ManifestState, TableEntry};
 
 /// Path of the manifest dataset under the root.
 pub const MANIFEST_DIR: &str = "__manifest";
+
+/// URI of the manifest dataset of `root`.
+pub fn uri(root: &Root) -> String {
+    root.child_uri(MANIFEST_DIR)
+}
 
 /// A native Lance branch identifier: `(parent_version, uuid)` per fork level.
 /// Two incarnations of one branch name have different identifiers.

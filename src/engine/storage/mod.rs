@@ -5,10 +5,11 @@
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`staged`]: the staged and committed transaction types.
 
+pub mod branches;
 mod guard;
 pub mod root;
 pub mod staged;
 pub mod table;
 
 pub use root::Root;
-pub use staged::{CommittedTxn, MergeMode, StagedTxn, TxnIdentity};
+pub use staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};

@@ -45,6 +45,29 @@ pub enum MergeMode {
     UpdateOnly,
 }
 
+/// What to stage on a table, kept as data so a first touch on a named branch
+/// can stage it on the fork once the fork exists.
+#[derive(Debug, Clone)]
+pub enum StagePlan {
+    /// A keyed merge-insert on `id`.
+    Merge {
+        /// The rows, in the table's schema.
+        batches: Vec<arrow_array::RecordBatch>,
+        /// How existing ids are treated.
+        mode: MergeMode,
+    },
+    /// A delete of the rows matching a Lance SQL predicate.
+    Delete {
+        /// The predicate.
+        predicate: String,
+    },
+    /// A replacement of the whole table (no batches = empty it).
+    Overwrite {
+        /// The new rows.
+        batches: Vec<arrow_array::RecordBatch>,
+    },
+}
+
 /// An uncommitted Lance transaction bound to the dataset handle it was staged
 /// against. Opaque: the only way forward is [`super::commit_exact`].
 pub struct StagedTxn {

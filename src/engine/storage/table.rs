@@ -20,7 +20,7 @@ use lance::dataset::{
 use lance_file::version::LanceFileVersion;
 
 use super::guard::ExpectVersion;
-use super::staged::{CommittedTxn, MergeMode, StagedTxn, TxnIdentity};
+use super::staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
 use crate::protocol::{OmniError, Result};
 
 /// The Lance file format every omnigraph dataset uses.
@@ -103,6 +103,16 @@ fn open_error(uri: &str, branch: Option<&str>, version: Option<u64>, e: lance::E
     }
 }
 
+/// The table's own URI, also for a handle checked out on a native branch
+/// (whose Lance URI is the branch tree `<table>/tree/<branch>`).
+pub fn table_uri(ds: &Dataset) -> String {
+    let uri = ds.uri().trim_end_matches('/');
+    match ds.manifest().branch.as_deref() {
+        Some(b) => uri.strip_suffix(&format!("/tree/{b}")).unwrap_or(uri).to_string(),
+        None => uri.to_string(),
+    }
+}
+
 /// The live Lance HEAD version of a table on a native branch.
 pub async fn head_version(uri: &str, branch: Option<&str>) -> Result<u64> {
     Ok(open_table(uri, branch, None).await?.version().version)
@@ -152,6 +162,25 @@ pub fn arrow_schema(ds: &Dataset) -> SchemaRef {
     Arc::new(ArrowSchema::from(ds.schema()))
 }
 
+/// Stage `plan` against `ds` with a pre-minted transaction uuid; `None` when
+/// it changes nothing (a delete that matches no row).
+pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Option<StagedTxn>> {
+    match plan {
+        StagePlan::Merge { batches, mode } => stage_merge_insert(ds, batches, mode, uuid).await.map(Some),
+        StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
+        StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
+    }
+}
+
+/// Number of rows matching a Lance SQL predicate at the checked-out version.
+pub async fn count_matching(ds: &Dataset, predicate: &str) -> Result<u64> {
+    let n = ds
+        .count_rows(Some(predicate.to_string()))
+        .await
+        .map_err(|e| OmniError::storage(format!("counting rows of {}", ds.uri()), e))?;
+    Ok(n as u64)
+}
+
 /// Stage a merge-insert keyed on `id` with a pre-minted transaction uuid.
 /// A strict insert that meets an existing id fails here, before any effect.
 pub async fn stage_merge_insert(
@@ -170,7 +199,7 @@ async fn stage_merge(
     mode: MergeMode,
     uuid: &str,
 ) -> Result<StagedTxn> {
-    let uri = ds.uri().to_string();
+    let uri = table_uri(&ds);
     let ctx = || format!("staging merge-insert into {uri}");
     let mut builder =
         MergeInsertBuilder::try_new(ds.clone(), vec![key.to_string()]).map_err(|e| OmniError::storage(ctx(), e))?;
@@ -197,7 +226,7 @@ async fn stage_merge(
 /// Stage a delete of the rows matching `predicate`. A delete that matches
 /// nothing stages nothing (committing it would still bump the version).
 pub async fn stage_delete(ds: Arc<Dataset>, predicate: &str, uuid: &str) -> Result<Option<StagedTxn>> {
-    let uri = ds.uri().to_string();
+    let uri = table_uri(&ds);
     let staged = DeleteBuilder::new(ds.clone(), predicate)
         .conflict_retries(0)
         .execute_uncommitted()
@@ -213,7 +242,7 @@ pub async fn stage_delete(ds: Arc<Dataset>, predicate: &str, uuid: &str) -> Resu
 
 /// Stage an overwrite of the whole table. No batches = a zero-fragment overwrite.
 pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: &str) -> Result<StagedTxn> {
-    let uri = ds.uri().to_string();
+    let uri = table_uri(&ds);
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
     let mut txn = if rows == 0 {
         let op = Operation::Overwrite {
@@ -249,7 +278,7 @@ pub fn stage_create(uri: &str, schema: &ArrowSchema, uuid: &str) -> Result<Stage
 
 /// Stage a restore of the table's content at `to_version`, as a new version.
 pub fn stage_restore(ds: Arc<Dataset>, to_version: u64, uuid: &str) -> StagedTxn {
-    let uri = ds.uri().to_string();
+    let uri = table_uri(&ds);
     let mut txn = Transaction::new(ds.version().version, Operation::Restore { version: to_version }, None);
     txn.uuid = uuid.to_string();
     StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: 0 }
@@ -412,4 +441,62 @@ pub async fn branch_identifier(ds: &Dataset) -> Result<Vec<(u64, String)>> {
 /// Schema-level metadata of the dataset (where `__manifest` keeps its stamp).
 pub fn schema_metadata(ds: &Dataset) -> &std::collections::HashMap<String, String> {
     &ds.schema().metadata
+}
+
+/// One native Lance branch of a dataset, as its `BranchContents` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeBranch {
+    /// The parent branch (`None` = main).
+    pub parent_branch: Option<String>,
+    /// The parent version the branch was created at.
+    pub parent_version: u64,
+    /// `(parent_version, uuid)` per fork level; unique per incarnation.
+    pub identifier: Vec<(u64, String)>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: u64,
+}
+
+/// Every native branch of the dataset at `uri` (main is not listed).
+pub async fn list_branches(uri: &str) -> Result<std::collections::BTreeMap<String, NativeBranch>> {
+    let ds = open_table(uri, None, None).await?;
+    let all = ds.list_branches().await.map_err(|e| OmniError::storage(format!("listing branches of {uri}"), e))?;
+    Ok(all
+        .into_iter()
+        .map(|(name, c)| {
+            let b = NativeBranch {
+                parent_branch: c.parent_branch,
+                parent_version: c.parent_version,
+                identifier: c.identifier.version_mapping,
+                created_at: c.create_at,
+            };
+            (name, b)
+        })
+        .collect())
+}
+
+/// Create native branch `name` of the dataset at `uri` from exactly
+/// (`from`, `version`). Lance shallow-clones `tree/<name>` and then writes the
+/// branch's `BranchContents`; the two steps are not atomic, so callers
+/// classify a failure from fresh metadata (see [`list_branches`]).
+pub async fn create_branch(uri: &str, from: Option<&str>, version: u64, name: &str) -> Result<Arc<Dataset>> {
+    let mut ds = Arc::unwrap_or_clone(open_table(uri, None, None).await?);
+    let reference: lance::dataset::refs::Ref = (lance_branch(from), Some(version)).into();
+    let created = ds.create_branch(name, reference, None).await.map_err(|e| match e {
+        lance::Error::InvalidRef { message } => OmniError::BadRequest(format!("branch name `{name}`: {message}")),
+        other => OmniError::storage(format!("creating branch `{name}` of {uri} at v{version}"), other),
+    })?;
+    Ok(Arc::new(created))
+}
+
+/// Delete native branch `name` of the dataset at `uri`. `force` also reclaims
+/// a clone-only tree that has no `BranchContents`. A branch other branches
+/// were created from is refused with [`OmniError::BranchConflict`].
+pub async fn delete_branch(uri: &str, name: &str, force: bool) -> Result<()> {
+    let mut ds = Arc::unwrap_or_clone(open_table(uri, None, None).await?);
+    let out = if force { ds.force_delete_branch(name).await } else { ds.delete_branch(name).await };
+    out.map_err(|e| match e {
+        lance::Error::RefConflict { message } => OmniError::BranchConflict { branch: name.into(), reason: message },
+        lance::Error::RefNotFound { .. } => OmniError::NotFound(format!("branch `{name}` of {uri}")),
+        other => OmniError::storage(format!("deleting branch `{name}` of {uri}"), other),
+    })
 }

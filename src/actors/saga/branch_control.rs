@@ -1,0 +1,216 @@
+//! Graph branch control: create, list, delete. A graph branch is a native
+//! Lance branch of `__manifest` (its sole authority); each table forks its
+//! own ref lazily on the branch's first write to it (see [`super::write`]).
+//!
+//! Create and delete are control operations: no sidecar and no commit. They
+//! run under the schema (shared) → branch → table gates, so no write on the
+//! branches involved is in flight, and classify an ambiguous native result
+//! from fresh metadata (`engine::storage::branches`).
+
+use serde::Serialize;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::runtime::Runtime;
+use crate::actors::supervisor::ChildKey;
+use crate::control_failpoint;
+use crate::engine::branch_control::CreatePlan;
+use crate::engine::branch_name::{self, MAIN};
+use crate::engine::manifest::{self, ManifestView};
+use crate::engine::storage::table;
+use crate::protocol::{OmniError, Result};
+use crate::recovery::resolve::{self, Mode};
+use crate::recovery::sidecar::{SidecarBody, SidecarStore};
+use crate::recovery::sweep::sweep;
+
+/// One graph branch as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BranchInfo {
+    /// Branch name.
+    pub name: String,
+    /// The branch it was created from (`None` for main).
+    pub from: Option<String>,
+    /// `__manifest` version of `from` it was created at (`None` for main).
+    pub from_manifest_version: Option<u64>,
+    /// The newest commit reachable from the branch (inherited on a fresh branch).
+    pub head_commit_id: Option<String>,
+    /// Creation time, seconds since the epoch (`None` for main).
+    pub created_at: Option<u64>,
+}
+
+/// What a delete removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeletedBranch {
+    /// Branch name.
+    pub name: String,
+    /// Table forks reclaimed with it.
+    pub forks_reclaimed: Vec<String>,
+    /// Operation ids of unresolved writes on it whose effects became unreachable.
+    pub orphans_discarded: Vec<String>,
+}
+
+/// Every live graph branch, main first, then by name.
+pub async fn list(rt: &Runtime) -> Result<Vec<BranchInfo>> {
+    let refs = table::list_branches(&manifest::uri(rt.root())).await?;
+    let mut out = vec![info_of(MAIN, None, &rt.view(MAIN).await?)];
+    for (name, b) in refs {
+        let view = match rt.view(&name).await {
+            Ok(v) => v,
+            // Deleted between the listing and the read.
+            Err(OmniError::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        out.push(info_of(&name, Some(&b), &view));
+    }
+    Ok(out)
+}
+
+fn info_of(name: &str, native: Option<&table::NativeBranch>, view: &ManifestView) -> BranchInfo {
+    BranchInfo {
+        name: name.to_string(),
+        from: native.map(|b| b.parent_branch.clone().unwrap_or_else(|| MAIN.to_string())),
+        from_manifest_version: native.map(|b| b.parent_version),
+        head_commit_id: view.state.effective_head(name).map(|c| c.commit_id.clone()),
+        created_at: native.map(|b| b.created_at),
+    }
+}
+
+/// Create branch `name` from `from`'s current head.
+pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> {
+    branch_name::validate(name)?;
+    let span = info_span!("branch.create", branch = %name, from = %from);
+    async {
+        // Unresolved writes left by an earlier incarnation of this name must
+        // be discarded before the name means something else.
+        if !pending_on(rt, name).await?.is_empty() {
+            sweep(rt, Mode::Full).await?;
+        }
+        let mut leases = LeaseSet::default();
+        leases.push(rt.lease_schema(LeaseMode::Shared).await?);
+        let mut gates = [from, name];
+        gates.sort_unstable();
+        for b in gates {
+            leases.push(rt.lease_branch(b).await?);
+        }
+        if let Some(body) = pending_on(rt, name).await?.into_iter().next() {
+            return Err(OmniError::RecoveryRequired {
+                operation_id: body.operation_id,
+                reason: format!("an unresolved write still names branch `{name}`"),
+            });
+        }
+        let refs = table::list_branches(&manifest::uri(rt.root())).await?;
+        if refs.contains_key(name) {
+            return Err(OmniError::BranchConflict { branch: name.into(), reason: "it already exists".into() });
+        }
+        if let Some(other) = branch_name::first_overlap(name, refs.keys().map(String::as_str)) {
+            return Err(OmniError::BranchConflict {
+                branch: name.into(),
+                reason: format!("it overlaps the live branch `{other}` (live names must be path-prefix-disjoint)"),
+            });
+        }
+        let source = rt.view(from).await?;
+        reclaim_stale_forks(rt, name, &source, &mut leases).await?;
+        let plan = CreatePlan {
+            parent_branch: Some(from.to_string()).filter(|b| b != MAIN),
+            parent_version: source.version,
+            parent_identifier: source.branch_id.0.clone(),
+        };
+        control_failpoint!("branch_create.before_ref");
+        let lease = leases.require(&ChildKey::Branch(name.to_string()))?;
+        let view = rt.create_branch_ref(name, plan, lease).await?;
+        control_failpoint!("branch_create.after_ref");
+        info!(version = source.version, "branch created");
+        let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
+        Ok(info_of(name, native.as_ref(), &view))
+    }
+    .instrument(span)
+    .await
+}
+
+/// Delete branch `name`: its `__manifest` ref (the authority), then every
+/// table fork made for it. An unresolved write scoped to it is discarded
+/// once the gates prove its owner gone (the branch-delete orphaning exception).
+pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
+    if name == MAIN {
+        return Err(OmniError::BadRequest("the main branch cannot be deleted".into()));
+    }
+    let span = info_span!("branch.delete", branch = %name);
+    async {
+        sweep(rt, Mode::RollForwardOnly).await?;
+        let mut leases = LeaseSet::default();
+        leases.push(rt.lease_schema(LeaseMode::Shared).await?);
+        leases.push(rt.lease_branch(name).await?);
+        let view = rt.view(name).await?;
+        let uris = table_uris(rt, &view);
+        for uri in &uris {
+            leases.push(rt.lease_table(uri, name).await?);
+        }
+        let refs = table::list_branches(&manifest::uri(rt.root())).await?;
+        if let Some(child) = refs.iter().find(|(_, b)| b.parent_branch.as_deref() == Some(name)).map(|(n, _)| n) {
+            return Err(OmniError::BranchConflict {
+                branch: name.into(),
+                reason: format!("branch `{child}` was created from it; delete `{child}` first"),
+            });
+        }
+        let orphans = pending_on(rt, name).await?;
+        rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?)
+            .await?;
+        control_failpoint!("branch_delete.after_ref");
+        let mut forks_reclaimed = Vec::new();
+        for uri in &uris {
+            match rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await {
+                Ok(true) => forks_reclaimed.push(uri.clone()),
+                Ok(false) => {}
+                // Derived cleanup: the authority is gone, so a leftover is
+                // unreachable and the next create of this name reclaims it.
+                Err(e) => warn!(uri, error = %e, "could not reclaim a table fork of the deleted branch"),
+            }
+        }
+        let store = SidecarStore::new(rt.root().clone());
+        let mut orphans_discarded = Vec::new();
+        for body in orphans {
+            resolve::discard_orphan(rt, &store, &body, &leases).await?;
+            orphans_discarded.push(body.operation_id);
+        }
+        drop(leases);
+        rt.retire_branch(name);
+        info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
+        Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
+    }
+    .instrument(span)
+    .await
+}
+
+/// Before a create: forks named `name` left by an earlier incarnation whose
+/// delete stopped half way. With no `__manifest` ref they are unreachable.
+async fn reclaim_stale_forks(rt: &Runtime, name: &str, source: &ManifestView, leases: &mut LeaseSet) -> Result<()> {
+    for uri in table_uris(rt, source) {
+        if table::list_branches(&uri).await?.contains_key(name) {
+            leases.push(rt.lease_table(&uri, name).await?);
+            rt.reclaim_table_fork(&uri, name, leases.require(&ChildKey::table(&uri, name))?).await?;
+            info!(uri, "reclaimed a stale table fork");
+        }
+    }
+    Ok(())
+}
+
+/// Every table dataset visible in `view`, sorted (the table gate order).
+fn table_uris(rt: &Runtime, view: &ManifestView) -> Vec<String> {
+    let mut uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
+    uris.sort_unstable();
+    uris
+}
+
+/// Pending sidecars scoped to `branch`.
+async fn pending_on(rt: &Runtime, branch: &str) -> Result<Vec<SidecarBody>> {
+    let store = SidecarStore::new(rt.root().clone());
+    let mut out = Vec::new();
+    for name in rt.pending_sidecars().await? {
+        if let Some(body) = store.read(&name).await?
+            && body.branch == branch
+        {
+            out.push(body);
+        }
+    }
+    Ok(out)
+}
