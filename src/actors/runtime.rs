@@ -219,7 +219,7 @@ impl Runtime {
 
     /// Stop the actors of a deleted branch (its gates stay, so a waiter
     /// queued on them is still ordered against a recreated branch).
-    pub fn retire_branch(&self, branch: &str) {
+    pub async fn retire_branch(&self, branch: &str) {
         let keys: Vec<ChildKey> = self
             .directory
             .iter()
@@ -230,7 +230,7 @@ impl Runtime {
             })
             .collect();
         for key in keys {
-            if let Err(e) = self.supervisor.cast(SupervisorMsg::Retire { key }) {
+            if let Err(e) = ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Retire { key, reply }).await {
                 tracing::debug!(error = %e, "supervisor gone; nothing to retire");
             }
         }

@@ -99,6 +99,8 @@ pub enum SupervisorMsg {
     Retire {
         /// Which child.
         key: ChildKey,
+        /// Answered once the directory no longer lists it.
+        reply: RpcReplyPort<()>,
     },
     /// Number of restarts performed so far (diagnostics and tests).
     Restarts {
@@ -207,11 +209,12 @@ impl Actor for RootSupervisor {
                 let out = state.ensure(me.get_cell(), &key).await;
                 drop(reply.send(out));
             }
-            SupervisorMsg::Retire { key } => {
+            SupervisorMsg::Retire { key, reply } => {
                 if let Some((_, child)) = state.directory.remove(&key) {
                     state.by_id.remove(&child.cell().get_id());
                     child.cell().stop(Some("retired".into()));
                 }
+                drop(reply.send(()));
             }
             SupervisorMsg::Restarts { reply } => drop(reply.send(state.restarts)),
         }

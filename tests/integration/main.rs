@@ -6,6 +6,7 @@
 #![recursion_limit = "512"]
 
 mod actors;
+mod branches;
 mod cli;
 mod common;
 mod cookbooks;

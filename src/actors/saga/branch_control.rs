@@ -173,7 +173,7 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
             orphans_discarded.push(body.operation_id);
         }
         drop(leases);
-        rt.retire_branch(name);
+        rt.retire_branch(name).await;
         info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
         Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
     }
