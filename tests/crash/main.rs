@@ -16,7 +16,7 @@ use omnigraph::actors::saga::failpoints;
 use omnigraph::engine::manifest;
 use omnigraph::engine::storage::table;
 use omnigraph::recovery::audit::{self, RecoveryKind};
-use omnigraph::recovery::list_pending;
+use omnigraph::recovery::{invariants, list_pending};
 use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, WriteOptions};
 use serde_json::Map;
 
@@ -52,7 +52,11 @@ impl Op {
     }
 
     async fn run(self, g: &Graph) -> Result<omnigraph::WriteOutcome, OmniError> {
-        let o = WriteOptions::default();
+        self.run_on(g, "main").await
+    }
+
+    async fn run_on(self, g: &Graph, branch: &str) -> Result<omnigraph::WriteOutcome, OmniError> {
+        let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
         match self {
             Op::MutationInsert => {
                 let src =
@@ -90,10 +94,15 @@ type Content = BTreeMap<String, Vec<String>>;
 /// The graph's content per table: every row without its id (generated ids
 /// differ between runs), sorted. Equal content = equal outcome.
 async fn counts(g: &Graph) -> BTreeMap<String, Vec<String>> {
-    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    counts_on(g, "main").await
+}
+
+async fn counts_on(g: &Graph, branch: &str) -> BTreeMap<String, Vec<String>> {
+    let view = manifest::load(g.root(), branch, None).await.expect("view");
     let mut out = BTreeMap::new();
     for t in view.state.tables.values() {
-        let ds = table::open_table(&g.root().child_uri(&t.location), None, Some(t.version)).await.expect("open");
+        let uri = g.root().child_uri(&t.location);
+        let ds = table::open_table(&uri, t.branch.as_deref(), Some(t.version)).await.expect("open");
         let mut rows: Vec<String> = table::scan(&ds, None)
             .await
             .expect("scan")
@@ -117,44 +126,65 @@ async fn pins(g: &Graph) -> Counts {
         .collect()
 }
 
-/// Manifest pin == Lance HEAD for every table, and no sidecar left.
+/// Manifest pin == Lance HEAD for every table, no stray fork, and no sidecar left.
 async fn assert_clean(g: &Graph, context: &str) {
-    assert!(list_pending(g.root()).await.expect("list").is_empty(), "{context}: a sidecar was left");
-    let view = manifest::load(g.root(), "main", None).await.expect("view");
-    for t in view.state.tables.values() {
-        let head = table::head_version(&g.root().child_uri(&t.location), None).await.expect("head");
-        assert_eq!(head, t.version, "{context}: {} HEAD v{head} != pin v{}", t.table_key, t.version);
+    assert_clean_on(g, "main", context).await;
+}
+
+async fn assert_clean_on(g: &Graph, branch: &str, context: &str) {
+    for b in ["main", branch] {
+        let v = invariants::violations(g.root(), b).await.expect("check");
+        assert!(v.is_empty(), "{context}: {b}: {v:?}");
     }
 }
 
 /// A graph with the example data, plus the row counts a clean run of `op` produces.
 async fn setup(op: Op) -> (tempfile::TempDir, String, Content, Content, Vec<String>) {
+    setup_on(op, "main").await
+}
+
+/// A graph with the example data (and `branch`, fresh, unless it is main),
+/// the content before, the content a clean run of `op` on `branch` produces,
+/// and the commits of `branch`.
+async fn setup_on(op: Op, branch: &str) -> (tempfile::TempDir, String, Content, Content, Vec<String>) {
+    async fn base(loc: &str, branch: &str) -> Graph {
+        let g = Omnigraph::init(loc, SCHEMA).await.expect("init");
+        g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
+        if branch != "main" {
+            g.branch_create(branch, "main").await.expect("branch");
+        }
+        g
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("g").to_string_lossy().to_string();
-    let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
-    g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
-    let before = counts(&g).await;
+    let g = base(&loc, branch).await;
+    let before = counts_on(&g, branch).await;
     let commits: Vec<String> =
-        g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     // The expected after-state, from a clean run on a scratch copy of the same data.
     let scratch = tempfile::tempdir().expect("tempdir");
-    let sloc = scratch.path().join("g").to_string_lossy().to_string();
-    let s = Omnigraph::init(&sloc, SCHEMA).await.expect("init");
-    s.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
-    op.run(&s).await.expect("clean run");
-    let after = counts(&s).await;
+    let s = base(&scratch.path().join("g").to_string_lossy(), branch).await;
+    op.run_on(&s, branch).await.expect("clean run");
+    let after = counts_on(&s, branch).await;
     drop(g);
     (dir, loc, before, after, commits)
 }
 
 /// Crash `op` at `failpoint`, reopen, and check every invariant.
 async fn crash_case(op: Op, failpoint: &str) -> &'static str {
-    let (_dir, loc, before, after, committed) = setup(op).await;
+    crash_case_on(op, failpoint, "main").await
+}
+
+/// Crash `op` on `branch` at `failpoint`, reopen, and check every invariant
+/// (on `branch` and on main, which must not have changed).
+async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'static str {
+    let (_dir, loc, before, after, committed) = setup_on(op, branch).await;
     let g = Omnigraph::open(&loc).await.expect("open");
+    let main_before = counts(&g).await;
     fail::cfg(failpoint, "panic").expect("cfg");
     let task = {
         let g = g.clone();
-        tokio::spawn(async move { op.run(&g).await })
+        tokio::spawn(async move { op.run_on(&g, branch).await })
     };
     let out = task.await;
     fail::remove(failpoint);
@@ -165,9 +195,12 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
     tokio::time::sleep(Duration::from_millis(20)).await;
 
     let g = Omnigraph::open(&loc).await.expect("reopen runs recovery");
-    let context = format!("{op:?} crashed at {failpoint}");
-    assert_clean(&g, &context).await;
-    let now = counts(&g).await;
+    let context = format!("{op:?} on {branch} crashed at {failpoint}");
+    assert_clean_on(&g, branch, &context).await;
+    if branch != "main" {
+        assert_eq!(counts(&g).await, main_before, "{context}: main changed");
+    }
+    let now = counts_on(&g, branch).await;
     let outcome = if now == after && now != before {
         "applied"
     } else if now == before {
@@ -176,7 +209,7 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
     let history: Vec<String> =
-        g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
@@ -186,10 +219,12 @@ async fn crash_case(op: Op, failpoint: &str) -> &'static str {
     } else {
         assert!(audit.is_empty(), "{context}: recovery ran without a sidecar: {audit:?}");
     }
-    // Still writable.
-    g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &WriteOptions::default())
+    // Still writable, on the branch too (a first touch again if it was undone).
+    let next = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+    g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &next)
         .await
         .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
+    assert_clean_on(&g, branch, &format!("{context}, then a write")).await;
     outcome
 }
 
@@ -241,12 +276,34 @@ async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
     assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
 }
 
+/// Every boundary a first write on a fresh branch crosses, for every writer:
+/// each table it touches forks (after arming) before it stages and commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_failpoint_of_a_first_write_on_a_new_branch_recovers_clean() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let mut report = Vec::new();
+    for op in OPS {
+        for boundary in failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES) {
+            let name = format!("{}.{boundary}", op.prefix());
+            let outcome = crash_case_on(op, &name, "fresh").await;
+            report.push(format!("{op:?} on a new branch @ {name}: {outcome}"));
+        }
+    }
+    println!("first-touch crash matrix ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
+    assert!(report.iter().filter(|r| r.contains("after_fork")).all(|r| r.ends_with("invisible")));
+}
+
 #[test]
 fn every_registered_failpoint_has_a_crash_test() {
-    // The matrix above crosses every writer prefix with every boundary; this
-    // fails when a failpoint is registered outside that cross product.
-    let covered: Vec<String> =
-        OPS.iter().flat_map(|op| failpoints::BOUNDARIES.iter().map(move |b| format!("{}.{b}", op.prefix()))).collect();
+    // The matrices above cross every writer prefix with every boundary (the
+    // branch matrix adds the fork boundaries); the control test covers the
+    // branch control points. This fails for a failpoint outside all of them.
+    let boundaries = failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES);
+    let mut covered: Vec<String> =
+        OPS.iter().flat_map(|op| boundaries.clone().map(move |b| format!("{}.{b}", op.prefix()))).collect();
+    covered.extend(CONTROL_CRASHES.iter().map(|c| c.to_string()));
     for name in failpoints::all() {
         assert!(covered.contains(&name), "failpoint {name} has no crash test");
     }
@@ -415,4 +472,98 @@ async fn killing_the_reconciler_during_a_roll_back_leaves_the_graph_consistent()
     let audit = audit::read_all(g.root()).await.expect("audit");
     assert_eq!(audit.len(), 1, "exactly one audit row: {audit:?}");
     Op::MutationInsert.run(&g).await.expect("writable without reopening");
+}
+
+/// Branch control failpoints with a crash test below.
+const CONTROL_CRASHES: [&str; 3] = ["branch_create.before_ref", "branch_create.after_ref", "branch_delete.after_ref"];
+
+/// Crash branch create and delete between their physical steps: after a
+/// reopen the branch either exists whole or not at all, no stray fork or
+/// sidecar is left, and the name can be used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_inside_branch_create_and_delete_recovers_clean() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    assert_eq!(CONTROL_CRASHES.to_vec(), failpoints::CONTROL.to_vec());
+    for point in CONTROL_CRASHES {
+        let (_dir, loc, before, _after, _) = setup_on(Op::MutationInsert, "b").await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        // Give the branch a fork, so a half-finished delete leaves one behind.
+        Op::MutationInsert.run_on(&g, "b").await.expect("write on b");
+        fail::cfg(point, "panic").expect("cfg");
+        let task = {
+            let g = g.clone();
+            tokio::spawn(async move {
+                if point.starts_with("branch_create") {
+                    g.branch_create("c", "b").await.map(|_| ())
+                } else {
+                    g.branch_delete("b").await.map(|_| ())
+                }
+            })
+        };
+        let out = task.await;
+        fail::remove(point);
+        assert!(out.is_err_and(|e| e.is_panic()), "{point} did not fire");
+        drop(g);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        let g = Omnigraph::open(&loc).await.expect("reopen");
+        let live: Vec<String> = g.branch_list().await.expect("list").into_iter().map(|b| b.name).collect();
+        let (name, from, exists) = match point {
+            "branch_create.before_ref" => ("c", "b", false),
+            "branch_create.after_ref" => ("c", "b", true),
+            _ => ("b", "main", false),
+        };
+        assert_eq!(live.contains(&name.to_string()), exists, "{point}: branches {live:?}");
+        if !exists {
+            // Creating the name again reclaims whatever the crash left (a
+            // clone-only tree, stale forks) and reads the parent's data.
+            g.branch_create(name, from).await.unwrap_or_else(|e| panic!("{point}: recreate failed: {e}"));
+        }
+        assert_eq!(counts_on(&g, name).await, counts_on(&g, from).await, "{point}: `{name}` reads `{from}`");
+        Op::MutationInsert.run_on(&g, name).await.unwrap_or_else(|e| panic!("{point}: write failed: {e}"));
+        assert_clean_on(&g, name, point).await;
+        assert_eq!(counts(&g).await, before, "{point}: main changed");
+    }
+}
+
+/// The branch-delete orphaning exception: a write on a branch crashes after
+/// its first table commit (an unresolved sidecar that needs a roll-back);
+/// deleting the branch in the same process discards it with exactly one
+/// `OrphanedBranchDiscarded` audit row and reclaims its forks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_branch_discards_its_orphaned_write() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, _before, _after, _) = setup_on(Op::MutationInsert, "doomed").await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    let main_before = counts(&g).await;
+    fail::cfg("mutation.after_table_commit", "panic").expect("cfg");
+    let task = {
+        let g = g.clone();
+        tokio::spawn(async move { Op::MutationInsert.run_on(&g, "doomed").await })
+    };
+    assert!(task.await.is_err_and(|e| e.is_panic()));
+    fail::remove("mutation.after_table_commit");
+    let pending = list_pending(g.root()).await.expect("list");
+    assert_eq!(pending.len(), 1, "the crashed write left its sidecar");
+
+    let deleted = g.branch_delete("doomed").await.expect("delete proceeds past the orphan");
+    assert_eq!(deleted.orphans_discarded.len(), 1);
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+    let audit = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0].recovery_kind, RecoveryKind::OrphanedBranchDiscarded);
+    assert_eq!(audit[0].operation_id, deleted.orphans_discarded[0]);
+    assert_eq!(counts(&g).await, main_before, "main never saw the write");
+    assert_clean(&g, "after the orphan discard").await;
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    for t in view.state.tables.values() {
+        let refs = table::list_branches(&g.root().child_uri(&t.location)).await.expect("refs");
+        assert!(!refs.contains_key("doomed"), "{}: fork left behind", t.table_key);
+    }
+    // Recreating the name is a clean branch.
+    g.branch_create("doomed", "main").await.expect("recreate");
+    Op::MutationInsert.run_on(&g, "doomed").await.expect("write on the new incarnation");
+    assert_clean_on(&g, "doomed", "new incarnation").await;
 }
