@@ -258,3 +258,42 @@ async fn deleting_a_branch_retires_its_actors() {
     }
     panic!("the deleted branch's actor is still running");
 }
+
+/// Lance creates a ref in two steps (clone the tree, then write its
+/// `BranchContents`). A crash between them leaves a clone-only tree: a
+/// graph branch create of that name, and a first write forking a table,
+/// both reclaim it and succeed.
+#[tokio::test]
+async fn clone_only_trees_left_by_a_torn_native_create_are_reclaimed() {
+    let (_dir, g) = loaded().await;
+    let manifest_uri = manifest::uri(g.root());
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let person = g.root().child_uri(&view.state.tables["node:Person"].location);
+    for uri in [&manifest_uri, &person] {
+        table::create_branch(uri, None, table::head_version(uri, None).await.expect("head"), "torn")
+            .await
+            .expect("ref");
+        let contents = std::path::Path::new(uri).join("_refs/branches/torn.json");
+        std::fs::remove_file(&contents).expect("tear the ref off its tree");
+        assert!(std::path::Path::new(uri).join("tree/torn").exists(), "the clone-only tree stays");
+    }
+    g.branch_create("torn", "main").await.expect("create over a clone-only manifest tree");
+    insert_person(&g, "torn", "T").await;
+    assert_eq!(people(&g, head("torn")).await, ["Alice", "Bob", "Carol", "T"]);
+    assert_clean(&g, "torn").await;
+}
+
+/// A table fork the manifest does not point at (left by a delete that
+/// stopped half way) is reclaimed when the name is created again.
+#[tokio::test]
+async fn a_recreated_branch_reclaims_stale_forks_of_its_name() {
+    let (_dir, g) = loaded().await;
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let person = g.root().child_uri(&view.state.tables["node:Person"].location);
+    table::create_branch(&person, None, view.state.tables["node:Person"].version, "stale").await.expect("stale fork");
+    g.branch_create("stale", "main").await.expect("create reclaims");
+    assert!(forks_of(&g, "node:Person").await.is_empty());
+    insert_person(&g, "stale", "S").await;
+    assert_eq!(people(&g, head("stale")).await, ["Alice", "Bob", "Carol", "S"]);
+    assert_clean(&g, "stale").await;
+}

@@ -166,3 +166,57 @@ fn load_mutate_and_query_work_end_to_end() {
     let commits: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     assert_eq!(commits[0]["actor"], "bot");
 }
+
+#[test]
+fn branch_create_list_delete_and_branch_writes_work_end_to_end() {
+    let (_dir, loc) = temp_graph_dir();
+    assert!(omnigraph(&["init", "--schema", &example_schema(), &loc]).status.success());
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    assert!(omnigraph(&["load", "--data", &data, "--mode", "overwrite", "-q", &loc]).status.success());
+
+    let out = omnigraph(&["branch", "create", "--json", "review/alice", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let created: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!((created["name"].as_str(), created["from"].as_str()), (Some("review/alice"), Some("main")));
+
+    let person = "{\"type\": \"Person\", \"data\": {\"name\": \"Dee\", \"age\": 3}}\n";
+    let file = std::path::Path::new(&loc).with_extension("dee.jsonl");
+    std::fs::write(&file, person).expect("write data");
+    let out =
+        omnigraph(&["load", "--data", &file.to_string_lossy(), "--mode", "append", "--branch", "review/alice", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out =
+        omnigraph(&["mutate", "-e", "query q() { insert Company { name: \"Z\" } }", "--branch", "review/alice", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let q = "query q() { match { $p: Person } return { $p.name } order { $p.name asc } }";
+    let out = omnigraph(&["query", "-e", q, "--format", "csv", "--branch", "review/alice", &loc]);
+    assert_eq!(stdout(&out), "p.name\nAlice\nBob\nCarol\nDee\n");
+    let out = omnigraph(&["query", "-e", q, "--format", "csv", &loc]);
+    assert_eq!(stdout(&out), "p.name\nAlice\nBob\nCarol\n", "main is isolated");
+
+    let out = omnigraph(&["commit", "list", "--branch", "review/alice", "--json", &loc]);
+    let commits: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let branches: Vec<&str> = commits.as_array().expect("list").iter().filter_map(|c| c["branch"].as_str()).collect();
+    assert_eq!(branches, ["review/alice", "review/alice", "main", "main"], "own commits first, then inherited");
+
+    let out = omnigraph(&["branch", "list", "--json", &loc]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let names: Vec<&str> =
+        listed["branches"].as_array().expect("branches").iter().filter_map(|b| b["name"].as_str()).collect();
+    assert_eq!(names, ["main", "review/alice"]);
+
+    assert_one_line_error(&omnigraph(&["branch", "create", "review", &loc]), "path-prefix-disjoint");
+    assert_one_line_error(&omnigraph(&["branch", "create", "bad name", &loc]), "invalid branch name");
+    let out = omnigraph(&["branch", "create", "--json", "review/alice", &loc]);
+    let err: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json error");
+    assert_eq!(err["code"], "conflict");
+    assert_eq!(err["branch_conflict"]["branch"], "review/alice");
+
+    let out = omnigraph(&["branch", "delete", "--json", "review/alice", &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deleted: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(deleted["forks_reclaimed"].as_array().map(Vec::len), Some(2), "Person and Company forked");
+    assert_one_line_error(&omnigraph(&["branch", "delete", "review/alice", &loc]), "not found");
+    assert_one_line_error(&omnigraph(&["snapshot", "--branch", "review/alice", &loc]), "not found");
+}

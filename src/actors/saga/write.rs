@@ -213,26 +213,23 @@ async fn revalidate(
         if now != Some(t.pin) || pins.get(&t.table_key) != Some(&t.pin) {
             return changed(&t.table_key, format!("v{}", t.pin), now.map_or("<dropped>".into(), |v| format!("v{v}")));
         }
-        let live = rt.table_head(&t.uri, &intent.branch).await;
-        match (t.fork(), live) {
-            (None, Ok(live)) if live != t.pin => {
+        if t.fork().is_none() {
+            let live = rt.table_head(&t.uri, &intent.branch).await?;
+            if live != t.pin {
                 return Err(OmniError::Drift { table: t.table_key.clone(), pinned: t.pin, head: live });
             }
-            (None, live) => drop(live?),
-            // A first touch needs the target ref absent; one the manifest
+        } else if table::list_branches(&t.uri).await?.contains_key(&intent.branch) {
+            // A first touch needs the target ref absent (a clone-only tree
+            // without a ref is garbage the fork reclaims); a ref the manifest
             // does not point at is a leftover no sidecar claims.
-            (Some(_), Err(OmniError::NotFound(_))) => {}
-            (Some(_), Ok(v)) => {
-                return Err(OmniError::BranchConflict {
-                    branch: intent.branch.clone(),
-                    reason: format!(
-                        "{} has a stale fork for this branch at v{v} that the manifest does not point at; \
-                         delete and recreate the branch to reclaim it",
-                        t.table_key
-                    ),
-                });
-            }
-            (Some(_), Err(e)) => return Err(e),
+            return Err(OmniError::BranchConflict {
+                branch: intent.branch.clone(),
+                reason: format!(
+                    "{} has a stale fork for this branch that the manifest does not point at; \
+                     delete and recreate the branch to reclaim it",
+                    t.table_key
+                ),
+            });
         }
     }
     Ok(())
