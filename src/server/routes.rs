@@ -37,6 +37,8 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("post", "/graphs/{id}/load", "Load JSONL from a JSON envelope"),
     ("post", "/graphs/{id}/load/ndjson", "Load an NDJSON body"),
     ("get", "/graphs/{id}/branches", "List branches"),
+    ("post", "/graphs/{id}/branches", "Create a branch"),
+    ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
@@ -80,7 +82,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/mutate/if-graph-commit", post(mutate_if_commit))
         .route("/graphs/{id}/load", post(load_json).layer(load_limit))
         .route("/graphs/{id}/load/ndjson", post(load_ndjson).layer(load_limit))
-        .route("/graphs/{id}/branches", get(branches))
+        .route("/graphs/{id}/branches", get(branches).post(create_branch))
+        .route("/graphs/{id}/branches/{*name}", axum::routing::delete(delete_branch))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -389,9 +392,48 @@ async fn load_ndjson(
 
 async fn branches(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
     s.actor(&headers)?;
-    let view = s.graph(&id)?.runtime().view("main").await?;
-    let names: Vec<String> = view.state.heads.keys().cloned().collect();
-    Ok(axum::Json(json!({ "branches": names })))
+    let list = s.graph(&id)?.branch_list().await?;
+    let names: Vec<&str> = list.iter().map(|b| b.name.as_str()).collect();
+    Ok(axum::Json(json!({ "branches": names, "details": list })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBranchBody {
+    name: String,
+    from: Option<String>,
+}
+
+async fn create_branch(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let req: CreateBranchBody = json_body(b)?;
+    let _slot = s.admit(&actor)?;
+    let g = s.graph(&id)?;
+    let from = req.from.unwrap_or_else(|| "main".into());
+    let info = g.branch_create(&req.name, &from).await?;
+    Ok(axum::Json(json!({
+        "name": info.name, "from": from, "uri": g.root().uri(), "actor_id": actor,
+        "head_commit_id": info.head_commit_id,
+    })))
+}
+
+async fn delete_branch(
+    State(s): State<Arc<AppState>>,
+    Path((id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let _slot = s.admit(&actor)?;
+    let deleted = s.graph(&id)?.branch_delete(&name).await?;
+    Ok(axum::Json(json!({
+        "name": deleted.name, "actor_id": actor, "forks_reclaimed": deleted.forks_reclaimed,
+        "orphans_discarded": deleted.orphans_discarded,
+    })))
 }
 
 async fn commits(

@@ -16,6 +16,13 @@ struct Server {
     loc: String,
 }
 
+impl Server {
+    /// The daemon's stderr so far (for failure messages).
+    fn log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -59,6 +66,7 @@ async fn call(
     let client = reqwest::Client::new();
     let mut req = match method {
         "GET" => client.get(url),
+        "DELETE" => client.delete(url),
         _ => client.post(url),
     };
     if let Some(t) = token {
@@ -165,6 +173,24 @@ async fn every_route_answers_its_success_path() {
     assert_eq!((st, rec["pending"].clone()), (200, json!([])));
     let (st, br) = get(&s, "/graphs/g/branches").await;
     assert_eq!((st, br["branches"].clone()), (200, json!(["main"])));
+
+    // Branch lifecycle: create (name with `/`), write on it, read it, delete it.
+    let (st, created) = post(&s, "/graphs/g/branches", json!({"name": "review/alice"})).await;
+    assert_eq!((st, created["name"].clone(), created["from"].clone()), (200, json!("review/alice"), json!("main")));
+    assert_eq!(created["actor_id"], "alice", "the actor comes from the token");
+    let insert = json!({"query": "query q() { insert Company { name: \"OnBranch\" } }", "branch": "review/alice"});
+    assert_eq!(post(&s, "/graphs/g/mutate", insert).await.0, 200);
+    let (st, snap) = get(&s, "/graphs/g/snapshot?branch=review/alice").await;
+    assert_eq!((st, snap["branch"].clone()), (200, json!("review/alice")));
+    let (st, list) = get(&s, "/graphs/g/commits?branch=review/alice").await;
+    assert_eq!((st, list["commits"][0]["branch"].clone()), (200, json!("review/alice")));
+    let (st, br) = get(&s, "/graphs/g/branches").await;
+    assert_eq!((st, br["branches"].clone()), (200, json!(["main", "review/alice"])));
+    let (st, del, _) = call("DELETE", &format!("{}/graphs/g/branches/review/alice", s.base), Some(TOKEN), None).await;
+    assert_eq!((st, del["name"].clone()), (200, json!("review/alice")), "{del}");
+    assert_eq!(del["forks_reclaimed"].as_array().map(Vec::len), Some(1));
+    let (st, br) = get(&s, "/graphs/g/branches").await;
+    assert_eq!((st, br["branches"].clone()), (200, json!(["main"])));
 }
 
 trait CloneTuple {
@@ -207,6 +233,17 @@ async fn errors_have_their_status_and_json_body() {
         (st, body["code"].clone(), body["key_conflict"]["entity_id"].clone()),
         (409, json!("conflict"), json!("Alice"))
     );
+    let (st, body) = post(&s, "/graphs/g/branches", json!({"name": "bad name"})).await;
+    assert_eq!((st, body["code"].clone()), (400, json!("bad_request")), "invalid branch name");
+    assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "dup"})).await.0, 200);
+    let (st, body) = post(&s, "/graphs/g/branches", json!({"name": "dup"})).await;
+    assert_eq!((st, body["branch_conflict"]["branch"].clone()), (409, json!("dup")), "existing branch");
+    assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "x", "from": "nope"})).await.0, 404);
+    let (st, _, _) = call("DELETE", &format!("{}/graphs/g/branches/nope", s.base), Some(TOKEN), None).await;
+    assert_eq!(st, 404, "deleting an unknown branch");
+    let (st, _, _) = call("DELETE", &format!("{}/graphs/g/branches/main", s.base), Some(TOKEN), None).await;
+    assert_eq!(st, 400, "main cannot be deleted");
+    assert_eq!(get(&s, "/graphs/g/snapshot?branch=nope").await.0, 404, "unknown branch");
     let mut src = String::from("query big() {\n");
     for i in 0..8_193 {
         src.push_str(&format!("insert Company {{ name: \"c{i}\" }}\n"));
@@ -237,12 +274,16 @@ async fn errors_have_their_status_and_json_body() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_clients_lose_no_acknowledged_write() {
     let s = start().await;
+    assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "side"})).await.0, 200);
+    let branch_of = |i: usize| if i % 4 < 2 { "main" } else { "side" };
     let tasks: Vec<_> = (0..32)
         .map(|i| {
             let base = s.base.clone();
             let token = if i % 2 == 0 { TOKEN } else { "bob-token" };
+            let branch = branch_of(i);
             tokio::spawn(async move {
-                let body = json!({"query": format!("query q() {{ insert Company {{ name: \"w{i}\" }} }}")}).to_string();
+                let q = format!("query q() {{ insert Company {{ name: \"w{i}\" }} }}");
+                let body = json!({"query": q, "branch": branch}).to_string();
                 let (st, v, _) =
                     call("POST", &format!("{base}/graphs/g/mutate"), Some(token), Some(("application/json", body)))
                         .await;
@@ -254,23 +295,26 @@ async fn concurrent_clients_lose_no_acknowledged_write() {
     for t in tasks {
         let (i, st, v) = t.await.expect("join");
         match st {
-            200 => acked.push(format!("w{i}")),
+            200 => acked.push(i),
             429 => {}
-            0 => eprintln!("transport error on w{i}: {v}"),
-            other => panic!("unexpected status {other}: {v}"),
+            other => panic!("unexpected status {other}: {v}\nserver log:\n{}", s.log()),
         }
     }
-    assert!(!acked.is_empty());
-    let q = "query q() { match { $c: Company } return { $c.name } }";
-    let (_, r) = post(&s, "/graphs/g/query", json!({"query": q})).await;
-    let names: Vec<String> = r["rows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|row| row["c.name"].as_str().map(str::to_string))
-        .collect();
-    for w in &acked {
-        assert_eq!(names.iter().filter(|n| *n == w).count(), 1, "{w} missing or duplicated");
+    assert!(acked.iter().any(|i| branch_of(*i) == "main") && acked.iter().any(|i| branch_of(*i) == "side"));
+    for branch in ["main", "side"] {
+        let q = "query q() { match { $c: Company } return { $c.name } }";
+        let (_, r) = post(&s, "/graphs/g/query", json!({"query": q, "branch": branch})).await;
+        let names: Vec<String> = r["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|row| row["c.name"].as_str().map(str::to_string))
+            .collect();
+        for i in &acked {
+            let expected = usize::from(branch_of(*i) == branch);
+            let w = format!("w{i}");
+            assert_eq!(names.iter().filter(|n| **n == w).count(), expected, "{w} on {branch}: {names:?}");
+        }
     }
 }
 

@@ -23,7 +23,7 @@ use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate
 use crate::engine::storage::{StagedTxn, table};
 use crate::engine::write_plan::{AuthorityToken, Capture, Prepared, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
-use crate::recovery::resolve::Mode;
+use crate::recovery::resolve::{Mode, Resolution};
 use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind};
 use crate::recovery::sweep::sweep;
 use crate::saga_failpoint;
@@ -108,10 +108,16 @@ where
     Fut: Future<Output = Result<Prepared>>,
 {
     let store = SidecarStore::new(rt.root().clone());
-    // The heal lists `__recovery/` once; only when it found something can a
-    // relevant sidecar still be pending, so a clean graph costs one listing.
-    if !sweep(rt, Mode::RollForwardOnly).await?.is_empty() {
-        refuse_if_recovery_pending(rt, &store, &intent.branch).await?;
+    // The heal lists `__recovery/` once (a clean graph costs one listing).
+    // Only what it had to defer is still pending: a sidecar armed since then
+    // belongs to a live writer, and the check under the gates settles it.
+    for (name, resolution) in sweep(rt, Mode::RollForwardOnly).await? {
+        if let Resolution::Deferred(reason) = resolution
+            && let Some(body) = store.read(&name).await?
+            && body.branch == intent.branch
+        {
+            return Err(OmniError::RecoveryRequired { operation_id: body.operation_id, reason });
+        }
     }
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
