@@ -73,7 +73,7 @@ impl Capture {
         let identity = TxnIdentity::mint(entry.version);
         let effect = if entry.branch == target {
             match table::stage(ds, plan, &identity.uuid).await? {
-                Some(staged) => TableEffect::Staged(staged),
+                Some(staged) => TableEffect::Staged(Box::new(staged)),
                 None => return Ok(None),
             }
         } else {
@@ -99,7 +99,7 @@ impl Capture {
 #[derive(Debug)]
 pub enum TableEffect {
     /// Staged against the pinned version of the ref the write targets.
-    Staged(StagedTxn),
+    Staged(Box<StagedTxn>),
     /// The first write to this table on a named branch: the ref does not
     /// exist yet, and Lance files for it cannot be staged before it does. The
     /// saga forks after arming the sidecar, then stages `plan` on the fork

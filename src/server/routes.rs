@@ -82,8 +82,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/mutate/if-graph-commit", post(mutate_if_commit))
         .route("/graphs/{id}/load", post(load_json).layer(load_limit))
         .route("/graphs/{id}/load/ndjson", post(load_ndjson).layer(load_limit))
-        .route("/graphs/{id}/branches", get(branches).post(create_branch))
-        .route("/graphs/{id}/branches/{*name}", axum::routing::delete(delete_branch))
+        .route("/graphs/{id}/branches", get(branches).post(branch_create))
+        .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -404,7 +404,7 @@ struct CreateBranchBody {
     from: Option<String>,
 }
 
-async fn create_branch(
+async fn branch_create(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -422,7 +422,7 @@ async fn create_branch(
     })))
 }
 
-async fn delete_branch(
+async fn branch_delete(
     State(s): State<Arc<AppState>>,
     Path((id, name)): Path<(String, String)>,
     headers: HeaderMap,

@@ -376,7 +376,7 @@ async fn stage_forks(
     for t in tables {
         let PreparedTable { table_key, uri, table_branch, effect, .. } = t;
         let (forked, txn) = match effect {
-            TableEffect::Staged(txn) => (false, txn),
+            TableEffect::Staged(txn) => (false, *txn),
             TableEffect::Fork { fork, plan, identity } => {
                 let lease = leases.require(&ChildKey::table(&uri, &intent.branch))?;
                 let span = info_span!("saga.fork", table = %table_key, from_version = fork.parent_version);
