@@ -4,7 +4,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
-use crate::engine::manifest::{self, PublishRequest, Published, publisher};
+use crate::engine::manifest::{self, ManifestView, PublishRequest, Published, publisher};
 use crate::engine::storage::{Root, branches};
 use crate::protocol::messages::BranchMsg;
 use crate::protocol::{OmniError, Result};
@@ -23,25 +23,46 @@ pub struct BranchArgs {
     pub gate: Gate,
 }
 
+/// A branch actor's state: its arguments plus the last manifest view read.
+pub struct BranchState {
+    args: BranchArgs,
+    /// Reused while the manifest branch stays at the same version and incarnation.
+    cache: Option<ManifestView>,
+}
+
+impl std::ops::Deref for BranchState {
+    type Target = BranchArgs;
+    fn deref(&self) -> &BranchArgs {
+        &self.args
+    }
+}
+
+impl BranchState {
+    async fn view(&mut self) -> Result<ManifestView> {
+        manifest::load_cached(&self.args.root, &self.args.branch, &mut self.cache).await
+    }
+}
+
 impl Actor for BranchActor {
     type Msg = BranchMsg;
-    type State = BranchArgs;
+    type State = BranchState;
     type Arguments = BranchArgs;
 
-    async fn pre_start(&self, _me: ActorRef<BranchMsg>, args: BranchArgs) -> Result<BranchArgs, ActorProcessingErr> {
-        Ok(args)
+    async fn pre_start(&self, _me: ActorRef<BranchMsg>, args: BranchArgs) -> Result<BranchState, ActorProcessingErr> {
+        Ok(BranchState { args, cache: None })
     }
 
     async fn handle(
         &self,
         _me: ActorRef<BranchMsg>,
         msg: BranchMsg,
-        state: &mut BranchArgs,
+        state: &mut BranchState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             BranchMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
+            BranchMsg::Contended { reply } => drop(reply.send(state.gate.load() != (0, 0))),
             BranchMsg::View { reply } => {
-                drop(reply.send(manifest::load(&state.root, &state.branch, None).await));
+                drop(reply.send(state.view().await));
             }
             BranchMsg::Publish { request, lease_id, reply } => {
                 let out = publish(state, &request, lease_id).await;
@@ -74,7 +95,7 @@ fn check_lease(state: &BranchArgs, lease_id: u64) -> Result<()> {
     Ok(())
 }
 
-async fn publish(state: &BranchArgs, request: &PublishRequest, lease_id: u64) -> Result<Published> {
+async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u64) -> Result<Published> {
     if request.branch != state.branch {
         return Err(OmniError::Internal(format!(
             "publish for branch `{}` sent to the actor of `{}`",
@@ -83,5 +104,12 @@ async fn publish(state: &BranchArgs, request: &PublishRequest, lease_id: u64) ->
     }
     check_lease(state, lease_id)?;
     let span = info_span!("saga.publish", operation_id = %request.lineage.commit_id, branch = %state.branch);
-    publisher::publish(&state.root, request).instrument(span).await
+    let current = state.view().await?;
+    let mut published = publisher::publish_from(&state.root, request, Some(current)).instrument(span).await?;
+    // The post-publish view is the branch's new latest: the next read of the
+    // branch needs no scan.
+    if let Some(view) = published.view.take() {
+        state.cache = Some(view);
+    }
+    Ok(published)
 }

@@ -169,6 +169,13 @@ impl Runtime {
         ask(&a, "table gate", |reply| TableMsg::Acquire { reply }).await
     }
 
+    /// Whether `branch`'s gate is held or awaited right now (a hint: writers
+    /// that see contention prepare under the gate instead of racing).
+    pub async fn branch_contended(&self, branch: &str) -> Result<bool> {
+        let a = self.branch_actor(branch).await?;
+        ask(&a, "branch actor", |reply| BranchMsg::Contended { reply }).await
+    }
+
     /// A fresh manifest view of `branch`.
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
         let a = self.branch_actor(branch).await?;

@@ -37,6 +37,11 @@ pub enum BranchMsg {
         /// Answered when granted.
         reply: RpcReplyPort<Lease>,
     },
+    /// Whether the branch gate is held or has waiters right now.
+    Contended {
+        /// Answered at once.
+        reply: RpcReplyPort<bool>,
+    },
     /// A fresh read of the branch's manifest.
     View {
         /// Answered with the view or the read error.

@@ -34,6 +34,11 @@ pub async fn sweep(rt: &Runtime, mode: Mode) -> Result<Vec<(String, Resolution)>
 
 async fn one(rt: &Runtime, store: &SidecarStore, name: &str, mode: Mode) -> Result<Resolution> {
     let Some(body) = store.read(name).await? else { return Ok(Resolution::RolledBack) };
+    // A heal must not queue behind a live writer only to find its sidecar
+    // gone; a dead writer's gates are free.
+    if mode == Mode::RollForwardOnly && rt.branch_contended(&body.branch).await? {
+        return Ok(Resolution::InFlight);
+    }
     let mut leases = LeaseSet::default();
     leases.push(rt.lease_branch(&body.branch).await?);
     let mut uris: Vec<&str> = body.tables.iter().map(|t| t.table_path.as_str()).collect();

@@ -68,7 +68,12 @@ where
 {
     let mut last = None;
     for attempt in 0..MAX_PREPARE_ATTEMPTS {
-        match attempt_once(rt, intent, &prepare).await {
+        // On a busy branch (or after losing a race once) the attempt holds
+        // the branch gate while it prepares: nothing can move the head under
+        // it, so no prepare is wasted and no writer starves through the
+        // retry budget. An idle branch prepares outside the gates.
+        let gated = attempt > 0 || rt.branch_contended(&intent.branch).await?;
+        match attempt_once(rt, intent, &prepare, gated).await {
             Err(e @ OmniError::RecoveryRequired { .. }) => {
                 // Let the reconciler resolve it in the background once our gates are free.
                 if let Err(kick) = rt.reconcile_soon().await {
@@ -86,15 +91,16 @@ where
     Err(last.unwrap_or_else(|| OmniError::Internal("write made no attempt".into())))
 }
 
-async fn attempt_once<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: &F) -> Result<WriteOutcome>
+async fn attempt_once<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: &F, gated: bool) -> Result<WriteOutcome>
 where
     F: Fn(Capture) -> Fut,
     Fut: Future<Output = Result<Prepared>>,
 {
     // The operation id is minted up front so every step's span carries it.
     let lineage = Lineage::mint(intent.actor.clone());
-    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = ?intent.kind, branch = %intent.branch);
-    attempt_steps(rt, intent, prepare, lineage).instrument(span).await
+    let span =
+        info_span!("saga", operation_id = %lineage.commit_id, kind = ?intent.kind, branch = %intent.branch, gated);
+    attempt_steps(rt, intent, prepare, lineage, gated).instrument(span).await
 }
 
 async fn attempt_steps<F, Fut>(
@@ -102,6 +108,7 @@ async fn attempt_steps<F, Fut>(
     intent: &WriteIntent,
     prepare: &F,
     lineage: Lineage,
+    gated: bool,
 ) -> Result<WriteOutcome>
 where
     F: Fn(Capture) -> Fut,
@@ -119,6 +126,7 @@ where
             return Err(OmniError::RecoveryRequired { operation_id: body.operation_id, reason });
         }
     }
+    let mut leases = if gated { acquire_branch(rt, intent).await? } else { LeaseSet::default() };
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
     let pins: BTreeMap<String, u64> = capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
@@ -127,7 +135,10 @@ where
     if prepared.tables.is_empty() {
         return Ok(WriteOutcome { commit_id: None, nodes_affected: 0, edges_affected: 0, tables: vec![] });
     }
-    let leases = acquire(rt, intent, &prepared).await?;
+    if !gated {
+        leases = acquire_branch(rt, intent).await?;
+    }
+    acquire_tables(rt, intent, &prepared, &mut leases).await?;
     saga_failpoint!(intent.kind, "after_leases");
     revalidate(rt, &store, intent, &token, &pins, &prepared).await?;
     saga_failpoint!(intent.kind, "after_revalidate");
@@ -175,16 +186,22 @@ async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
     Ok(Capture { root: rt.root().clone(), view, schema, token })
 }
 
-async fn acquire(rt: &Runtime, intent: &WriteIntent, prepared: &Prepared) -> Result<LeaseSet> {
+/// The schema (shared) and branch gates, in gate order.
+async fn acquire_branch(rt: &Runtime, intent: &WriteIntent) -> Result<LeaseSet> {
     let mut leases = LeaseSet::default();
     leases.push(rt.lease_schema(LeaseMode::Shared).await?);
     leases.push(rt.lease_branch(&intent.branch).await?);
+    Ok(leases)
+}
+
+/// The touched tables' gates, sorted, after the branch gate.
+async fn acquire_tables(rt: &Runtime, intent: &WriteIntent, prepared: &Prepared, leases: &mut LeaseSet) -> Result<()> {
     let mut uris: Vec<&str> = prepared.tables.iter().map(|t| t.uri.as_str()).collect();
     uris.sort_unstable();
     for uri in uris {
         leases.push(rt.lease_table(uri, &intent.branch).await?);
     }
-    Ok(leases)
+    Ok(())
 }
 
 /// Under the gates: nothing new to recover, the token still holds, and every

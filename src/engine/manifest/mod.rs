@@ -95,6 +95,34 @@ pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<Man
     view_of(dataset, branch).await
 }
 
+/// The latest manifest on `branch`, reusing `cache` when the branch is still
+/// the same incarnation at the same version (opening the dataset is one
+/// small read; scanning and folding grows with history, so a branch actor
+/// pays it once per new version instead of once per request).
+pub async fn load_cached(root: &Root, branch: &str, cache: &mut Option<ManifestView>) -> Result<ManifestView> {
+    let dataset = open_latest(root, branch).await?;
+    let branch_id = BranchId(table::branch_identifier(&dataset).await?);
+    if let Some(c) = cache.as_ref()
+        && c.version == dataset.version().version
+        && c.branch_id == branch_id
+    {
+        return Ok(c.clone());
+    }
+    let view = view_of(dataset, branch).await?;
+    *cache = Some(view.clone());
+    Ok(view)
+}
+
+async fn open_latest(root: &Root, branch: &str) -> Result<Arc<Dataset>> {
+    let dataset = table::open_table(&uri(root), Some(branch), None).await.map_err(|e| match e {
+        OmniError::NotFound(_) if branch == "main" => OmniError::NotFound(format!("no graph at {}", root.uri())),
+        OmniError::NotFound(_) => OmniError::NotFound(format!("branch `{branch}`")),
+        other => other,
+    })?;
+    check_stamp(&dataset)?;
+    Ok(dataset)
+}
+
 /// Decode and fold a manifest dataset handle already open on `branch`.
 pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView> {
     let batches = table::scan(&dataset, None).await?;

@@ -111,23 +111,44 @@ pub struct Published {
     pub manifest_version: u64,
     /// True when the commit was already visible (an idempotent re-publish).
     pub already_visible: bool,
+    /// The full post-publish view, when this call wrote it (callers that
+    /// cache views keep it instead of re-reading the manifest).
+    pub view: Option<ManifestView>,
+}
+
+/// The rows after merging `new` on `object_id`: an existing row with the same
+/// key (the branch head) is replaced, the rest appended.
+fn merged_rows(old: &[ManifestRow], new: &[ManifestRow]) -> Vec<ManifestRow> {
+    let replaced: std::collections::HashSet<String> = new.iter().map(ManifestRow::object_id).collect();
+    old.iter().filter(|r| !replaced.contains(&r.object_id())).chain(new).cloned().collect()
 }
 
 /// Publish `req` on `root`: up to [`PUBLISHER_RETRY_BUDGET`] retries on write
 /// contention; an authority or expected-version mismatch is never retried.
 pub async fn publish(root: &Root, req: &PublishRequest) -> Result<Published> {
+    publish_from(root, req, None).await
+}
+
+/// [`publish`], with the first attempt on `current` (a view the caller just
+/// read at the latest version); retries always re-read.
+pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<ManifestView>) -> Result<Published> {
     let span = info_span!("publish", commit_id = %req.lineage.commit_id, branch = %req.branch);
     async {
         let mut last = String::new();
+        let mut current = current;
         for attempt in 0..=PUBLISHER_RETRY_BUDGET {
-            let view = super::load(root, &req.branch, None).await?;
+            let view = match current.take() {
+                Some(v) => v,
+                None => super::load(root, &req.branch, None).await?,
+            };
             if let Some(found) = already_visible(&view, req) {
                 return Ok(found);
             }
             check_precondition(&view, req)?;
             check_expected_versions(&view.state, req)?;
             let new_rows = pending_rows(&view, req)?;
-            let post = ManifestState::fold(view.rows.iter().cloned().chain(new_rows.iter().cloned()))?;
+            let post_rows = merged_rows(&view.rows, &new_rows);
+            let post = ManifestState::fold(post_rows.iter().cloned())?;
             let batch = rows::to_batch(&new_rows)?;
             match table::merge_rows(view.dataset.clone(), batch, "object_id").await {
                 Ok(committed) => {
@@ -136,11 +157,20 @@ pub async fn publish(root: &Root, req: &PublishRequest) -> Result<Published> {
                         .get(&req.lineage.commit_id)
                         .cloned()
                         .ok_or_else(|| OmniError::Internal("published commit missing from post-state".into()))?;
+                    let post_view = ManifestView {
+                        dataset: committed.dataset,
+                        branch: view.branch.clone(),
+                        version: committed.version,
+                        branch_id: view.branch_id.clone(),
+                        rows: post_rows,
+                        state: post.clone(),
+                    };
                     return Ok(Published {
                         commit,
                         state: post,
                         manifest_version: committed.version,
                         already_visible: false,
+                        view: Some(post_view),
                     });
                 }
                 Err(RowMergeError::Contention(msg)) => {
@@ -161,7 +191,13 @@ pub async fn publish(root: &Root, req: &PublishRequest) -> Result<Published> {
 
 fn already_visible(view: &ManifestView, req: &PublishRequest) -> Option<Published> {
     let commit = view.state.commits.get(&req.lineage.commit_id)?.clone();
-    Some(Published { commit, state: view.state.clone(), manifest_version: view.version, already_visible: true })
+    Some(Published {
+        commit,
+        state: view.state.clone(),
+        manifest_version: view.version,
+        already_visible: true,
+        view: None,
+    })
 }
 
 fn check_precondition(view: &ManifestView, req: &PublishRequest) -> Result<()> {
