@@ -90,11 +90,20 @@ fn to_batch(row: &AuditRow) -> Result<RecordBatch> {
     RecordBatch::try_new(Arc::new(schema()), cols).map_err(|e| OmniError::Internal(format!("audit row: {e}")))
 }
 
+/// The audit dataset, if a version of it was ever committed. A create cut
+/// short before its first commit leaves only unreferenced files: absent.
+async fn open_audit(root: &Root) -> Result<Option<Arc<lance::Dataset>>> {
+    match table::open_table(&root.child_uri(AUDIT_DIR), None, None).await {
+        Ok(ds) => Ok(Some(ds)),
+        Err(OmniError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Append `row` unless a row for its operation id exists already.
 pub async fn record(root: &Root, row: &AuditRow) -> Result<()> {
     let uri = root.child_uri(AUDIT_DIR);
-    if root.exists(AUDIT_DIR).await? {
-        let ds = table::open_table(&uri, None, None).await?;
+    if let Some(ds) = open_audit(root).await? {
         let existing = table::scan(&ds, Some(&format!("operation_id = {}", sql_str(&row.operation_id)))).await?;
         if existing.iter().any(|b| b.num_rows() > 0) {
             return Ok(());
@@ -105,10 +114,7 @@ pub async fn record(root: &Root, row: &AuditRow) -> Result<()> {
 
 /// Every audit row, oldest first.
 pub async fn read_all(root: &Root) -> Result<Vec<AuditRow>> {
-    if !root.exists(AUDIT_DIR).await? {
-        return Ok(vec![]);
-    }
-    let ds = table::open_table(&root.child_uri(AUDIT_DIR), None, None).await?;
+    let Some(ds) = open_audit(root).await? else { return Ok(vec![]) };
     let mut out = Vec::new();
     for batch in table::scan(&ds, None).await? {
         let s = |name: &str| -> Result<StringArray> {

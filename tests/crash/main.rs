@@ -9,6 +9,8 @@
 // default layout query depth on a cold build.
 #![recursion_limit = "512"]
 
+mod durable_cut;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

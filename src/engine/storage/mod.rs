@@ -7,6 +7,7 @@
 
 pub mod branches;
 mod guard;
+pub mod io_hook;
 pub mod root;
 pub mod staged;
 pub mod table;

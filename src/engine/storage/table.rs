@@ -20,6 +20,7 @@ use lance::dataset::{
 use lance_file::version::LanceFileVersion;
 
 use super::guard::ExpectVersion;
+use super::io_hook;
 use super::staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
 use crate::protocol::{OmniError, Result};
 
@@ -40,6 +41,7 @@ fn write_params(mode: WriteMode) -> WriteParams {
         data_storage_version: Some(FILE_VERSION),
         auto_cleanup: None,
         skip_auto_cleanup: true,
+        store_params: io_hook::store_params(),
         ..Default::default()
     }
 }
@@ -77,6 +79,9 @@ pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
 /// Open a table at `version` (or its latest) on a native branch (`None`/`main` = main).
 pub async fn open_table(uri: &str, branch: Option<&str>, version: Option<u64>) -> Result<Arc<Dataset>> {
     let mut builder = DatasetBuilder::from_uri(uri);
+    if let Some(params) = io_hook::store_params() {
+        builder = builder.with_store_params(params);
+    }
     builder = match lance_branch(branch) {
         Some(b) => builder.with_branch(b, version),
         None => match version {
@@ -320,7 +325,11 @@ pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
 
 /// Commit a staged creation exactly as version 1.
 async fn commit_create(uri: &str, identity: &TxnIdentity, txn: Transaction) -> Result<CommittedTxn> {
-    let created = CommitBuilder::new(uri)
+    let mut builder = CommitBuilder::new(uri);
+    if let Some(params) = io_hook::store_params() {
+        builder = builder.with_store_params(params);
+    }
+    let created = builder
         .use_stable_row_ids(true)
         .with_storage_format(FILE_VERSION)
         .with_max_retries(0)
