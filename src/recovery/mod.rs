@@ -4,6 +4,7 @@
 //! directory. Classification, roll-forward and roll-back build on it.
 
 pub mod audit;
+pub mod classify;
 pub mod invariants;
 pub mod repair;
 pub mod resolve;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use tracing::info;
 
 use super::audit::{self, AuditRow, RecoveryKind, TableOutcome};
+use super::classify::{Decision, Evidence, TableClass, classify, decide};
 use super::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable};
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
@@ -48,59 +49,33 @@ pub enum Resolution {
     InFlight,
 }
 
-/// One table as observed against the fresh manifest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Observation {
-    /// HEAD == pin (for a first touch: the fork's ref does not exist).
-    NoMovement,
-    /// A first touch whose fork exists at exactly the inherited version.
-    UntouchedFork,
-    /// Our transaction is exactly at HEAD == pin + 1.
-    OwnedAtHead { head: u64 },
-    /// HEAD is our compensating restore on top of our transaction.
-    Compensated { head: u64 },
-}
-
 fn restore_uuid(op: &str, table_key: &str) -> String {
     format!("omni-rollback-{op}-{}", table_key.replace(':', "-"))
 }
 
-async fn observe(t: &SidecarTable, branch: &str, pinned: u64, op: &str) -> Result<Observation> {
-    let fail = |why: String| Err(OmniError::RecoveryRequired { operation_id: op.to_string(), reason: why });
+/// What Lance shows for table `t` of the sidecar (see [`classify`]).
+async fn evidence(t: &SidecarTable, branch: &str, pin: u64) -> Result<Evidence> {
+    let mut e = Evidence { pin, head: None, at_next: None, at_head: None, fork_matches: None };
     if let Some(plan) = &t.fork {
-        // A first touch: the ref is ours only if it is exactly the planned fork.
-        let Some(found) = table::list_branches(&t.table_path).await?.remove(branch) else {
-            return Ok(Observation::NoMovement);
-        };
-        if found.parent_branch != plan.parent_branch || found.parent_version != plan.parent_version {
-            return fail(format!("{}: the `{branch}` ref is not the fork this write planned; kept", t.table_key));
-        }
+        let Some(found) = table::list_branches(&t.table_path).await?.remove(branch) else { return Ok(e) };
+        e.fork_matches = Some(found.parent_branch == plan.parent_branch && found.parent_version == plan.parent_version);
     }
     let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), None).await?;
     let head = ds.version().version;
-    if head < pinned {
-        return fail(format!("{}: Lance HEAD v{head} is below the manifest pin v{pinned}", t.table_key));
+    e.head = Some(head);
+    if head > pin {
+        e.at_next = table::transaction_at(&ds, pin + 1).await?;
     }
-    if head == pinned {
-        return Ok(if t.fork.is_some() { Observation::UntouchedFork } else { Observation::NoMovement });
+    if head > pin + 1 {
+        e.at_head = table::transaction_at(&ds, head).await?;
     }
-    let ours = table::transaction_at(&ds, pinned + 1).await?;
-    if ours.as_ref() != Some(&t.planned) {
-        return fail(format!(
-            "{}: v{} is a foreign transaction {ours:?}; kept for an operator",
-            t.table_key,
-            pinned + 1
-        ));
-    }
-    if head == pinned + 1 {
-        return Ok(Observation::OwnedAtHead { head });
-    }
-    let top = table::transaction_at(&ds, head).await?;
-    let compensation = TxnIdentity { read_version: pinned + 1, uuid: restore_uuid(op, &t.table_key) };
-    if head == pinned + 2 && top.as_ref() == Some(&compensation) && t.fork.is_none() {
-        return Ok(Observation::Compensated { head });
-    }
-    fail(format!("{}: our effect at v{} is buried under v{head}; kept for an operator", t.table_key, pinned + 1))
+    Ok(e)
+}
+
+/// Classify table `t` of the sidecar of operation `op`.
+async fn observe(t: &SidecarTable, branch: &str, pin: u64, op: &str) -> Result<TableClass> {
+    let compensation = TxnIdentity { read_version: pin + 1, uuid: restore_uuid(op, &t.table_key) };
+    Ok(classify(&evidence(t, branch, pin).await?, &t.planned, &compensation))
 }
 
 /// Resolve the sidecar `name`. `leases` must hold the sidecar's branch and tables.
@@ -146,20 +121,23 @@ pub async fn process(
     let authority_holds = view.branch_id == body.token.branch_id
         && view.state.head(&body.branch).map(str::to_string) == body.token.graph_head
         && schema.identity == body.token.schema_identity;
-    let all_at_head = observed.iter().all(|(_, _, o)| matches!(o, Observation::OwnedAtHead { .. }));
-    if body.phase == EffectPhase::EffectsConfirmed && all_at_head && authority_holds {
-        return roll_forward(rt, store, &body, &view, leases).await;
-    }
-    if observed.iter().all(|(_, _, o)| *o == Observation::NoMovement) {
-        info!(operation_id = %op, "sidecar had no effect; discarding it");
-        // A first touch that crashed before its ref may have left a clone-only tree.
-        for (t, _, _) in &observed {
-            if t.fork.is_some() {
-                reclaim_fork(rt, t, &body.branch, leases).await?;
+    let classes: Vec<(&str, TableClass)> = observed.iter().map(|(t, _, c)| (t.table_key.as_str(), c.clone())).collect();
+    let decision = decide(body.phase == EffectPhase::EffectsConfirmed, authority_holds, &classes);
+    info!(operation_id = %op, ?decision, classes = ?classes, "classified");
+    let why = match decision {
+        Decision::RollForward => return roll_forward(rt, store, &body, &view, leases).await,
+        Decision::FailClosed(reason) => return Err(OmniError::RecoveryRequired { operation_id: op, reason }),
+        Decision::NoMovement => {
+            // A first touch that crashed before its ref may have left a clone-only tree.
+            for (t, _, _) in &observed {
+                if t.fork.is_some() {
+                    reclaim_fork(rt, t, &body.branch, leases).await?;
+                }
             }
+            return settle(rt, store, &body, RecoveryKind::RolledBack, None, vec![]).await;
         }
-        return settle(rt, store, &body, RecoveryKind::RolledBack, None, vec![]).await;
-    }
+        Decision::RollBack { why } => why,
+    };
     if view.branch_id != body.token.branch_id && body.tables.iter().any(|t| t.fork.is_some()) {
         // The name was recreated: a ref under it may belong to the new incarnation.
         return Err(OmniError::RecoveryRequired {
@@ -168,7 +146,7 @@ pub async fn process(
         });
     }
     if mode == Mode::RollForwardOnly {
-        return Ok(Resolution::Deferred(format!("{op} needs a roll-back")));
+        return Ok(Resolution::Deferred(format!("{op} needs a roll-back ({why})")));
     }
     roll_back(rt, store, &body, &view, observed, leases).await
 }
@@ -213,7 +191,7 @@ async fn roll_back(
     store: &SidecarStore,
     body: &SidecarBody,
     view: &ManifestView,
-    observed: Vec<(&SidecarTable, u64, Observation)>,
+    observed: Vec<(&SidecarTable, u64, TableClass)>,
     leases: &LeaseSet,
 ) -> Result<Resolution> {
     let op = &body.operation_id;
@@ -224,8 +202,8 @@ async fn roll_back(
     // is the whole compensation, and a retry finds them gone.
     for (t, pinned, o) in &observed {
         let owned = match o {
-            Observation::UntouchedFork => false,
-            Observation::OwnedAtHead { head } if t.fork.is_some() => {
+            TableClass::UntouchedFork => false,
+            TableClass::RolledPastExpected { head } if t.fork.is_some() => {
                 outcomes.push(TableOutcome {
                     table_key: t.table_key.clone(),
                     from_version: *head,
@@ -241,10 +219,15 @@ async fn roll_back(
     }
     for (t, pinned, o) in observed {
         let head = match o {
-            Observation::NoMovement | Observation::UntouchedFork => continue,
-            Observation::OwnedAtHead { .. } if t.fork.is_some() => continue,
-            Observation::Compensated { head } => head,
-            Observation::OwnedAtHead { head } => {
+            TableClass::NoMovement | TableClass::UntouchedFork => continue,
+            TableClass::RolledPastExpected { .. } if t.fork.is_some() => continue,
+            foreign @ (TableClass::UnexpectedAtP1
+            | TableClass::UnexpectedMultistep { .. }
+            | TableClass::InvariantViolation(_)) => {
+                return Err(OmniError::Internal(format!("roll-back reached a foreign table: {foreign}")));
+            }
+            TableClass::Compensated { head } => head,
+            TableClass::RolledPastExpected { head } => {
                 let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
                 let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
                 let lease = leases.require(&ChildKey::table(&t.table_path, &body.branch))?;

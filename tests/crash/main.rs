@@ -10,6 +10,7 @@
 #![recursion_limit = "512"]
 
 mod durable_cut;
+mod shapes;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

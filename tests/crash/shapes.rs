@@ -1,0 +1,141 @@
+//! Crash shapes recovery must tell apart beyond a plain crash: a foreign
+//! effect where ours was planned, our effect buried under a foreign one,
+//! two sidecars claiming one fork, and a clone-only fork tree.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{RecordBatch, StringArray};
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::{MergeMode, StagePlan, TxnIdentity, table};
+use omnigraph::recovery::sidecar::{SidecarStore, sidecar_name};
+use omnigraph::recovery::{audit, list_pending};
+use omnigraph::{Graph, OmniError, Omnigraph, OpenMode};
+
+use super::{Op, assert_clean_on, serial, setup_on};
+
+/// Run `op` on `branch` with `failpoint` panicking, then drop every handle.
+async fn crash(loc: &str, op: Op, branch: &'static str, failpoint: &str) {
+    let g = Omnigraph::open(loc).await.expect("open");
+    fail::cfg(failpoint, "panic").expect("cfg");
+    let task = {
+        let g = g.clone();
+        tokio::spawn(async move { op.run_on(&g, branch).await })
+    };
+    assert!(task.await.is_err_and(|e| e.is_panic()), "{failpoint} did not fire");
+    fail::remove(failpoint);
+    let tree = Arc::downgrade(g.runtime());
+    drop(g);
+    while tree.upgrade().is_some() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// URI of the Company table (what `Op::LoadOverwrite` writes, one table).
+async fn company(loc: &str) -> String {
+    let root = omnigraph::engine::storage::Root::parse(loc).expect("root");
+    let view = manifest::load(&root, "main", None).await.expect("view");
+    root.child_uri(&view.state.tables["node:Company"].location)
+}
+
+/// Commit a one-row upsert to the Company table's main ref behind the
+/// graph's back (a foreign writer).
+async fn foreign_commit(uri: &str) -> u64 {
+    let ds = table::open_table(uri, None, None).await.expect("open");
+    let schema = table::arrow_schema(&ds);
+    let cols: Vec<Arc<dyn arrow_array::Array>> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "id" | "name" => Arc::new(StringArray::from(vec!["Foreign"])) as Arc<dyn arrow_array::Array>,
+            _ => arrow_array::new_null_array(f.data_type(), 1),
+        })
+        .collect();
+    let batch = RecordBatch::try_new(schema, cols).expect("batch");
+    let identity = TxnIdentity::mint(ds.version().version);
+    let plan = StagePlan::Merge { batches: vec![batch], mode: MergeMode::Upsert };
+    let staged = table::stage(ds, plan, &identity.uuid).await.expect("stage").expect("staged");
+    table::commit_exact(staged).await.expect("commit").version
+}
+
+async fn expect_fail_closed(loc: &str, what: &str) {
+    match Omnigraph::open(loc).await {
+        Err(OmniError::RecoveryRequired { reason, .. }) => assert!(reason.contains(what), "{reason}"),
+        Err(other) => panic!("expected RecoveryRequired ({what}), got {other}"),
+        Ok(_) => panic!("expected RecoveryRequired ({what}), the open succeeded"),
+    }
+    let g = Omnigraph::open_with(loc, OpenMode::ReadOnly).await.expect("read-only open still works");
+    assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "the sidecar is kept for an operator");
+    assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "nothing was resolved");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_effect_where_ours_was_planned_fails_closed_untouched() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "main").await;
+    crash(&loc, Op::LoadOverwrite, "main", "load.after_arm").await;
+    let uri = company(&loc).await;
+    let foreign = foreign_commit(&uri).await;
+    expect_fail_closed(&loc, "UnexpectedAtP1").await;
+    assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "the foreign version is not restored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_effect_buried_under_a_foreign_one_fails_closed_untouched() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "main").await;
+    crash(&loc, Op::LoadOverwrite, "main", "load.after_table_commit").await;
+    let uri = company(&loc).await;
+    let foreign = foreign_commit(&uri).await;
+    expect_fail_closed(&loc, "UnexpectedMultistep").await;
+    assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "nothing restored through the winner");
+}
+
+/// Two pending sidecars claim the same untouched fork: the first discards
+/// only itself, the survivor removes the fork; both leave one audit row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn competing_claims_on_one_fork_leave_it_to_the_last_survivor() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "b").await;
+    crash(&loc, Op::LoadOverwrite, "b", "load.after_fork").await;
+    let root = omnigraph::engine::storage::Root::parse(&loc).expect("root");
+    let store = SidecarStore::new(root.clone());
+    let names = list_pending(&root).await.expect("list");
+    assert_eq!(names.len(), 1);
+    let mut twin = store.read(&names[0]).await.expect("read").expect("body");
+    twin.operation_id = ulid::Ulid::new().to_string();
+    let bytes = serde_json::to_vec(&twin).expect("encode");
+    root.put(&sidecar_name(&twin.operation_id), bytes).await.expect("second claim");
+    let uri = company(&loc).await;
+    assert!(table::list_branches(&uri).await.expect("refs").contains_key("b"), "the untouched fork exists");
+
+    let g: Graph = Omnigraph::open(&loc).await.expect("recovery resolves both");
+    assert_clean_on(&g, "b", "competing claims").await;
+    assert!(!table::list_branches(&uri).await.expect("refs").contains_key("b"), "the survivor removed the fork");
+    assert_eq!(audit::read_all(g.root()).await.expect("audit").len(), 2, "one row per sidecar");
+    Op::LoadOverwrite.run_on(&g, "b").await.expect("the first touch works again");
+}
+
+/// A crash between Lance's clone and its ref write leaves a clone-only tree
+/// under an Armed sidecar: recovery reclaims it and discards the sidecar.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_only_fork_tree_under_a_sidecar_is_reclaimed() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, before, ..) = setup_on(Op::LoadOverwrite, "b").await;
+    crash(&loc, Op::LoadOverwrite, "b", "load.after_arm").await;
+    let uri = company(&loc).await;
+    let pin = table::head_version(&uri, None).await.expect("head");
+    table::create_branch(&uri, None, pin, "b").await.expect("clone");
+    std::fs::remove_file(std::path::Path::new(&uri).join("_refs/branches/b.json")).expect("tear");
+    assert!(std::path::Path::new(&uri).join("tree/b").exists());
+
+    let g = Omnigraph::open(&loc).await.expect("recovery");
+    assert_clean_on(&g, "b", "clone-only tree").await;
+    assert!(!std::path::Path::new(&uri).join("tree/b").exists(), "the clone-only tree was reclaimed");
+    assert_eq!(super::counts_on(&g, "b").await, before, "the write stays invisible");
+    Op::LoadOverwrite.run_on(&g, "b").await.expect("the first touch works again");
+}
