@@ -4,25 +4,21 @@
 //! k-th durable write (every later write fails, as after a power cut), then
 //! the process "restarts" and recovery must leave a clean graph.
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use lance_io::object_store::WrappingObjectStore;
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult, RenameOptions,
-};
 use omnigraph::engine::storage::{Root, io_hook};
 use omnigraph::recovery::audit;
 use omnigraph::{Omnigraph, OpenMode, WriteOptions};
 use serde_json::Map;
 
-use super::{Op, assert_clean_on, counts_on, serial, setup_on};
+use crate::intercept::{Intercept, Policy, injected};
+
+use super::{Op, assert_clean_on, counts_on, crash, serial, setup_on, shut_down};
 
 /// The shared counter: writes up to `limit` pass, later ones fail.
 #[derive(Debug)]
@@ -60,71 +56,16 @@ impl Cut {
 }
 
 fn stopped() -> object_store::Error {
-    object_store::Error::Generic { store: "cut", source: "the world stopped (durable-write cut)".into() }
+    injected("write after the durable-write cut")
 }
 
-#[derive(Debug)]
-struct CutStore {
-    inner: Arc<dyn ObjectStore>,
-    cut: Arc<Cut>,
-}
-
-impl fmt::Display for CutStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CutStore({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for CutStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        self.cut.admit()?;
-        self.inner.put_opts(location, payload, opts).await
+impl Policy for Cut {
+    fn write(&self, _path: &Path) -> object_store::Result<()> {
+        self.admit()
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.cut.admit()?;
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        let cut = self.cut.clone();
-        let admitted = locations.map(move |l| l.and_then(|p| cut.admit().map(|()| p))).boxed();
-        self.inner.delete_stream(admitted)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-        self.cut.admit()?;
-        self.inner.copy_opts(from, to, options).await
-    }
-
-    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
-        self.cut.admit()?;
-        self.inner.rename_opts(from, to, options).await
+    fn delete(&self, _path: &Path) -> object_store::Result<()> {
+        self.admit()
     }
 }
 
@@ -134,7 +75,7 @@ struct CutHook(Arc<Cut>);
 
 impl WrappingObjectStore for CutHook {
     fn wrap(&self, _prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-        Arc::new(CutStore { inner: original, cut: self.0.clone() })
+        Arc::new(Intercept { inner: original, policy: self.0.clone() })
     }
 
     // Listings are reads: the cut only observes writes, so the pushdown stays.
@@ -166,19 +107,12 @@ async fn run_cut(op: Op, branch: &str, loc: &str, limit: usize) -> (bool, usize)
     let cut = Cut::new();
     io_hook::set(Some(Arc::new(CutHook(cut.clone()))));
     let root = Root::parse(loc).expect("root");
-    let store = CutStore { inner: root.store().clone(), cut: cut.clone() };
+    let store = Intercept { inner: root.store().clone(), policy: cut.clone() };
     let g = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await.expect("open");
     cut.arm(limit);
     let acknowledged = op.run_on(&g, branch).await.is_ok();
     let writes = cut.count.load(Ordering::SeqCst);
-    // Process death: every handle and the actor tree go away before restart.
-    let tree = Arc::downgrade(g.runtime());
-    drop(g);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while tree.upgrade().is_some() {
-        assert!(tokio::time::Instant::now() < deadline, "the actor tree outlived its handles");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    shut_down(g).await;
     io_hook::set(None);
     (acknowledged, writes.min(limit))
 }
@@ -248,13 +182,9 @@ async fn open_cut(loc: &str, limit: usize) -> usize {
     cut.arm(limit);
     io_hook::set(Some(Arc::new(CutHook(cut.clone()))));
     let root = Root::parse(loc).expect("root");
-    let store = CutStore { inner: root.store().clone(), cut: cut.clone() };
+    let store = Intercept { inner: root.store().clone(), policy: cut.clone() };
     if let Ok(g) = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await {
-        let tree = Arc::downgrade(g.runtime());
-        drop(g);
-        while tree.upgrade().is_some() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        shut_down(g).await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
     io_hook::set(None);
@@ -271,21 +201,7 @@ async fn every_durable_write_cut_of_recovery_itself_recovers_clean_with_one_audi
     let mut report = Vec::new();
     for (failpoint, rolls_forward) in [("mutation.after_table_commit", false), ("mutation.after_confirm", true)] {
         let (base_dir, base_loc, before, after, _) = setup_on(Op::MutationInsert, "main").await;
-        {
-            let g = Omnigraph::open(&base_loc).await.expect("open");
-            fail::cfg(failpoint, "panic").expect("cfg");
-            let task = {
-                let g = g.clone();
-                tokio::spawn(async move { Op::MutationInsert.run(&g).await })
-            };
-            assert!(task.await.is_err_and(|e| e.is_panic()));
-            fail::remove(failpoint);
-            let tree = Arc::downgrade(g.runtime());
-            drop(g);
-            while tree.upgrade().is_some() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
+        crash(&base_loc, Op::MutationInsert, "main", failpoint).await;
         let base = std::path::Path::new(&base_loc);
         let probe = tempfile::tempdir().expect("tempdir");
         copy_dir(base, &probe.path().join("g"));

@@ -10,6 +10,8 @@
 #![recursion_limit = "512"]
 
 mod durable_cut;
+#[path = "../support/intercept.rs"]
+mod intercept;
 mod shapes;
 
 use std::collections::BTreeMap;
@@ -87,6 +89,30 @@ impl Op {
             }
         }
     }
+}
+
+/// Process death: drop the last handle and wait until the actor tree is gone.
+async fn shut_down(g: Graph) {
+    let tree = std::sync::Arc::downgrade(g.runtime());
+    drop(g);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tree.upgrade().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the actor tree outlived its handles");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Crash `op` on `branch` of the graph at `loc` with `failpoint` panicking.
+async fn crash(loc: &str, op: Op, branch: &'static str, failpoint: &str) {
+    let g = Omnigraph::open(loc).await.expect("open");
+    fail::cfg(failpoint, "panic").expect("cfg");
+    let task = {
+        let g = g.clone();
+        tokio::spawn(async move { op.run_on(&g, branch).await })
+    };
+    assert!(task.await.is_err_and(|e| e.is_panic()), "{failpoint} did not fire");
+    fail::remove(failpoint);
+    shut_down(g).await;
 }
 
 /// Table key → (pin, rows).
@@ -173,11 +199,6 @@ async fn setup_on(op: Op, branch: &str) -> (tempfile::TempDir, String, Content, 
     (dir, loc, before, after, commits)
 }
 
-/// Crash `op` at `failpoint`, reopen, and check every invariant.
-async fn crash_case(op: Op, failpoint: &str) -> &'static str {
-    crash_case_on(op, failpoint, "main").await
-}
-
 /// Crash `op` on `branch` at `failpoint`, reopen, and check every invariant
 /// (on `branch` and on main, which must not have changed).
 async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'static str {
@@ -194,8 +215,7 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
     assert!(out.as_ref().is_err_and(|e| e.is_panic()), "{failpoint} on {op:?} did not fire: {out:?}");
     let had_sidecar =
         !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
-    drop(g);
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    shut_down(g).await;
 
     let g = Omnigraph::open(&loc).await.expect("reopen runs recovery");
     let context = format!("{op:?} on {branch} crashed at {failpoint}");
@@ -262,21 +282,27 @@ async fn race_with_a_load(g: &Graph, op: Op, company: &str) -> Result<omnigraph:
     out
 }
 
+/// Crash every writer at every boundary on `branch`; one report line per case.
+async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
+    let mut report = Vec::new();
+    for op in OPS {
+        for boundary in boundaries {
+            let name = format!("{}.{boundary}", op.prefix());
+            let outcome = crash_case_on(op, &name, branch).await;
+            report.push(format!("{op:?} on {branch} @ {name}: {outcome}"));
+        }
+    }
+    println!("crash matrix on {branch} ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    // A crash after the publish is acknowledged data: it must stay applied.
+    assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
+    report
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
     let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
-    let mut report = Vec::new();
-    for op in OPS {
-        for boundary in failpoints::BOUNDARIES {
-            let name = format!("{}.{boundary}", op.prefix());
-            let outcome = crash_case(op, &name).await;
-            report.push(format!("{op:?} @ {name}: {outcome}"));
-        }
-    }
-    println!("crash matrix ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    // A crash after the publish is acknowledged data: it must stay applied.
-    assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
+    matrix("main", failpoints::BOUNDARIES).await;
 }
 
 /// Every boundary a first write on a fresh branch crosses, for every writer:
@@ -285,16 +311,8 @@ async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
 async fn crash_at_every_failpoint_of_a_first_write_on_a_new_branch_recovers_clean() {
     let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
-    let mut report = Vec::new();
-    for op in OPS {
-        for boundary in failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES) {
-            let name = format!("{}.{boundary}", op.prefix());
-            let outcome = crash_case_on(op, &name, "fresh").await;
-            report.push(format!("{op:?} on a new branch @ {name}: {outcome}"));
-        }
-    }
-    println!("first-touch crash matrix ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));
+    let boundaries: Vec<&str> = failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES).copied().collect();
+    let report = matrix("fresh", &boundaries).await;
     assert!(report.iter().filter(|r| r.contains("after_fork")).all(|r| r.ends_with("invisible")));
 }
 

@@ -3,7 +3,6 @@
 //! two sidecars claiming one fork, and a clone-only fork tree.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use arrow_array::{RecordBatch, StringArray};
 use omnigraph::engine::manifest;
@@ -12,24 +11,7 @@ use omnigraph::recovery::sidecar::{SidecarStore, sidecar_name};
 use omnigraph::recovery::{audit, list_pending};
 use omnigraph::{Graph, OmniError, Omnigraph, OpenMode};
 
-use super::{Op, assert_clean_on, serial, setup_on};
-
-/// Run `op` on `branch` with `failpoint` panicking, then drop every handle.
-async fn crash(loc: &str, op: Op, branch: &'static str, failpoint: &str) {
-    let g = Omnigraph::open(loc).await.expect("open");
-    fail::cfg(failpoint, "panic").expect("cfg");
-    let task = {
-        let g = g.clone();
-        tokio::spawn(async move { op.run_on(&g, branch).await })
-    };
-    assert!(task.await.is_err_and(|e| e.is_panic()), "{failpoint} did not fire");
-    fail::remove(failpoint);
-    let tree = Arc::downgrade(g.runtime());
-    drop(g);
-    while tree.upgrade().is_some() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use super::{Op, assert_clean_on, crash, serial, setup_on};
 
 /// URI of the Company table (what `Op::LoadOverwrite` writes, one table).
 async fn company(loc: &str) -> String {
@@ -69,28 +51,24 @@ async fn expect_fail_closed(loc: &str, what: &str) {
     assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "nothing was resolved");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_foreign_effect_where_ours_was_planned_fails_closed_untouched() {
-    let _s = serial().await;
-    let _scenario = fail::FailScenario::setup();
+/// A crash at `failpoint`, then a foreign commit on the table: recovery must
+/// classify it as `class`, fail closed and leave the foreign version on top.
+async fn foreign_after(failpoint: &str, class: &str) {
     let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "main").await;
-    crash(&loc, Op::LoadOverwrite, "main", "load.after_arm").await;
+    crash(&loc, Op::LoadOverwrite, "main", failpoint).await;
     let uri = company(&loc).await;
     let foreign = foreign_commit(&uri).await;
-    expect_fail_closed(&loc, "UnexpectedAtP1").await;
-    assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "the foreign version is not restored");
+    expect_fail_closed(&loc, class).await;
+    assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "nothing restored through the winner");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn our_effect_buried_under_a_foreign_one_fails_closed_untouched() {
+async fn foreign_effects_fail_closed_untouched() {
     let _s = serial().await;
     let _scenario = fail::FailScenario::setup();
-    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "main").await;
-    crash(&loc, Op::LoadOverwrite, "main", "load.after_table_commit").await;
-    let uri = company(&loc).await;
-    let foreign = foreign_commit(&uri).await;
-    expect_fail_closed(&loc, "UnexpectedMultistep").await;
-    assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "nothing restored through the winner");
+    // Where ours was planned (nothing of ours landed), and on top of ours.
+    foreign_after("load.after_arm", "UnexpectedAtP1").await;
+    foreign_after("load.after_table_commit", "UnexpectedMultistep").await;
 }
 
 /// Two pending sidecars claim the same untouched fork: the first discards

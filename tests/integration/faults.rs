@@ -2,17 +2,10 @@
 //! wrapper: PUT failure aborts before effects, DELETE failure is swallowed
 //! and healed later, LIST failure fails loudly.
 
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult,
-};
 use omnigraph::engine::storage::Root;
 use omnigraph::recovery::audit::{self, RecoveryKind};
 use omnigraph::recovery::list_pending;
@@ -20,6 +13,7 @@ use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, OpenMode, WriteOptions};
 use serde_json::Map;
 
 use crate::common::{SOCIAL_PG, temp_graph_dir};
+use crate::intercept::{Intercept, Policy, injected};
 
 /// Fails sidecar PUT / DELETE / LIST on demand; everything else passes through.
 #[derive(Debug, Default)]
@@ -29,80 +23,21 @@ struct Faults {
     list: AtomicBool,
 }
 
-#[derive(Debug)]
-struct FaultyStore {
-    inner: Arc<dyn ObjectStore>,
-    faults: Arc<Faults>,
-}
-
-impl fmt::Display for FaultyStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "FaultyStore({})", self.inner)
-    }
-}
-
 fn sidecar(p: &Path) -> bool {
     p.as_ref().contains("__recovery")
 }
 
-fn injected(what: &str) -> object_store::Error {
-    object_store::Error::Generic { store: "faulty", source: format!("injected {what} failure").into() }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for FaultyStore {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        if sidecar(location) && self.faults.put.load(Ordering::SeqCst) {
-            return Err(injected("PUT"));
-        }
-        self.inner.put_opts(location, payload, opts).await
+impl Policy for Faults {
+    fn write(&self, path: &Path) -> object_store::Result<()> {
+        if sidecar(path) && self.put.load(Ordering::SeqCst) { Err(injected("PUT")) } else { Ok(()) }
     }
 
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
+    fn delete(&self, path: &Path) -> object_store::Result<()> {
+        if sidecar(path) && self.delete.load(Ordering::SeqCst) { Err(injected("DELETE")) } else { Ok(()) }
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        if self.faults.delete.load(Ordering::SeqCst) {
-            return locations
-                .map(|l| match l {
-                    Ok(p) if sidecar(&p) => Err(injected("DELETE")),
-                    other => other,
-                })
-                .boxed();
-        }
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        if prefix.is_some_and(sidecar) && self.faults.list.load(Ordering::SeqCst) {
-            return futures::stream::once(async { Err(injected("LIST")) }).boxed();
-        }
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
+    fn list(&self, prefix: Option<&Path>) -> object_store::Result<()> {
+        if prefix.is_some_and(sidecar) && self.list.load(Ordering::SeqCst) { Err(injected("LIST")) } else { Ok(()) }
     }
 }
 
@@ -117,7 +52,7 @@ async fn faulty_graph() -> (tempfile::TempDir, Graph, Arc<Faults>) {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let root = Root::parse(&loc).expect("root");
     let faults = Arc::new(Faults::default());
-    let store = FaultyStore { inner: root.store().clone(), faults: faults.clone() };
+    let store = Intercept { inner: root.store().clone(), policy: faults.clone() };
     let g = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await.expect("open");
     (dir, g, faults)
 }

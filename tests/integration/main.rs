@@ -13,6 +13,8 @@ mod cookbooks;
 mod docs_examples;
 mod faults;
 mod foundation;
+#[path = "../support/intercept.rs"]
+mod intercept;
 mod publisher;
 mod queries;
 mod server;

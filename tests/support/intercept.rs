@@ -1,0 +1,107 @@
+//! An `object_store` wrapper that asks a policy before every write, delete
+//! and listing and passes everything else through: the fault-injection and
+//! durable-write-cut tests share it (included by path in each test binary).
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+    PutOptions, PutPayload, PutResult, RenameOptions,
+};
+
+/// What a test lets through; every default admits.
+pub trait Policy: fmt::Debug + Send + Sync + 'static {
+    /// Before a put, multipart upload, copy or rename to `path`.
+    fn write(&self, _path: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
+    /// Before deleting `path`.
+    fn delete(&self, _path: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
+    /// Before listing under `prefix`.
+    fn list(&self, _prefix: Option<&Path>) -> object_store::Result<()> {
+        Ok(())
+    }
+}
+
+/// A store that consults `policy` first.
+#[derive(Debug)]
+pub struct Intercept<P> {
+    /// The wrapped store.
+    pub inner: Arc<dyn ObjectStore>,
+    /// The test's policy.
+    pub policy: Arc<P>,
+}
+
+impl<P> fmt::Display for Intercept<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Intercept({})", self.inner)
+    }
+}
+
+/// An injected failure.
+pub fn injected(what: &str) -> object_store::Error {
+    object_store::Error::Generic { store: "intercept", source: format!("injected {what} failure").into() }
+}
+
+#[async_trait::async_trait]
+impl<P: Policy> ObjectStore for Intercept<P> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.policy.write(location)?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.policy.write(location)?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let policy = self.policy.clone();
+        let admitted = locations.map(move |l| l.and_then(|p| policy.delete(&p).map(|()| p))).boxed();
+        self.inner.delete_stream(admitted)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if let Err(e) = self.policy.list(prefix) {
+            return futures::stream::once(async { Err(e) }).boxed();
+        }
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.policy.list(prefix)?;
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+        self.policy.write(to)?;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
+        self.policy.write(to)?;
+        self.inner.rename_opts(from, to, options).await
+    }
+}
