@@ -154,3 +154,27 @@ async fn repair_classifies_and_publishes_uncovered_drift_only_when_forced() {
     assert_eq!(companies(&g).await, 2);
     g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect("writable after repair");
 }
+
+/// A sidecar this binary cannot read (not JSON, or another schema version)
+/// is refused loudly by a read-write open and kept on disk; a read-only open
+/// still works and `recovery_status` lists it as unreadable.
+#[tokio::test]
+async fn an_unreadable_sidecar_is_refused_loudly_and_kept() {
+    for (body, needle) in [
+        ("{not json".to_string(), "not valid JSON"),
+        (r#"{"schema_version": 99, "operation_id": "x"}"#.to_string(), "schema version Some(99)"),
+    ] {
+        let (_dir, loc) = temp_graph_dir();
+        Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+        let root = Root::parse(&loc).expect("root");
+        let name = format!("__recovery/{}.json", ulid::Ulid::new());
+        root.put(&name, body.into_bytes()).await.expect("plant");
+        let err = Omnigraph::open(&loc).await.err().expect("a read-write open must refuse");
+        assert!(err.to_string().contains(needle) && err.to_string().contains("kept"), "{err}");
+        assert_eq!(list_pending(&root).await.expect("list"), vec![name.clone()], "the sidecar stays on disk");
+        let g = Omnigraph::open_with(&loc, OpenMode::ReadOnly).await.expect("read-only open");
+        let status = g.recovery_status().await.expect("status");
+        assert_eq!(status.pending.len(), 1);
+        assert!(status.pending[0].error.as_deref().is_some_and(|e| e.contains(needle)), "{:?}", status.pending[0]);
+    }
+}
