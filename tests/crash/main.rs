@@ -9,6 +9,7 @@
 // default layout query depth on a cold build.
 #![recursion_limit = "512"]
 
+mod ambiguous;
 mod durable_cut;
 #[path = "../support/intercept.rs"]
 mod intercept;

@@ -27,6 +27,11 @@ pub trait Policy: fmt::Debug + Send + Sync + 'static {
     fn list(&self, _prefix: Option<&Path>) -> object_store::Result<()> {
         Ok(())
     }
+    /// After a write or delete of `path` succeeded: an error here reports a
+    /// failure for an effect that happened (an ambiguous outcome).
+    fn after(&self, _path: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
 }
 
 /// A store that consults `policy` first.
@@ -58,7 +63,9 @@ impl<P: Policy> ObjectStore for Intercept<P> {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.policy.write(location)?;
-        self.inner.put_opts(location, payload, opts).await
+        let out = self.inner.put_opts(location, payload, opts).await?;
+        self.policy.after(location)?;
+        Ok(out)
     }
 
     async fn put_multipart_opts(
@@ -80,7 +87,8 @@ impl<P: Policy> ObjectStore for Intercept<P> {
     ) -> BoxStream<'static, object_store::Result<Path>> {
         let policy = self.policy.clone();
         let admitted = locations.map(move |l| l.and_then(|p| policy.delete(&p).map(|()| p))).boxed();
-        self.inner.delete_stream(admitted)
+        let policy = self.policy.clone();
+        self.inner.delete_stream(admitted).map(move |r| r.and_then(|p| policy.after(&p).map(|()| p))).boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
@@ -102,6 +110,7 @@ impl<P: Policy> ObjectStore for Intercept<P> {
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> object_store::Result<()> {
         self.policy.write(to)?;
-        self.inner.rename_opts(from, to, options).await
+        self.inner.rename_opts(from, to, options).await?;
+        self.policy.after(to)
     }
 }
