@@ -1,7 +1,8 @@
 //! The embedded API end to end: `cargo run --example embedded`.
 //!
 //! Creates a graph in a temporary directory, loads the example data as one
-//! commit, runs a mutation and a query, and reads an older commit.
+//! commit, runs a mutation and a query, reads an older commit, and writes on
+//! a branch.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -34,6 +35,18 @@ async fn main() -> omnigraph::Result<()> {
         let then = graph.query(people, None, serde_json::Map::new(), &ReadTarget::Commit(first)).await?;
         println!("at {} (time travel): {} people", then.graph_commit_id, result_rows(&then).len());
     }
+    // A branch: write in isolation, read both sides, then delete it.
+    graph.branch_create("review/dora", "main").await?;
+    let review = WriteOptions { branch: "review/dora".into(), ..opts.clone() };
+    graph
+        .mutate(r#"query q() { update Person set { age: 30 } where name = "Dora" }"#, None, Default::default(), &review)
+        .await?;
+    let on_branch =
+        graph.query(people, None, serde_json::Map::new(), &ReadTarget::Branch("review/dora".into())).await?;
+    println!("on review/dora: {:?}", result_rows(&on_branch));
+    println!("merge base with main: {:?}", graph.merge_base("main", "review/dora").await?);
+    let deleted = graph.branch_delete("review/dora").await?;
+    println!("deleted {} ({} table forks reclaimed)", deleted.name, deleted.forks_reclaimed.len());
     for c in graph.commits("main", None).await? {
         println!("{}  {}  {}", c.commit_id, c.actor.unwrap_or_default(), c.created_at);
     }
