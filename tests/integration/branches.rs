@@ -297,3 +297,57 @@ async fn a_recreated_branch_reclaims_stale_forks_of_its_name() {
     assert_eq!(people(&g, head("stale")).await, ["Alice", "Bob", "Carol", "S"]);
     assert_clean(&g, "stale").await;
 }
+
+#[tokio::test]
+async fn racing_creates_of_one_name_make_exactly_one_branch() {
+    let (_dir, g) = loaded().await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let g = g.clone();
+            tokio::spawn(async move { g.branch_create("race", "main").await })
+        })
+        .collect();
+    let mut created = 0;
+    for t in tasks {
+        match t.await.expect("join") {
+            Ok(_) => created += 1,
+            Err(OmniError::BranchConflict { .. }) => {}
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+    assert_eq!(created, 1);
+    assert_eq!(g.branch_list().await.expect("list").iter().filter(|b| b.name == "race").count(), 1);
+}
+
+/// Writes racing a delete of their branch either land before it (and are
+/// deleted with it) or find the branch gone; nothing is left behind.
+#[tokio::test]
+async fn writes_racing_a_branch_delete_leave_nothing_behind() {
+    let (_dir, g) = loaded().await;
+    g.branch_create("doomed", "main").await.expect("create");
+    let writers: Vec<_> = (0..4)
+        .map(|i| {
+            let g = g.clone();
+            tokio::spawn(async move {
+                let src = format!(r#"query q() {{ insert Person {{ name: "w{i}", age: 1 }} }}"#);
+                g.mutate(&src, None, Map::new(), &on("doomed")).await
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    g.branch_delete("doomed").await.expect("delete");
+    for w in writers {
+        match w.await.expect("join") {
+            // (A request that reached the branch's actor as it was retired
+            // gets the retryable ActorUnavailable.)
+            Ok(_) | Err(OmniError::NotFound(_) | OmniError::ActorUnavailable(_)) => {}
+            Err(e) => panic!("a racing write must land or find the branch gone: {e}"),
+        }
+    }
+    assert!(matches!(g.snapshot("doomed").await, Err(OmniError::NotFound(_))));
+    for key in ["node:Person", "node:Company", "edge:Knows", "edge:WorksAt"] {
+        assert!(forks_of(&g, key).await.is_empty(), "{key}: a fork outlived its branch");
+    }
+    assert_clean(&g, "main").await;
+    assert_eq!(people(&g, head("main")).await, ["Alice", "Bob", "Carol"]);
+}
