@@ -28,6 +28,21 @@ pub struct Runtime {
     root: Root,
     supervisor: ActorRef<SupervisorMsg>,
     directory: Directory,
+    /// Operation ids of writes in flight in this process (armed, not finished).
+    live: Arc<DashMap<String, ()>>,
+}
+
+/// Marks an operation live in its runtime until dropped (the saga holds it
+/// from arming its sidecar until it returns, whatever way it returns).
+pub struct LiveOp {
+    live: Arc<DashMap<String, ()>>,
+    op: String,
+}
+
+impl Drop for LiveOp {
+    fn drop(&mut self) {
+        self.live.remove(&self.op);
+    }
 }
 
 impl Drop for Runtime {
@@ -87,10 +102,28 @@ impl Runtime {
         let (supervisor, _) = Actor::spawn(None, RootSupervisor, args)
             .await
             .map_err(|e| OmniError::ActorUnavailable(format!("starting the actor tree for {}: {e}", root.uri())))?;
-        let rt = Arc::new_cyclic(|me| Runtime { me: me.clone(), root: root.clone(), supervisor, directory });
+        let rt = Arc::new_cyclic(|me| Runtime {
+            me: me.clone(),
+            root: root.clone(),
+            supervisor,
+            directory,
+            live: Arc::new(DashMap::new()),
+        });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         tokio::spawn(periodic_reconcile(Arc::downgrade(&rt)));
         Ok(rt)
+    }
+
+    /// Mark operation `op` live until the guard drops.
+    pub fn track_live(&self, op: &str) -> LiveOp {
+        self.live.insert(op.to_string(), ());
+        LiveOp { live: self.live.clone(), op: op.to_string() }
+    }
+
+    /// Whether a write of this process owns operation `op` right now: its
+    /// sidecar is not a recovery candidate, and a heal must not wait for it.
+    pub fn is_live(&self, op: &str) -> bool {
+        self.live.contains_key(op)
     }
 
     /// The graph root.

@@ -44,8 +44,7 @@ pub enum Resolution {
     OrphanDiscarded,
     /// Left for a full pass.
     Deferred(String),
-    /// Skipped by a write-entry heal: its branch gate is busy, so its owner
-    /// may be live; the writer's check under the gates settles it.
+    /// Skipped: a write of this process still owns it.
     InFlight,
 }
 

@@ -34,9 +34,9 @@ pub async fn sweep(rt: &Runtime, mode: Mode) -> Result<Vec<(String, Resolution)>
 
 async fn one(rt: &Runtime, store: &SidecarStore, name: &str, mode: Mode) -> Result<Resolution> {
     let Some(body) = store.read(name).await? else { return Ok(Resolution::RolledBack) };
-    // A heal must not queue behind a live writer only to find its sidecar
-    // gone; a dead writer's gates are free.
-    if mode == Mode::RollForwardOnly && rt.branch_contended(&body.branch).await? {
+    // A write of this process still owns it: not a recovery candidate, and
+    // queueing behind its gates would only find the sidecar gone.
+    if rt.is_live(&body.operation_id) {
         return Ok(Resolution::InFlight);
     }
     let mut leases = LeaseSet::default();

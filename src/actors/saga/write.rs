@@ -309,6 +309,7 @@ async fn effects(
         lineage: lineage.clone(),
         rollback_commit_id: ulid::Ulid::new().to_string(),
     };
+    let _live = rt.track_live(&op);
     // A failed PUT here means nothing was armed and nothing happened.
     let armed = store.arm(body).instrument(info_span!("saga.arm", operation_id = %op)).await?;
     let counts = (prepared.nodes_affected, prepared.edges_affected);
