@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow_array::{Array, StringArray};
+use arrow_array::{Array, RecordBatch, StringArray};
 use lance::Dataset;
 
 use crate::engine::manifest::TableEntry;
@@ -24,79 +24,42 @@ pub fn sql_str(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
-/// The distinct values of the string column `column` among rows whose
-/// `filter_column` is one of `values`.
-async fn matching(ds: &Dataset, filter_column: &str, values: &[String], column: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for chunk in values.chunks(IN_CHUNK) {
-        let list: Vec<String> = chunk.iter().map(|v| sql_str(v)).collect();
-        let filter = format!("{filter_column} IN ({})", list.join(", "));
-        for batch in table::scan(ds, Some(&filter)).await? {
-            let col = batch
-                .column_by_name(column)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-                .ok_or_else(|| OmniError::Internal(format!("{} has no string column `{column}`", ds.uri())))?;
-            out.extend((0..col.len()).filter(|i| col.is_valid(*i)).map(|i| col.value(i).to_string()));
-        }
-    }
-    Ok(out)
-}
-
 /// Above this many probes one full scan of the column beats filtered scans.
 const FULL_SCAN_ABOVE: usize = 4 * IN_CHUNK;
 
 /// Which of `ids` exist in the table.
 pub async fn existing_ids(ds: &Dataset, ids: &[String]) -> Result<HashSet<String>> {
-    if ids.len() <= FULL_SCAN_ABOVE {
-        return Ok(matching(ds, "id", ids, "id").await?.into_iter().collect());
-    }
-    let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
-    let mut out = HashSet::new();
-    for batch in table::scan_columns(ds, &["id"]).await? {
-        let col = batch
-            .column(0)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| OmniError::Internal(format!("{} has no string column `id`", ds.uri())))?;
-        out.extend((0..col.len()).map(|i| col.value(i)).filter(|id| wanted.contains(id)).map(str::to_string));
-    }
-    Ok(out)
+    Ok(ids_by_value(ds, "id", ids).await?.into_keys().collect())
+}
+
+/// The string column `name` of `batch`.
+fn strings(ds: &Dataset, batch: &RecordBatch, name: &str) -> Result<StringArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+        .ok_or_else(|| OmniError::Internal(format!("{} has no string column `{name}`", ds.uri())))
 }
 
 /// For each given value of the string column `column`, the ids of the rows holding it.
 pub async fn ids_by_value(ds: &Dataset, column: &str, values: &[String]) -> Result<HashMap<String, Vec<String>>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
-    if values.len() > FULL_SCAN_ABOVE {
-        let wanted: HashSet<&str> = values.iter().map(String::as_str).collect();
-        for batch in table::scan_columns(ds, &[column, "id"]).await? {
-            let get = |i: usize| batch.column(i).as_any().downcast_ref::<StringArray>().cloned();
-            let (Some(vals), Some(ids)) = (get(0), get(1)) else {
-                return Err(OmniError::Internal(format!("{} has no string column `{column}`", ds.uri())));
-            };
-            for i in 0..batch.num_rows() {
-                if vals.is_valid(i) && wanted.contains(vals.value(i)) {
-                    out.entry(vals.value(i).to_string()).or_default().push(ids.value(i).to_string());
-                }
-            }
+    let wanted: HashSet<&str> = values.iter().map(String::as_str).collect();
+    let batches = if values.len() > FULL_SCAN_ABOVE {
+        // One projected scan of the table beats many filtered ones.
+        let columns: Vec<&str> = if column == "id" { vec!["id"] } else { vec![column, "id"] };
+        table::scan_columns(ds, &columns).await?
+    } else {
+        let mut batches = Vec::new();
+        for chunk in values.chunks(IN_CHUNK) {
+            let list: Vec<String> = chunk.iter().map(|v| sql_str(v)).collect();
+            batches.extend(table::scan(ds, Some(&format!("{column} IN ({})", list.join(", ")))).await?);
         }
-        return Ok(out);
-    }
-    for chunk in values.chunks(IN_CHUNK) {
-        let list: Vec<String> = chunk.iter().map(|v| sql_str(v)).collect();
-        let filter = format!("{column} IN ({})", list.join(", "));
-        for batch in table::scan(ds, Some(&filter)).await? {
-            let get = |name: &str| {
-                batch
-                    .column_by_name(name)
-                    .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
-                    .ok_or_else(|| OmniError::Internal(format!("{} has no string column `{name}`", ds.uri())))
-            };
-            let (vals, ids) = (get(column)?, get("id")?);
-            for i in 0..batch.num_rows() {
-                if vals.is_valid(i) {
-                    out.entry(vals.value(i).to_string()).or_default().push(ids.value(i).to_string());
-                }
-            }
+        batches
+    };
+    for batch in &batches {
+        let (vals, ids) = (strings(ds, batch, column)?, strings(ds, batch, "id")?);
+        for i in (0..batch.num_rows()).filter(|i| vals.is_valid(*i) && wanted.contains(vals.value(*i))) {
+            out.entry(vals.value(i).to_string()).or_default().push(ids.value(i).to_string());
         }
     }
     Ok(out)

@@ -54,7 +54,6 @@ pub async fn prepare(capture: &Capture, ir: &MutationIr, args: &MutationArgs) ->
         }
     }
     validate_changeset(&staging, catalog).await?;
-    staging.check_limits()?;
     let mut prepared = Prepared::default();
     for t in staging.tables() {
         let n = (t.pending.len() + t.deleted.len()) as u64;

@@ -72,13 +72,32 @@ impl TableStage {
     }
 
     /// The staged Arrow size of the pending rows.
-    fn staged_bytes(&self) -> Result<u64> {
+    /// The one effect this table stages, within the admission limits
+    /// (`None` when nothing changes).
+    fn plan(&self) -> Result<Option<StagePlan>> {
+        let limit = |resource: &str, limit: u64, actual: u64| {
+            if actual > limit {
+                return Err(OmniError::ResourceLimitExceeded {
+                    resource: format!("{resource} for {}", self.table_key),
+                    limit,
+                    actual,
+                });
+            }
+            Ok(())
+        };
+        limit("entities staged", MAX_ENTITIES_PER_TABLE, (self.pending.len() + self.deleted.len()) as u64)?;
+        if !self.deleted.is_empty() {
+            let list: Vec<String> = self.deleted.iter().map(|id| crate::engine::committed::sql_str(id)).collect();
+            return Ok(Some(StagePlan::Delete { predicate: format!("id IN ({})", list.join(", ")) }));
+        }
         if self.pending.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         let rows: Vec<EntityRow> = self.pending.values().cloned().collect();
         let batch = rows::to_batch_for(&self.type_name, &self.schema, &rows)?;
-        Ok(batch.get_array_memory_size() as u64)
+        limit("staged Arrow bytes", MAX_STAGED_BYTES_PER_TABLE, batch.get_array_memory_size() as u64)?;
+        let mode = if self.upsert { MergeMode::Upsert } else { MergeMode::StrictInsert };
+        Ok(Some(StagePlan::Merge { batches: vec![batch], mode }))
     }
 
     /// The Arrow schema of the table.
@@ -186,47 +205,21 @@ impl<'c> MutationStaging<'c> {
         Ok(())
     }
 
-    /// Enforce the per-table admission limits before anything is armed.
-    pub fn check_limits(&self) -> Result<()> {
-        for stage in self.tables.values() {
-            let entities = (stage.pending.len() + stage.deleted.len()) as u64;
-            if entities > MAX_ENTITIES_PER_TABLE {
-                return Err(OmniError::ResourceLimitExceeded {
-                    resource: format!("entities staged for {}", stage.table_key),
-                    limit: MAX_ENTITIES_PER_TABLE,
-                    actual: entities,
-                });
-            }
-            let bytes = stage.staged_bytes()?;
-            if bytes > MAX_STAGED_BYTES_PER_TABLE {
-                return Err(OmniError::ResourceLimitExceeded {
-                    resource: format!("staged Arrow bytes for {}", stage.table_key),
-                    limit: MAX_STAGED_BYTES_PER_TABLE,
-                    actual: bytes,
-                });
-            }
-        }
-        Ok(())
-    }
-
     /// Exactly one staged transaction per touched table that changes
     /// something (a zero-match delete stages nothing).
     pub async fn stage_all(self) -> Result<Vec<PreparedTable>> {
         let capture = self.capture;
-        let mut out = Vec::new();
+        // Every table's plan (and admission limits) first: nothing is staged
+        // unless the whole mutation is admitted.
+        let mut plans = Vec::with_capacity(self.tables.len());
         for stage in self.tables.into_values() {
-            let plan = if !stage.deleted.is_empty() {
-                let list: Vec<String> = stage.deleted.iter().map(|id| crate::engine::committed::sql_str(id)).collect();
-                StagePlan::Delete { predicate: format!("id IN ({})", list.join(", ")) }
-            } else if !stage.pending.is_empty() {
-                let rows: Vec<EntityRow> = stage.pending.values().cloned().collect();
-                let batch = rows::to_batch_for(&stage.type_name, &stage.schema, &rows)?;
-                let mode = if stage.upsert { MergeMode::Upsert } else { MergeMode::StrictInsert };
-                StagePlan::Merge { batches: vec![batch], mode }
-            } else {
-                continue;
-            };
-            out.extend(capture.prepare_table(&stage.table_key, stage.dataset.clone(), plan).await?);
+            if let Some(plan) = stage.plan()? {
+                plans.push((stage.table_key, stage.dataset, plan));
+            }
+        }
+        let mut out = Vec::with_capacity(plans.len());
+        for (table_key, dataset, plan) in plans {
+            out.extend(capture.prepare_table(&table_key, dataset, plan).await?);
         }
         Ok(out)
     }

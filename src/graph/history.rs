@@ -1,0 +1,147 @@
+//! Snapshots, commit history and the merge base of two branches.
+
+use serde::Serialize;
+
+use super::Graph;
+use crate::engine::branch_name::MAIN;
+use crate::engine::manifest::{self, CommitRow, ManifestView, STAMP};
+use crate::engine::storage::table;
+use crate::protocol::{OmniError, Result};
+
+/// One table in a snapshot.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TableSnapshot {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// Pinned Lance version.
+    pub version: u64,
+    /// Native Lance branch holding it (`None` = main).
+    pub table_branch: Option<String>,
+    /// Live rows at that version.
+    pub row_count: u64,
+}
+
+/// What a branch head shows: every table's pin, the head commit, the stamp.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// Graph branch.
+    pub branch: String,
+    /// Head commit id.
+    pub head_commit_id: Option<String>,
+    /// `__manifest` version read.
+    pub manifest_version: u64,
+    /// Storage format stamp.
+    pub storage_stamp: u32,
+    /// Tables sorted by key.
+    pub tables: Vec<TableSnapshot>,
+}
+
+/// One graph commit, as users see it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Commit ULID.
+    pub commit_id: String,
+    /// First parent.
+    pub parent_commit_id: Option<String>,
+    /// Merged parent, for merge commits.
+    pub merged_parent_commit_id: Option<String>,
+    /// Who made it.
+    pub actor: Option<String>,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// `__manifest` version it produced.
+    pub manifest_version: u64,
+    /// Graph branch it was made on.
+    pub branch: String,
+}
+
+impl From<&CommitRow> for CommitInfo {
+    fn from(c: &CommitRow) -> Self {
+        let created_at = chrono::DateTime::from_timestamp_micros(c.created_at_us)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            .unwrap_or_default();
+        CommitInfo {
+            commit_id: c.commit_id.clone(),
+            parent_commit_id: c.parent.clone(),
+            merged_parent_commit_id: c.merged_parent.clone(),
+            actor: c.actor.clone(),
+            created_at,
+            manifest_version: c.manifest_version,
+            branch: c.branch.clone(),
+        }
+    }
+}
+
+impl Graph {
+    /// The state of `branch` at its head.
+    pub async fn snapshot(&self, branch: &str) -> Result<Snapshot> {
+        let view = self.rt.view(branch).await?;
+        Ok(snapshot_of(&view))
+    }
+
+    /// Commits reachable from `branch`'s head, newest first.
+    pub async fn commits(&self, branch: &str, limit: Option<usize>) -> Result<Vec<CommitInfo>> {
+        let view = self.rt.view(branch).await?;
+        let Some(head) = view.state.effective_head(branch) else {
+            return Ok(Vec::new());
+        };
+        let history = view.state.history(&head.commit_id);
+        Ok(history.into_iter().take(limit.unwrap_or(usize::MAX)).map(CommitInfo::from).collect())
+    }
+
+    /// One commit by id, on whichever live branch recorded it.
+    pub async fn commit(&self, id: &str) -> Result<CommitInfo> {
+        self.find_commit(id).await.map(|c| CommitInfo::from(&c))
+    }
+
+    /// Find commit `id`: main first, then every live branch.
+    pub(super) async fn find_commit(&self, id: &str) -> Result<CommitRow> {
+        if let Some(c) = self.rt.view(MAIN).await?.state.commits.get(id) {
+            return Ok(c.clone());
+        }
+        for name in table::list_branches(&manifest::uri(self.root())).await?.into_keys() {
+            match self.rt.view(&name).await {
+                Ok(view) => {
+                    if let Some(c) = view.state.commits.get(id) {
+                        return Ok(c.clone());
+                    }
+                }
+                Err(OmniError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(OmniError::NotFound(format!("commit `{id}`")))
+    }
+
+    /// The merge base of two branches' heads: their best common ancestor commit.
+    pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>> {
+        let (va, vb) = (self.rt.view(a).await?, self.rt.view(b).await?);
+        let (Some(ha), Some(hb)) = (va.state.effective_head(a), vb.state.effective_head(b)) else {
+            return Ok(None);
+        };
+        let mut commits = va.state.commits.clone();
+        commits.extend(vb.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Ok(manifest::merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id))
+    }
+}
+
+pub(super) fn snapshot_of(view: &ManifestView) -> Snapshot {
+    let tables = view
+        .state
+        .tables
+        .values()
+        .map(|t| TableSnapshot {
+            table_key: t.table_key.clone(),
+            version: t.version,
+            table_branch: t.branch.clone(),
+            row_count: t.row_count,
+        })
+        .collect();
+    Snapshot {
+        branch: view.branch.clone(),
+        head_commit_id: view.state.effective_head(&view.branch).map(|c| c.commit_id.clone()),
+        manifest_version: view.version,
+        storage_stamp: STAMP,
+        tables,
+    }
+}

@@ -1,0 +1,141 @@
+//! The embedded API: [`Omnigraph::init`] / [`Omnigraph::open`] return a
+//! [`Graph`] handle. Every handle on one root in the process shares one actor
+//! tree; the CLI and the HTTP daemon are front ends over this handle.
+//!
+//! One module per concern: [`history`] (snapshots, commits, merge base),
+//! [`branches`], [`writes`], [`reads`] and [`recovery`].
+
+mod branches;
+mod history;
+mod reads;
+mod recovery;
+mod writes;
+
+use std::sync::Arc;
+
+use crate::actors::Runtime;
+use crate::engine::init;
+use crate::engine::manifest;
+use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::Root;
+use crate::protocol::{OmniError, Result};
+pub use history::{CommitInfo, Snapshot, TableSnapshot};
+pub use reads::result_rows;
+pub use recovery::{PendingSidecar, RecoveryStatus};
+
+/// How a handle may use the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Reads and writes; runs recovery at open.
+    ReadWrite,
+    /// Reads only; never writes to storage.
+    ReadOnly,
+}
+
+/// Entry points of the embedded API.
+pub struct Omnigraph;
+
+impl Omnigraph {
+    /// Create a graph at `location` (a directory or an object-store URI) from
+    /// `.pg` source, and open it read-write.
+    pub async fn init(location: &str, schema_source: &str) -> Result<Graph> {
+        let root = Root::parse(location)?;
+        init::init(&root, schema_source).await?;
+        Graph::open_root(root, OpenMode::ReadWrite).await
+    }
+
+    /// Open an existing graph read-write.
+    pub async fn open(location: &str) -> Result<Graph> {
+        Self::open_with(location, OpenMode::ReadWrite).await
+    }
+
+    /// Open an existing graph in the given mode.
+    pub async fn open_with(location: &str, mode: OpenMode) -> Result<Graph> {
+        Graph::open_root(Root::parse(location)?, mode).await
+    }
+
+    /// Open a graph at an already resolved root (e.g. one whose object store
+    /// is wrapped to observe or fail storage calls).
+    pub async fn open_root(root: Root, mode: OpenMode) -> Result<Graph> {
+        Graph::open_root(root, mode).await
+    }
+}
+
+/// Where and as whom a write happens.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Graph branch (default `main`).
+    pub branch: String,
+    /// Actor recorded on the commit.
+    pub actor: Option<String>,
+    /// Caller precondition: the branch head must be exactly this commit.
+    pub if_commit: Option<String>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { branch: "main".into(), actor: None, if_commit: None }
+    }
+}
+
+/// What a read runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadTarget {
+    /// The head of a branch.
+    Branch(String),
+    /// An exact graph commit (time travel).
+    Commit(String),
+}
+
+impl Default for ReadTarget {
+    fn default() -> Self {
+        ReadTarget::Branch("main".into())
+    }
+}
+
+/// A handle on one graph. Cheap to clone.
+#[derive(Clone)]
+pub struct Graph {
+    rt: Arc<Runtime>,
+    mode: OpenMode,
+}
+
+impl Graph {
+    async fn open_root(root: Root, mode: OpenMode) -> Result<Graph> {
+        // Stamp first: nothing else is read from a graph this binary can't serve.
+        manifest::load(&root, "main", None).await?;
+        let rt = Runtime::for_root(&root).await?;
+        rt.schema().await?;
+        if mode == OpenMode::ReadWrite {
+            crate::recovery::sweep::sweep(&rt, crate::recovery::resolve::Mode::Full).await?;
+        }
+        Ok(Graph { rt, mode })
+    }
+
+    /// The graph root.
+    pub fn root(&self) -> &Root {
+        self.rt.root()
+    }
+
+    /// The mode this handle was opened in.
+    pub fn mode(&self) -> OpenMode {
+        self.mode
+    }
+
+    /// The actor tree behind this handle (shared with every handle on the root).
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
+    /// The accepted schema.
+    pub async fn schema(&self) -> Result<Arc<SchemaState>> {
+        self.rt.schema().await
+    }
+
+    fn require_writable(&self) -> Result<()> {
+        match self.mode {
+            OpenMode::ReadWrite => Ok(()),
+            OpenMode::ReadOnly => Err(OmniError::BadRequest("the graph is open read-only".into())),
+        }
+    }
+}
