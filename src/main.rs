@@ -54,6 +54,9 @@ enum Command {
         /// No progress on stderr.
         #[arg(long, short)]
         quiet: bool,
+        /// Create `--branch` from this branch first if it does not exist.
+        #[arg(long)]
+        from: Option<String>,
         #[command(flatten)]
         write: WriteArgs,
         /// The graph.
@@ -439,9 +442,15 @@ async fn run_command(command: Command) -> Result<()> {
             let c = read_only(&graph).await?.commit(&id).await?;
             if json { print_json(&c) } else { print_commit(&c) }
         }
-        Command::Load { data, mode, quiet, write, graph } => {
+        Command::Load { data, mode, quiet, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
             let g = Omnigraph::open(&graph).await?;
+            if let Some(base) = &from
+                && g.ensure_branch(&write.branch, base).await?
+                && !write.json
+            {
+                eprintln!("created branch {} from {base}", write.branch);
+            }
             let show = !quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
             let progress = |n: u64| {
                 if show {

@@ -2,7 +2,7 @@
 
 use super::Graph;
 use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
-use crate::protocol::Result;
+use crate::protocol::{OmniError, Result};
 
 impl Graph {
     /// Create branch `name` from the current head of `from`. Reads of the new
@@ -21,5 +21,21 @@ impl Graph {
     pub async fn branch_delete(&self, name: &str) -> Result<DeletedBranch> {
         self.require_writable()?;
         branch_control::delete(&self.rt, name).await
+    }
+
+    /// Create `name` from `from` unless it exists (what `load --from` does
+    /// before loading). Returns whether this call created it.
+    pub async fn ensure_branch(&self, name: &str, from: &str) -> Result<bool> {
+        match self.rt.view(name).await {
+            Ok(_) => return Ok(false),
+            Err(OmniError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        match self.branch_create(name, from).await {
+            Ok(_) => Ok(true),
+            // Created concurrently by someone else: it exists, which is all we need.
+            Err(OmniError::BranchConflict { reason, .. }) if reason.contains("already exists") => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -334,6 +334,13 @@ struct LoadBody {
     data: String,
     mode: Option<String>,
     branch: Option<String>,
+    from: Option<String>,
+}
+
+/// Where a load goes: the branch, and the base to fork it from if missing.
+struct LoadTarget {
+    branch: Option<String>,
+    from: Option<String>,
 }
 
 async fn run_load(
@@ -342,12 +349,25 @@ async fn run_load(
     actor: String,
     data: &[u8],
     mode: LoadMode,
-    branch: Option<String>,
+    to: LoadTarget,
 ) -> ApiResult {
     let _slot = s.admit(&actor)?;
-    let opts = WriteOptions { branch: branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit: None };
-    let out = s.graph(id)?.load(data, mode, &opts).await?;
-    Ok(axum::Json(write_output(&out)))
+    let g = s.graph(id)?;
+    let branch = to.branch.unwrap_or_else(|| "main".into());
+    let created = match &to.from {
+        Some(base) => g.ensure_branch(&branch, base).await?,
+        None => false,
+    };
+    let opts = WriteOptions { branch: branch.clone(), actor: Some(actor.clone()), if_commit: None };
+    let out = g.load(data, mode, &opts).await?;
+    let mut body = write_output(&out);
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("branch".into(), json!(branch));
+        obj.insert("base_branch".into(), json!(to.from));
+        obj.insert("branch_created".into(), json!(created));
+        obj.insert("actor_id".into(), json!(actor));
+    }
+    Ok(axum::Json(body))
 }
 
 async fn load_json(
@@ -359,13 +379,14 @@ async fn load_json(
     let actor = s.actor(&headers)?;
     let l: LoadBody = json_body(b)?;
     let mode = parse_mode(l.mode.as_deref())?;
-    run_load(&s, &id, actor, l.data.as_bytes(), mode, l.branch).await
+    run_load(&s, &id, actor, l.data.as_bytes(), mode, LoadTarget { branch: l.branch, from: l.from }).await
 }
 
 #[derive(Deserialize)]
 struct NdjsonParams {
     branch: Option<String>,
     mode: Option<String>,
+    from: Option<String>,
 }
 
 async fn load_ndjson(
@@ -387,7 +408,7 @@ async fn load_ndjson(
     }
     let data = body(b)?;
     let mode = parse_mode(q.mode.as_deref())?;
-    run_load(&s, &id, actor, &data, mode, q.branch).await
+    run_load(&s, &id, actor, &data, mode, LoadTarget { branch: q.branch, from: q.from }).await
 }
 
 async fn branches(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

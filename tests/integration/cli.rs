@@ -182,6 +182,11 @@ fn branch_create_list_delete_and_branch_writes_work_end_to_end() {
     let person = "{\"type\": \"Person\", \"data\": {\"name\": \"Dee\", \"age\": 3}}\n";
     let file = std::path::Path::new(&loc).with_extension("dee.jsonl");
     std::fs::write(&file, person).expect("write data");
+    let dee = file.to_string_lossy().to_string();
+    let out = omnigraph(&["load", "--data", &dee, "--mode", "append", "--branch", "forked", &loc]);
+    assert!(!out.status.success(), "a missing branch without --from");
+    let out = omnigraph(&["load", "--data", &dee, "--mode", "append", "--branch", "forked", "--from", "main", &loc]);
+    assert!(out.status.success(), "--from forks the missing branch: {}", stderr(&out));
     let out =
         omnigraph(&["load", "--data", &file.to_string_lossy(), "--mode", "append", "--branch", "review/alice", &loc]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -204,7 +209,7 @@ fn branch_create_list_delete_and_branch_writes_work_end_to_end() {
     let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     let names: Vec<&str> =
         listed["branches"].as_array().expect("branches").iter().filter_map(|b| b["name"].as_str()).collect();
-    assert_eq!(names, ["main", "review/alice"]);
+    assert_eq!(names, ["main", "forked", "review/alice"]);
 
     assert_one_line_error(&omnigraph(&["branch", "create", "review", &loc]), "path-prefix-disjoint");
     assert_one_line_error(&omnigraph(&["branch", "create", "bad name", &loc]), "invalid branch name");

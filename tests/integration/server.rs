@@ -191,6 +191,24 @@ async fn every_route_answers_its_success_path() {
     assert_eq!(del["forks_reclaimed"].as_array().map(Vec::len), Some(1));
     let (st, br) = get(&s, "/graphs/g/branches").await;
     assert_eq!((st, br["branches"].clone()), (200, json!(["main"])));
+
+    // A load with `from` forks its missing branch first; without it, 404.
+    let line = "{\"type\": \"Company\", \"data\": {\"name\": \"Forked\"}}\n".to_string();
+    let url = |q: &str| format!("{}/graphs/g/load/ndjson?{q}", s.base);
+    let (st, _, _) =
+        call("POST", &url("branch=ingest"), Some(TOKEN), Some(("application/x-ndjson", line.clone()))).await;
+    assert_eq!(st, 404, "a missing branch without `from`");
+    let (st, out, _) =
+        call("POST", &url("branch=ingest&from=main"), Some(TOKEN), Some(("application/x-ndjson", line.clone()))).await;
+    assert_eq!(
+        (st, out["branch_created"].clone(), out["base_branch"].clone()),
+        (200, json!(true), json!("main")),
+        "{out}"
+    );
+    let (st, out, _) =
+        call("POST", &url("branch=ingest&from=main&mode=merge"), Some(TOKEN), Some(("application/x-ndjson", line)))
+            .await;
+    assert_eq!((st, out["branch_created"].clone()), (200, json!(false)), "an existing branch is not recreated");
 }
 
 trait CloneTuple {
