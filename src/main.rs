@@ -511,6 +511,9 @@ async fn run_command(command: Command) -> Result<()> {
                         p.age_seconds.unwrap_or(0)
                     ),
                 }
+                if let Some(d) = &p.diagnosis {
+                    println!("      {d}");
+                }
             }
             println!("recoveries: {}", status.audit.len());
             for a in &status.audit {

@@ -24,6 +24,9 @@ pub struct PendingSidecar {
     pub age_seconds: Option<i64>,
     /// Why it could not be read, for a corrupt sidecar.
     pub error: Option<String>,
+    /// What recovery would do with it now and why (the per-table classes),
+    /// or why that could not be determined.
+    pub diagnosis: Option<String>,
 }
 
 /// Pending sidecars and the recovery audit log.
@@ -46,6 +49,10 @@ impl Graph {
                 Ok(None) => continue,
                 Ok(Some(b)) => PendingSidecar {
                     name,
+                    diagnosis: Some(match crate::recovery::resolve::diagnose(&self.rt, &b).await {
+                        Ok(d) => d,
+                        Err(e) => format!("cannot classify: {e}"),
+                    }),
                     operation_id: Some(b.operation_id),
                     writer_kind: Some(format!("{:?}", b.writer_kind)),
                     branch: Some(b.branch),
@@ -63,6 +70,7 @@ impl Graph {
                     actor: None,
                     age_seconds: None,
                     error: Some(e.to_string()),
+                    diagnosis: None,
                 },
             };
             pending.push(entry);

@@ -77,6 +77,57 @@ async fn observe(t: &SidecarTable, branch: &str, pin: u64, op: &str) -> Result<T
     Ok(classify(&evidence(t, branch, pin).await?, &t.planned, &compensation))
 }
 
+/// Each table of `body` with its pin and class, and the decision over them.
+async fn classify_sidecar<'b>(
+    rt: &Runtime,
+    body: &'b SidecarBody,
+    view: &ManifestView,
+) -> Result<(Vec<(&'b SidecarTable, u64, TableClass)>, Decision)> {
+    let mut observed = Vec::with_capacity(body.tables.len());
+    for t in &body.tables {
+        let pinned =
+            view.state.tables.get(&t.table_key).map(|e| e.version).ok_or_else(|| OmniError::RecoveryRequired {
+                operation_id: body.operation_id.clone(),
+                reason: format!("{} is no longer in the manifest", t.table_key),
+            })?;
+        observed.push((t, pinned, observe(t, &body.branch, pinned, &body.operation_id).await?));
+    }
+    let schema = rt.schema().await?;
+    let authority_holds = view.branch_id == body.token.branch_id
+        && view.state.head(&body.branch).map(str::to_string) == body.token.graph_head
+        && schema.identity == body.token.schema_identity;
+    let classes: Vec<(&str, TableClass)> = observed.iter().map(|(t, _, c)| (t.table_key.as_str(), c.clone())).collect();
+    let decision = decide(body.phase == EffectPhase::EffectsConfirmed, authority_holds, &classes);
+    Ok((observed, decision))
+}
+
+/// What recovery would do with `body` now, and why, from storage alone (reads
+/// only; for operators: `recovery list` shows it beside each pending sidecar).
+pub async fn diagnose(rt: &Runtime, body: &SidecarBody) -> Result<String> {
+    let view = match manifest::load(rt.root(), &body.branch, None).await {
+        Ok(view) => view,
+        Err(OmniError::NotFound(_)) if body.branch != "main" => {
+            return Ok("OrphanedBranchDiscarded: its branch was deleted".into());
+        }
+        Err(e) => return Err(e),
+    };
+    if view.state.commits.contains_key(&body.lineage.commit_id) {
+        return Ok("RolledForward: its commit is visible; only the cleanup is left".into());
+    }
+    if view.state.commits.contains_key(&body.rollback_commit_id) {
+        return Ok("RolledBack: its compensation is visible; only the cleanup is left".into());
+    }
+    let (observed, decision) = classify_sidecar(rt, body, &view).await?;
+    let tables: Vec<String> = observed.iter().map(|(t, _, c)| format!("{}={c}", t.table_key)).collect();
+    let verdict = match decision {
+        Decision::RollForward => "RollForward".to_string(),
+        Decision::NoMovement => "NoMovement: discard".to_string(),
+        Decision::RollBack { why } => format!("RollBack ({why})"),
+        Decision::FailClosed(reason) => format!("FailClosed ({reason})"),
+    };
+    Ok(format!("{verdict}: {}", tables.join(", ")))
+}
+
 /// Resolve the sidecar `name`. `leases` must hold the sidecar's branch and tables.
 pub async fn process(
     rt: &Runtime,
@@ -107,22 +158,8 @@ pub async fn process(
     if view.state.commits.contains_key(&body.rollback_commit_id) {
         return settle(rt, store, &body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), vec![]).await;
     }
-    let mut observed = Vec::with_capacity(body.tables.len());
-    for t in &body.tables {
-        let pinned =
-            view.state.tables.get(&t.table_key).map(|e| e.version).ok_or_else(|| OmniError::RecoveryRequired {
-                operation_id: op.clone(),
-                reason: format!("{} is no longer in the manifest", t.table_key),
-            })?;
-        observed.push((t, pinned, observe(t, &body.branch, pinned, &op).await?));
-    }
-    let schema = rt.schema().await?;
-    let authority_holds = view.branch_id == body.token.branch_id
-        && view.state.head(&body.branch).map(str::to_string) == body.token.graph_head
-        && schema.identity == body.token.schema_identity;
-    let classes: Vec<(&str, TableClass)> = observed.iter().map(|(t, _, c)| (t.table_key.as_str(), c.clone())).collect();
-    let decision = decide(body.phase == EffectPhase::EffectsConfirmed, authority_holds, &classes);
-    info!(operation_id = %op, ?decision, classes = ?classes, "classified");
+    let (observed, decision) = classify_sidecar(rt, &body, &view).await?;
+    info!(operation_id = %op, ?decision, "classified");
     let why = match decision {
         Decision::RollForward => return roll_forward(rt, store, &body, &view, leases).await,
         Decision::FailClosed(reason) => return Err(OmniError::RecoveryRequired { operation_id: op, reason }),

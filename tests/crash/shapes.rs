@@ -48,6 +48,9 @@ async fn expect_fail_closed(loc: &str, what: &str) {
     }
     let g = Omnigraph::open_with(loc, OpenMode::ReadOnly).await.expect("read-only open still works");
     assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "the sidecar is kept for an operator");
+    let status = g.recovery_status().await.expect("status");
+    let diagnosis = status.pending[0].diagnosis.clone().unwrap_or_default();
+    assert!(diagnosis.starts_with("FailClosed") && diagnosis.contains(what), "operators see why: {diagnosis}");
     assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "nothing was resolved");
 }
 
