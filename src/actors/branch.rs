@@ -5,7 +5,7 @@ use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
 use crate::engine::manifest::{self, ManifestView, PublishRequest, Published, publisher};
-use crate::engine::storage::{Root, branches};
+use crate::engine::storage::{Root, branches, table};
 use crate::protocol::messages::BranchMsg;
 use crate::protocol::{OmniError, Result};
 
@@ -88,6 +88,25 @@ impl Actor for BranchActor {
     }
 }
 
+/// Fragments `__manifest` may reach on a branch before its actor compacts it.
+/// Every commit adds one, and every write reads them all, so without this a
+/// write's cost grows with the branch's history.
+pub const MANIFEST_COMPACT_ABOVE: usize = 32;
+
+/// Physical-only compaction of the branch's `__manifest` (same rows, fewer
+/// fragments), run by its only publisher right after a publish, still under
+/// the caller's branch lease. The publish already succeeded: a failure here
+/// is logged and retried after a later publish, never reported as the write's.
+async fn compact_manifest(state: &mut BranchState) {
+    let Some(view) = state.cache.clone() else { return };
+    let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
+    match table::compact(view.dataset).instrument(span).await {
+        Ok(Some(_)) => state.cache = None,
+        Ok(None) => {}
+        Err(e) => tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry"),
+    }
+}
+
 fn check_lease(state: &BranchArgs, lease_id: u64) -> Result<()> {
     if !state.gate.holds(lease_id) {
         return Err(OmniError::Internal(format!("change on `{}` without holding its branch lease", state.branch)));
@@ -109,7 +128,11 @@ async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u6
     // The post-publish view is the branch's new latest: the next read of the
     // branch needs no scan.
     if let Some(view) = published.view.take() {
+        let fragments = view.dataset.get_fragments().len();
         state.cache = Some(view);
+        if fragments > MANIFEST_COMPACT_ABOVE {
+            compact_manifest(state).await;
+        }
     }
     Ok(published)
 }

@@ -395,6 +395,24 @@ async fn verify_landed(uri: &str, identity: &TxnIdentity, ds: Arc<Dataset>) -> R
     Ok(CommittedTxn { identity: identity.clone(), version, row_count, dataset: ds })
 }
 
+/// Rewrite the dataset's small fragments into few (a physical-only change:
+/// same rows, new version), materialising deletions; `None` when there was
+/// nothing to compact. Commits inline (Lance's own ReserveFragments and
+/// Rewrite versions), so callers use it only where a concurrent commit to
+/// the same ref is excluded and no manifest pins the versions it adds.
+pub async fn compact(ds: Arc<Dataset>) -> Result<Option<Arc<Dataset>>> {
+    let mut ds = Arc::unwrap_or_clone(ds);
+    let options = lance::dataset::optimize::CompactionOptions {
+        materialize_deletions: true,
+        materialize_deletions_threshold: 0.0,
+        ..Default::default()
+    };
+    let metrics = lance::dataset::optimize::compact_files(&mut ds, options, None)
+        .await
+        .map_err(|e| OmniError::storage(format!("compacting {}", ds.uri()), e))?;
+    Ok((metrics.fragments_removed > 0).then(|| Arc::new(ds)))
+}
+
 /// The identity of the transaction that produced `version`, if Lance kept one.
 pub async fn transaction_at(ds: &Dataset, version: u64) -> Result<Option<TxnIdentity>> {
     let txn = ds
