@@ -78,7 +78,7 @@ fn info_of(name: &str, native: Option<&table::NativeBranch>, view: &ManifestView
 /// Create branch `name` from `from`'s current head.
 pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> {
     branch_name::validate(name)?;
-    let span = info_span!("branch.create", branch = %name, from = %from);
+    let span = info_span!("branch.create", operation_id = %ulid::Ulid::new(), branch = %name, from = %from);
     async {
         // Unresolved writes left by an earlier incarnation of this name must
         // be discarded before the name means something else.
@@ -134,7 +134,7 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
     if name == MAIN {
         return Err(OmniError::BadRequest("the main branch cannot be deleted".into()));
     }
-    let span = info_span!("branch.delete", branch = %name);
+    let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name);
     async {
         sweep(rt, Mode::RollForwardOnly).await?;
         let mut leases = LeaseSet::default();
