@@ -309,7 +309,8 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
             if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
                 return Err(OmniError::KeyConflict { type_name: part.type_name.clone(), id });
             }
-            StagePlan::Merge { batches, mode: MergeMode::StrictInsert }
+            // The ids were just proved absent at the pin, which the commit holds.
+            StagePlan::Append { batches }
         }
         LoadMode::Merge => StagePlan::Merge { batches, mode: MergeMode::Upsert },
         LoadMode::Overwrite => StagePlan::Overwrite { batches },

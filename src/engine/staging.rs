@@ -96,8 +96,12 @@ impl TableStage {
         let rows: Vec<EntityRow> = self.pending.values().cloned().collect();
         let batch = rows::to_batch_for(&self.type_name, &self.schema, &rows)?;
         limit("staged Arrow bytes", MAX_STAGED_BYTES_PER_TABLE, batch.get_array_memory_size() as u64)?;
-        let mode = if self.upsert { MergeMode::Upsert } else { MergeMode::StrictInsert };
-        Ok(Some(StagePlan::Merge { batches: vec![batch], mode }))
+        // Without upserts every pending id is a fresh ULID: nothing to match.
+        Ok(Some(if self.upsert {
+            StagePlan::Merge { batches: vec![batch], mode: MergeMode::Upsert }
+        } else {
+            StagePlan::Append { batches: vec![batch] }
+        }))
     }
 
     /// The Arrow schema of the table.

@@ -56,6 +56,13 @@ pub enum StagePlan {
         /// How existing ids are treated.
         mode: MergeMode,
     },
+    /// New rows whose ids the writer proved absent at the pin (fresh ULIDs,
+    /// or an append load's checked ids): a plain append, no join against the
+    /// table, and the exact-version commit keeps the proof valid.
+    Append {
+        /// The rows, in the table's schema.
+        batches: Vec<arrow_array::RecordBatch>,
+    },
     /// A delete of the rows matching a Lance SQL predicate.
     Delete {
         /// The predicate.

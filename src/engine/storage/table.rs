@@ -172,6 +172,7 @@ pub fn arrow_schema(ds: &Dataset) -> SchemaRef {
 pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Option<StagedTxn>> {
     match plan {
         StagePlan::Merge { batches, mode } => stage_merge_insert(ds, batches, mode, uuid).await.map(Some),
+        StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
     }
@@ -247,24 +248,30 @@ pub async fn stage_delete(ds: Arc<Dataset>, predicate: &str, uuid: &str) -> Resu
 
 /// Stage an overwrite of the whole table. No batches = a zero-fragment overwrite.
 pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: &str) -> Result<StagedTxn> {
-    let uri = table_uri(&ds);
-    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let mut txn = if rows == 0 {
+    if batches.iter().all(|b| b.num_rows() == 0) {
         let op = Operation::Overwrite {
             fragments: vec![],
             schema: ds.schema().clone(),
             config_upsert_values: None,
             initial_bases: None,
         };
-        Transaction::new(ds.version().version, op, None)
-    } else {
-        let params = write_params(WriteMode::Overwrite);
-        InsertBuilder::new(ds.clone())
-            .with_params(&params)
-            .execute_uncommitted(batches)
-            .await
-            .map_err(|e| OmniError::storage(format!("staging overwrite of {uri}"), e))?
-    };
+        let mut txn = Transaction::new(ds.version().version, op, None);
+        txn.uuid = uuid.to_string();
+        return Ok(StagedTxn { uri: table_uri(&ds), dataset: Some(ds), txn, affected_rows: None, rows_written: 0 });
+    }
+    stage_write(ds, batches, WriteMode::Overwrite, uuid).await
+}
+
+/// Stage new data files as an append or an overwrite of the whole table.
+async fn stage_write(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: WriteMode, uuid: &str) -> Result<StagedTxn> {
+    let uri = table_uri(&ds);
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let params = write_params(mode);
+    let mut txn = InsertBuilder::new(ds.clone())
+        .with_params(&params)
+        .execute_uncommitted(batches)
+        .await
+        .map_err(|e| OmniError::storage(format!("staging {mode:?} of {uri}"), e))?;
     txn.uuid = uuid.to_string();
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
 }
