@@ -120,3 +120,29 @@ async fn a_clone_only_fork_tree_under_a_sidecar_is_reclaimed() {
     assert_eq!(super::counts_on(&g, "b").await, before, "the write stays invisible");
     Op::LoadOverwrite.run_on(&g, "b").await.expect("the first touch works again");
 }
+
+/// A first write on a branch of a branch forks one table from the parent
+/// branch's fork and another from main; a crash after the first commit rolls
+/// both back and the graph is writable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_first_write_on_a_nested_branch_recovers_clean() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "a").await;
+    {
+        let g = Omnigraph::open(&loc).await.expect("open");
+        // Fork node:Person on `a` (the mutation also touches edge:Knows).
+        Op::MutationUpdate.run_on(&g, "a").await.expect("write on a");
+        g.branch_create("ab", "a").await.expect("nested branch");
+        super::shut_down(g).await;
+    }
+    let before = super::counts_on(&Omnigraph::open(&loc).await.expect("open"), "ab").await;
+    crash(&loc, Op::MutationInsert, "ab", "mutation.after_table_commit").await;
+    let g = Omnigraph::open(&loc).await.expect("recovery");
+    for b in ["main", "a", "ab"] {
+        assert_clean_on(&g, b, "nested first touch").await;
+    }
+    assert_eq!(super::counts_on(&g, "ab").await, before, "the crashed write is invisible");
+    Op::MutationInsert.run_on(&g, "ab").await.expect("the first touch works again");
+    assert_clean_on(&g, "ab", "after the retry").await;
+}
