@@ -67,6 +67,11 @@ impl Actor for BranchActor {
             BranchMsg::Publish { request, lease_id, reply } => {
                 let out = publish(state, &request, lease_id).await;
                 drop(reply.send(out));
+                // After the reply: the writer does not wait for maintenance,
+                // and this mailbox still orders it before any later publish.
+                if state.cache.as_ref().is_some_and(|v| v.dataset.get_fragments().len() > MANIFEST_COMPACT_ABOVE) {
+                    compact_manifest(state).await;
+                }
             }
             BranchMsg::CreateRef { plan, lease_id, reply } => {
                 let out = async {
@@ -94,9 +99,10 @@ impl Actor for BranchActor {
 pub const MANIFEST_COMPACT_ABOVE: usize = 32;
 
 /// Physical-only compaction of the branch's `__manifest` (same rows, fewer
-/// fragments), run by its only publisher right after a publish, still under
-/// the caller's branch lease. The publish already succeeded: a failure here
-/// is logged and retried after a later publish, never reported as the write's.
+/// fragments), run by its only publisher right after answering a publish:
+/// the actor's mailbox keeps every later publish and ref change of this
+/// branch behind it. The publish already succeeded: a failure here is logged
+/// and retried after a later publish, never reported as the write's.
 async fn compact_manifest(state: &mut BranchState) {
     let Some(view) = state.cache.clone() else { return };
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
@@ -128,11 +134,7 @@ async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u6
     // The post-publish view is the branch's new latest: the next read of the
     // branch needs no scan.
     if let Some(view) = published.view.take() {
-        let fragments = view.dataset.get_fragments().len();
         state.cache = Some(view);
-        if fragments > MANIFEST_COMPACT_ABOVE {
-            compact_manifest(state).await;
-        }
     }
     Ok(published)
 }
