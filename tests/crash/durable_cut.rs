@@ -110,6 +110,9 @@ async fn run_cut(op: Op, branch: &'static str, loc: &str, limit: usize) -> (bool
 /// A graph action under the cut, answering whether it was acknowledged.
 type Action = Box<dyn FnOnce(omnigraph::Graph) -> futures::future::BoxFuture<'static, bool>>;
 
+/// Makes a fresh [`Action`] for each cut.
+type MakeAction = fn() -> Action;
+
 /// Run `action` on the graph at `loc` with the world stopped after `limit`
 /// durable writes, then "die"; returns (acknowledged, durable writes made).
 async fn cut_action(
@@ -260,7 +263,7 @@ async fn every_durable_write_cut_of_branch_create_and_delete_recovers_clean() {
         shut_down(g).await;
     }
     let base = std::path::Path::new(&base_loc);
-    let actions: [(&str, fn() -> Action); 2] = [
+    let actions: [(&str, MakeAction); 2] = [
         ("create c", || Box::new(|g| Box::pin(async move { g.branch_create("c", "main").await.is_ok() }))),
         ("delete b", || Box::new(|g| Box::pin(async move { g.branch_delete("b").await.is_ok() }))),
     ];
