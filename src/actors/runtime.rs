@@ -192,27 +192,54 @@ impl Runtime {
 
     /// Take a branch gate.
     pub async fn lease_branch(&self, branch: &str) -> Result<Lease> {
+        self.ask_branch(branch, "branch gate", |reply| BranchMsg::Acquire { reply }).await
+    }
+
+    /// Ask `branch`'s actor an idempotent question; one that met the actor
+    /// as it stopped (a restart, a retired deleted branch) is asked again of
+    /// the current one, so a request racing a delete sees the branch gone.
+    async fn ask_branch<T: Send + 'static>(
+        &self,
+        branch: &str,
+        what: &str,
+        build: impl Fn(RpcReplyPort<T>) -> BranchMsg,
+    ) -> Result<T> {
         let a = self.branch_actor(branch).await?;
-        ask(&a, "branch gate", |reply| BranchMsg::Acquire { reply }).await
+        match ask(&a, what, &build).await {
+            Err(OmniError::ActorUnavailable(_)) => ask(&self.branch_actor(branch).await?, what, build).await,
+            other => other,
+        }
+    }
+
+    /// [`Self::ask_branch`] for a table actor.
+    async fn ask_table<T: Send + 'static>(
+        &self,
+        uri: &str,
+        branch: &str,
+        what: &str,
+        build: impl Fn(RpcReplyPort<T>) -> TableMsg,
+    ) -> Result<T> {
+        let a = self.table_actor(uri, branch).await?;
+        match ask(&a, what, &build).await {
+            Err(OmniError::ActorUnavailable(_)) => ask(&self.table_actor(uri, branch).await?, what, build).await,
+            other => other,
+        }
     }
 
     /// Take a table gate.
     pub async fn lease_table(&self, uri: &str, branch: &str) -> Result<Lease> {
-        let a = self.table_actor(uri, branch).await?;
-        ask(&a, "table gate", |reply| TableMsg::Acquire { reply }).await
+        self.ask_table(uri, branch, "table gate", |reply| TableMsg::Acquire { reply }).await
     }
 
     /// Whether `branch`'s gate is held or awaited right now (a hint: writers
     /// that see contention prepare under the gate instead of racing).
     pub async fn branch_contended(&self, branch: &str) -> Result<bool> {
-        let a = self.branch_actor(branch).await?;
-        ask(&a, "branch actor", |reply| BranchMsg::Contended { reply }).await
+        self.ask_branch(branch, "branch actor", |reply| BranchMsg::Contended { reply }).await
     }
 
     /// A fresh manifest view of `branch`.
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
-        let a = self.branch_actor(branch).await?;
-        ask(&a, "branch actor", |reply| BranchMsg::View { reply }).await?
+        self.ask_branch(branch, "branch actor", |reply| BranchMsg::View { reply }).await?
     }
 
     /// Publish through the branch actor, holding its lease.
@@ -283,8 +310,7 @@ impl Runtime {
 
     /// Live Lance HEAD of a table on a branch.
     pub async fn table_head(&self, uri: &str, branch: &str) -> Result<u64> {
-        let a = self.table_actor(uri, branch).await?;
-        ask(&a, "table actor", |reply| TableMsg::Head { reply }).await?
+        self.ask_table(uri, branch, "table actor", |reply| TableMsg::Head { reply }).await?
     }
 
     /// Ask the reconciler for a background recovery pass.
