@@ -1,10 +1,12 @@
 //! The direct-publish write saga shared by mutation and load:
 //!
-//! `prepare` (stage effects, outside all gates) → acquire leases (schema
-//! shared → branch → sorted tables) → `revalidate` → `arm` (durable sidecar)
-//! → `commit` (each table actor commits exactly) → `confirm` (sidecar
-//! EffectsConfirmed) → `publish` (branch actor, one CAS) → `finish` (delete
-//! the sidecar, release the leases).
+//! `prepare` (stage effects; outside all gates unless the branch is busy) →
+//! acquire leases (schema shared → branch → sorted tables) → `revalidate` →
+//! `arm` (durable sidecar) → `fork` (first touch on a named branch: the table
+//! actor creates the table's ref at the inherited version, then the plan is
+//! staged on it) → `commit` (each table actor commits exactly) → `confirm`
+//! (sidecar EffectsConfirmed) → `publish` (branch actor, one CAS) → `finish`
+//! (delete the sidecar, release the leases).
 //!
 //! Before the first effect a changed authority is `ReadSetChanged`, which an
 //! insert-only write answers by preparing again (bounded); after it, any
