@@ -217,6 +217,8 @@ async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiR
 #[derive(Deserialize)]
 struct BranchParam {
     branch: Option<String>,
+    /// At most this many (commit lists).
+    limit: Option<usize>,
 }
 
 async fn snapshot(
@@ -464,7 +466,7 @@ async fn commits(
     headers: HeaderMap,
 ) -> ApiResult {
     s.actor(&headers)?;
-    let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), None).await?;
+    let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), q.limit).await?;
     Ok(axum::Json(json!({ "commits": list })))
 }
 

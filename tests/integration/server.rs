@@ -184,6 +184,9 @@ async fn every_route_answers_its_success_path() {
     assert_eq!((st, snap["branch"].clone()), (200, json!("review/alice")));
     let (st, list) = get(&s, "/graphs/g/commits?branch=review/alice").await;
     assert_eq!((st, list["commits"][0]["branch"].clone()), (200, json!("review/alice")));
+    assert_eq!(list["commits"][1]["branch"], "main", "inherited history follows");
+    let (_, one) = get(&s, "/graphs/g/commits?branch=review/alice&limit=1").await;
+    assert_eq!(one["commits"].as_array().map(Vec::len), Some(1));
     let (st, br) = get(&s, "/graphs/g/branches").await;
     assert_eq!((st, br["branches"].clone()), (200, json!(["main", "review/alice"])));
     let (st, del, _) = call("DELETE", &format!("{}/graphs/g/branches/review/alice", s.base), Some(TOKEN), None).await;
