@@ -229,7 +229,7 @@ async fn snapshot(
 ) -> ApiResult {
     s.actor(&headers)?;
     let snap = s.graph(&id)?.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
-    Ok(axum::Json(serde_json::to_value(snap).unwrap_or_default()))
+    Ok(axum::Json(snapshot_output(&snap)))
 }
 
 #[derive(Deserialize)]
@@ -260,8 +260,12 @@ async fn query(
     };
     let r = s.graph(&id)?.query(&q.query, q.name.as_deref(), q.params, &target).await?;
     let rows = result_rows(&r);
+    let target = match &target {
+        ReadTarget::Branch(b) => json!({ "branch": b }),
+        ReadTarget::Commit(c) => json!({ "snapshot": c }),
+    };
     Ok(axum::Json(json!({
-        "query_name": q.name, "columns": r.columns, "rows": rows, "row_count": rows.len(),
+        "query_name": q.name, "target": target, "columns": r.columns, "rows": rows, "row_count": rows.len(),
         "graph_commit_id": r.graph_commit_id,
     })))
 }
@@ -291,6 +295,41 @@ async fn run_mutation(
     let opts = WriteOptions { branch: m.branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit };
     let out = s.graph(&id)?.mutate(&m.query, m.name.as_deref(), m.params, &opts).await?;
     Ok(axum::Json(write_output(&out)))
+}
+
+/// A commit in the field names existing clients read (`CommitOutput`), plus
+/// this server's own names for the same values.
+fn commit_output(c: &crate::CommitInfo) -> Value {
+    let mut v = serde_json::to_value(c).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("graph_commit_id".into(), json!(c.commit_id));
+        obj.insert("graph_branch".into(), json!(c.branch));
+        obj.insert("graph_manifest_version".into(), json!(c.manifest_version));
+        obj.insert("actor_id".into(), json!(c.actor));
+    }
+    v
+}
+
+/// A snapshot in the field names existing clients read, plus this server's own.
+fn snapshot_output(snap: &crate::Snapshot) -> Value {
+    let mut v = serde_json::to_value(snap).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        let datasets: Vec<Value> = snap
+            .tables
+            .iter()
+            .map(|t| {
+                json!({
+                    "type_key": t.table_key, "dataset_version": t.version,
+                    "row_count": t.row_count, "dataset_branch": t.table_branch,
+                })
+            })
+            .collect();
+        obj.insert("graph_branch".into(), json!(snap.branch));
+        obj.insert("graph_manifest_version".into(), json!(snap.manifest_version));
+        obj.insert("internal_schema_version".into(), json!(snap.storage_stamp));
+        obj.insert("datasets".into(), json!(datasets));
+    }
+    v
 }
 
 fn write_output(out: &crate::WriteOutcome) -> Value {
@@ -467,7 +506,7 @@ async fn commits(
 ) -> ApiResult {
     s.actor(&headers)?;
     let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), q.limit).await?;
-    Ok(axum::Json(json!({ "commits": list })))
+    Ok(axum::Json(json!({ "commits": list.iter().map(commit_output).collect::<Vec<_>>() })))
 }
 
 async fn commit(
@@ -477,7 +516,7 @@ async fn commit(
 ) -> ApiResult {
     s.actor(&headers)?;
     let c = s.graph(&id)?.commit(&commit).await?;
-    Ok(axum::Json(serde_json::to_value(c).unwrap_or_default()))
+    Ok(axum::Json(commit_output(&c)))
 }
 
 async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

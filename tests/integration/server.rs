@@ -107,10 +107,15 @@ async fn every_route_answers_its_success_path() {
     assert_eq!(st, 200);
     assert_eq!(snap["tables"].as_array().map(Vec::len), Some(4));
     let head = snap["head_commit_id"].as_str().expect("head").to_string();
+    // The field names existing clients read.
+    assert_eq!((snap["graph_branch"].clone(), snap["internal_schema_version"].clone()), (json!("main"), json!(4)));
+    assert_eq!(snap["datasets"].as_array().map(Vec::len), Some(4));
+    assert!(snap["graph_manifest_version"].is_u64() && snap["datasets"][0]["dataset_version"].is_u64(), "{snap}");
 
     let q = "query q() { match { $p: Person } return { $p.name } order { $p.name asc } }";
     let (st, r) = post(&s, "/graphs/g/query", json!({"query": q})).await;
     assert_eq!((st, r["row_count"].clone(), r["graph_commit_id"].clone()), (200, json!(3), json!(head)));
+    assert_eq!(r["target"], json!({"branch": "main"}));
 
     let m = r#"query m($n: String) { insert Person { name: $n } }"#;
     let (st, out) = post(&s, "/graphs/g/mutate", json!({"query": m, "params": {"n": "Dee"}})).await;
@@ -118,6 +123,8 @@ async fn every_route_answers_its_success_path() {
     let commit = out["graph_commit_id"].as_str().expect("commit").to_string();
     let (st, c) = get(&s, &format!("/graphs/g/commits/{commit}")).await;
     assert_eq!((st, c["actor"].clone()), (200, json!("alice")), "the actor comes from the token");
+    assert_eq!((c["graph_commit_id"].clone(), c["actor_id"].clone()), (json!(commit), json!("alice")));
+    assert_eq!((c["graph_branch"].clone(), c["parent_commit_id"].clone()), (json!("main"), json!(head)));
     let (st, list) = get(&s, "/graphs/g/commits?branch=main").await;
     assert_eq!((st, list["commits"][0]["commit_id"].clone()), (200, json!(commit)));
 
