@@ -6,13 +6,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lance_io::object_store::WrappingObjectStore;
-use object_store::ObjectStore;
 use object_store::path::Path;
-use omnigraph::engine::storage::io_hook;
 use omnigraph::{Graph, OmniError, Omnigraph};
 
-use crate::intercept::{Intercept, Policy, injected};
+use crate::intercept::{Policy, injected};
+use crate::lance_hook;
 
 use super::{Op, assert_clean_on, counts_on, serial, setup_on};
 
@@ -47,28 +45,12 @@ impl Policy for Rule {
     }
 }
 
-#[derive(Debug)]
-struct Hook(Arc<Rule>);
-
-impl WrappingObjectStore for Hook {
-    fn wrap(&self, _prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-        Arc::new(Intercept { inner: original, policy: self.0.clone() })
-    }
-    fn wrap_paginated(
-        &self,
-        _prefix: &str,
-        original: Arc<dyn object_store::list::PaginatedListStore>,
-    ) -> Option<Arc<dyn object_store::list::PaginatedListStore>> {
-        Some(original)
-    }
-}
-
 /// Run `f` with Lance's stores failing per `rule`.
 async fn with_rule<T>(pattern: &str, after: bool, times: usize, f: impl std::future::Future<Output = T>) -> (T, usize) {
     let rule = Arc::new(Rule { pattern: pattern.into(), after, remaining: AtomicUsize::new(times) });
-    io_hook::set(Some(Arc::new(Hook(rule.clone()))));
+    lance_hook::route(Some(rule.clone()));
     let out = f.await;
-    io_hook::set(None);
+    lance_hook::route::<Rule>(None);
     (out, times - rule.remaining.load(Ordering::SeqCst))
 }
 

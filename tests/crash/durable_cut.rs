@@ -8,15 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use lance_io::object_store::WrappingObjectStore;
-use object_store::ObjectStore;
 use object_store::path::Path;
-use omnigraph::engine::storage::{Root, io_hook};
+use omnigraph::engine::storage::Root;
 use omnigraph::recovery::audit;
 use omnigraph::{Omnigraph, OpenMode, WriteOptions};
 use serde_json::Map;
 
 use crate::intercept::{Intercept, Policy, injected};
+use crate::lance_hook;
 
 use super::{Op, assert_clean_on, counts_on, crash, serial, setup_on, shut_down};
 
@@ -69,25 +68,6 @@ impl Policy for Cut {
     }
 }
 
-/// Wraps Lance's stores with the same counter.
-#[derive(Debug)]
-struct CutHook(Arc<Cut>);
-
-impl WrappingObjectStore for CutHook {
-    fn wrap(&self, _prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-        Arc::new(Intercept { inner: original, policy: self.0.clone() })
-    }
-
-    // Listings are reads: the cut only observes writes, so the pushdown stays.
-    fn wrap_paginated(
-        &self,
-        _prefix: &str,
-        original: Arc<dyn object_store::list::PaginatedListStore>,
-    ) -> Option<Arc<dyn object_store::list::PaginatedListStore>> {
-        Some(original)
-    }
-}
-
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read dir").flatten() {
@@ -121,7 +101,7 @@ async fn cut_action(
     action: impl FnOnce(omnigraph::Graph) -> futures::future::BoxFuture<'static, bool>,
 ) -> (bool, usize) {
     let cut = Cut::new();
-    io_hook::set(Some(Arc::new(CutHook(cut.clone()))));
+    lance_hook::route(Some(cut.clone()));
     let root = Root::parse(loc).expect("root");
     let store = Intercept { inner: root.store().clone(), policy: cut.clone() };
     let g = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await.expect("open");
@@ -129,7 +109,7 @@ async fn cut_action(
     let acknowledged = action(g.clone()).await;
     let writes = cut.count.load(Ordering::SeqCst);
     shut_down(g).await;
-    io_hook::set(None);
+    lance_hook::route::<Cut>(None);
     (acknowledged, writes.min(limit))
 }
 
@@ -196,14 +176,14 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
 async fn open_cut(loc: &str, limit: usize) -> usize {
     let cut = Cut::new();
     cut.arm(limit);
-    io_hook::set(Some(Arc::new(CutHook(cut.clone()))));
+    lance_hook::route(Some(cut.clone()));
     let root = Root::parse(loc).expect("root");
     let store = Intercept { inner: root.store().clone(), policy: cut.clone() };
     if let Ok(g) = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await {
         shut_down(g).await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-    io_hook::set(None);
+    lance_hook::route::<Cut>(None);
     cut.count.load(Ordering::SeqCst).min(limit)
 }
 

@@ -13,6 +13,7 @@ mod ambiguous;
 mod durable_cut;
 #[path = "../support/intercept.rs"]
 mod intercept;
+mod lance_hook;
 mod shapes;
 
 use std::collections::BTreeMap;
