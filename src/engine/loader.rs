@@ -307,7 +307,8 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
         LoadMode::Append => {
             let ids: Vec<String> = part.ids.iter().cloned().collect();
             if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
-                return Err(OmniError::KeyConflict { type_name: part.type_name.clone(), id });
+                let entity_kind = if part.is_edge { "edge" } else { "node" };
+                return Err(OmniError::KeyConflict { entity_kind, type_name: part.type_name.clone(), id });
             }
             // The ids were just proved absent at the pin, which the commit holds.
             StagePlan::Append { batches }

@@ -33,6 +33,8 @@ pub enum OmniError {
     /// A strict insert met an existing id.
     #[error("key conflict: {type_name} with id `{id}` already exists")]
     KeyConflict {
+        /// `node` or `edge`.
+        entity_kind: &'static str,
         /// The node or edge type.
         type_name: String,
         /// The conflicting id.
@@ -189,8 +191,8 @@ impl OmniError {
                 "file": file, "line": diag.pos.line, "column": diag.pos.column,
                 "diagnostic_code": diag.code, "message": diag.message,
             }),
-            OmniError::KeyConflict { type_name, id } => {
-                serde_json::json!({ "key_conflict": { "type_name": type_name, "entity_id": id } })
+            OmniError::KeyConflict { entity_kind, type_name, id } => {
+                serde_json::json!({ "key_conflict": { "entity_kind": entity_kind, "type_name": type_name, "entity_id": id } })
             }
             OmniError::ReadSetChanged { member, expected, actual } => serde_json::json!({
                 "read_set_conflict": { "member": member, "expected": expected, "actual": actual }

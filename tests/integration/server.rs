@@ -261,6 +261,7 @@ async fn errors_have_their_status_and_json_body() {
         (st, body["code"].clone(), body["key_conflict"]["entity_id"].clone()),
         (409, json!("conflict"), json!("Alice"))
     );
+    assert_eq!(body["key_conflict"]["entity_kind"], "node");
     let (st, body) = post(&s, "/graphs/g/branches", json!({"name": "bad name"})).await;
     assert_eq!((st, body["code"].clone()), (400, json!("bad_request")), "invalid branch name");
     assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "dup"})).await.0, 200);

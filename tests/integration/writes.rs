@@ -179,7 +179,7 @@ async fn strict_append_of_an_existing_id_is_a_key_conflict() {
         .await
         .expect_err("conflict");
     assert!(
-        matches!(&err, OmniError::KeyConflict { type_name, id } if type_name == "Person" && id == "Alice"),
+        matches!(&err, OmniError::KeyConflict { entity_kind: "node", type_name, id } if type_name == "Person" && id == "Alice"),
         "{err}"
     );
     assert_eq!(pins(&g).await, before);
