@@ -46,3 +46,51 @@ async fn every_query_example_in_the_docs_returns_the_rows_shown() {
         assert_eq!(Value::Array(rows), expected, "{src}");
     }
 }
+
+/// The command walk-through at the top of docs/branches.md runs as written
+/// (as real processes, on a graph with the example data, `more.jsonl`
+/// standing in for the reader's file).
+#[test]
+fn the_branch_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/branches.md");
+    let block = page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
+    let (dir, loc) = crate::common::temp_graph_dir();
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
+        assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    run(&["init", "--schema", &schema, &loc]);
+    run(&["load", "--data", &data, "--mode", "overwrite", "-q", &loc]);
+    std::fs::write(dir.path().join("more.jsonl"), "{\"type\": \"Company\", \"data\": {\"name\": \"More\"}}\n")
+        .expect("more.jsonl");
+    let mut ran = 0;
+    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
+        let words = shell_words(line);
+        let args: Vec<&str> =
+            words[1..].iter().map(|w| if w == "./g.graph" { loc.as_str() } else { w.as_str() }).collect();
+        run(&args);
+        ran += 1;
+    }
+    assert!(ran >= 6, "ran only {ran} commands");
+}
+
+/// Split a command line on spaces, keeping '…' quoted words whole.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        if let Some(quoted) = rest.strip_prefix('\'') {
+            let end = quoted.find('\'').expect("closing quote");
+            out.push(quoted[..end].to_string());
+            rest = quoted[end + 1..].trim_start();
+        } else {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+            rest = rest[end..].trim_start();
+        }
+    }
+    out
+}
