@@ -577,9 +577,10 @@ fn print_snapshot(s: &Snapshot) -> Result<()> {
     println!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
     println!("stamp:   {}", s.storage_stamp);
     let width = s.tables.iter().map(|t| t.table_key.len()).max().unwrap_or(5).max(5);
-    println!("{:<width$}  {:>8}  {:>10}", "table", "version", "rows");
+    println!("{:<width$}  {:>8}  {:>10}  stored on", "table", "version", "rows");
     for t in &s.tables {
-        println!("{:<width$}  {:>8}  {:>10}", t.table_key, t.version, t.row_count);
+        let on = t.table_branch.as_deref().unwrap_or("main");
+        println!("{:<width$}  {:>8}  {:>10}  {on}", t.table_key, t.version, t.row_count);
     }
     Ok(())
 }
