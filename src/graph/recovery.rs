@@ -49,9 +49,13 @@ impl Graph {
                 Ok(None) => continue,
                 Ok(Some(b)) => PendingSidecar {
                     name,
-                    diagnosis: Some(match crate::recovery::resolve::diagnose(&self.rt, &b).await {
-                        Ok(d) => d,
-                        Err(e) => format!("cannot classify: {e}"),
+                    diagnosis: Some(if self.rt.is_live(&b.operation_id) {
+                        "InFlight: a write of this process owns it".to_string()
+                    } else {
+                        match crate::recovery::resolve::diagnose(&self.rt, &b).await {
+                            Ok(d) => d,
+                            Err(e) => format!("cannot classify: {e}"),
+                        }
                     }),
                     operation_id: Some(b.operation_id),
                     writer_kind: Some(format!("{:?}", b.writer_kind)),
