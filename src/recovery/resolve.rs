@@ -43,7 +43,14 @@ pub enum Resolution {
     /// Its branch was deleted; its effects were discarded with it.
     OrphanDiscarded,
     /// Left for a full pass.
-    Deferred(String),
+    Deferred {
+        /// The operation.
+        operation_id: String,
+        /// The graph branch it writes.
+        branch: String,
+        /// Why a full pass is needed.
+        reason: String,
+    },
     /// Skipped: a write of this process still owns it.
     InFlight,
 }
@@ -182,7 +189,11 @@ pub async fn process(
         });
     }
     if mode == Mode::RollForwardOnly {
-        return Ok(Resolution::Deferred(format!("{op} needs a roll-back ({why})")));
+        return Ok(Resolution::Deferred {
+            reason: format!("{op} needs a roll-back ({why})"),
+            operation_id: op,
+            branch: body.branch.clone(),
+        });
     }
     roll_back(rt, store, &body, &view, observed, leases).await
 }

@@ -6,18 +6,10 @@ use omnigraph::recovery::invariants;
 use omnigraph::{Graph, LoadMode, OmniError, ReadTarget, WriteOptions};
 use serde_json::Map;
 
-use crate::common::social_graph;
-
-const SOCIAL_DATA: &str = include_str!("../../examples/social.jsonl");
+use crate::common::loaded_social_graph;
 
 fn on(branch: &str) -> WriteOptions {
     WriteOptions { branch: branch.into(), ..WriteOptions::default() }
-}
-
-async fn loaded() -> (tempfile::TempDir, Graph) {
-    let (dir, g) = social_graph().await;
-    g.load(SOCIAL_DATA.as_bytes(), LoadMode::Overwrite, &on("main")).await.expect("load");
-    (dir, g)
 }
 
 async fn insert_person(g: &Graph, branch: &str, name: &str) -> String {
@@ -49,7 +41,7 @@ async fn forks_of(g: &Graph, key: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn writes_on_a_branch_and_on_main_are_isolated() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("feature", "main").await.expect("create");
     insert_person(&g, "feature", "Zed").await;
     insert_person(&g, "main", "Mia").await;
@@ -67,7 +59,7 @@ async fn writes_on_a_branch_and_on_main_are_isolated() {
 
 #[tokio::test]
 async fn a_branch_created_at_commit_c_reads_cs_data() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let c = insert_person(&g, "main", "Mia").await;
     g.branch_create("at-c", "main").await.expect("create");
     insert_person(&g, "main", "Later").await;
@@ -80,7 +72,7 @@ async fn a_branch_created_at_commit_c_reads_cs_data() {
 
 #[tokio::test]
 async fn a_pure_read_branch_forks_nothing() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("readonly", "main").await.expect("create");
     people(&g, head("readonly")).await;
     g.snapshot("readonly").await.expect("snapshot");
@@ -98,7 +90,7 @@ async fn a_pure_read_branch_forks_nothing() {
 
 #[tokio::test]
 async fn every_writer_forks_on_first_touch_and_stays_isolated() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("w", "main").await.expect("create");
     // Delete (cascading to edges), update, append and overwrite loads, all first touches.
     g.mutate(r#"query q() { delete Person where name = "Bob" }"#, None, Map::new(), &on("w")).await.expect("delete");
@@ -124,7 +116,7 @@ async fn every_writer_forks_on_first_touch_and_stays_isolated() {
 
 #[tokio::test]
 async fn branches_of_branches_inherit_and_isolate() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("a", "main").await.expect("a");
     insert_person(&g, "a", "OnA").await;
     g.branch_create("b", "a").await.expect("b from a");
@@ -143,7 +135,7 @@ async fn branches_of_branches_inherit_and_isolate() {
 
 #[tokio::test]
 async fn each_refused_name_class_has_a_clear_error() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     for bad in ["", "main", "main/x", "__internal", "/lead", "trail/", "a//b", "a/../b", "..", "a\tb", "sp ace", "ü"] {
         let err = g.branch_create(bad, "main").await.expect_err(bad);
         assert!(matches!(err, OmniError::BadRequest(_)), "{bad:?}: {err}");
@@ -167,7 +159,7 @@ async fn each_refused_name_class_has_a_clear_error() {
 
 #[tokio::test]
 async fn delete_then_recreate_reads_the_new_parent_not_the_old_fork() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("tmp", "main").await.expect("create");
     insert_person(&g, "tmp", "Gone").await;
     let deleted = g.branch_delete("tmp").await.expect("delete");
@@ -184,7 +176,7 @@ async fn delete_then_recreate_reads_the_new_parent_not_the_old_fork() {
 
 #[tokio::test]
 async fn commit_list_on_a_branch_shows_inherited_then_own_newest_first() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let main_before: Vec<String> = g.commits("main", None).await.expect("c").into_iter().map(|c| c.commit_id).collect();
     g.branch_create("hist", "main").await.expect("create");
     let own1 = insert_person(&g, "hist", "H1").await;
@@ -204,7 +196,7 @@ async fn commit_list_on_a_branch_shows_inherited_then_own_newest_first() {
 
 #[tokio::test]
 async fn merge_base_is_the_fork_point_until_histories_share_more() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let fork_point = g.commits("main", Some(1)).await.expect("c")[0].commit_id.clone();
     g.branch_create("mb", "main").await.expect("create");
     assert_eq!(g.merge_base("main", "mb").await.expect("base").as_deref(), Some(fork_point.as_str()));
@@ -220,7 +212,7 @@ async fn merge_base_is_the_fork_point_until_histories_share_more() {
 
 #[tokio::test]
 async fn concurrent_writes_on_different_branches_all_land() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     for b in ["p1", "p2", "p3"] {
         g.branch_create(b, "main").await.expect("create");
     }
@@ -244,7 +236,7 @@ async fn concurrent_writes_on_different_branches_all_land() {
 
 #[tokio::test]
 async fn deleting_a_branch_retires_its_actors() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("gone", "main").await.expect("create");
     insert_person(&g, "gone", "X").await;
     let key = omnigraph::actors::supervisor::ChildKey::Branch("gone".into());
@@ -265,7 +257,7 @@ async fn deleting_a_branch_retires_its_actors() {
 /// both reclaim it and succeed.
 #[tokio::test]
 async fn clone_only_trees_left_by_a_torn_native_create_are_reclaimed() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let manifest_uri = manifest::uri(g.root());
     let view = manifest::load(g.root(), "main", None).await.expect("view");
     let person = g.root().child_uri(&view.state.tables["node:Person"].location);
@@ -287,7 +279,7 @@ async fn clone_only_trees_left_by_a_torn_native_create_are_reclaimed() {
 /// stopped half way) is reclaimed when the name is created again.
 #[tokio::test]
 async fn a_recreated_branch_reclaims_stale_forks_of_its_name() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let view = manifest::load(g.root(), "main", None).await.expect("view");
     let person = g.root().child_uri(&view.state.tables["node:Person"].location);
     table::create_branch(&person, None, view.state.tables["node:Person"].version, "stale").await.expect("stale fork");
@@ -300,7 +292,7 @@ async fn a_recreated_branch_reclaims_stale_forks_of_its_name() {
 
 #[tokio::test]
 async fn racing_creates_of_one_name_make_exactly_one_branch() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let g = g.clone();
@@ -323,7 +315,7 @@ async fn racing_creates_of_one_name_make_exactly_one_branch() {
 /// deleted with it) or find the branch gone; nothing is left behind.
 #[tokio::test]
 async fn writes_racing_a_branch_delete_leave_nothing_behind() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("doomed", "main").await.expect("create");
     let writers: Vec<_> = (0..4)
         .map(|i| {
@@ -355,7 +347,7 @@ async fn writes_racing_a_branch_delete_leave_nothing_behind() {
 /// every commit stays readable and time travel still works.
 #[tokio::test]
 async fn the_manifest_stays_compact_and_history_survives_compaction() {
-    let (_dir, g) = loaded().await;
+    let (_dir, g) = loaded_social_graph().await;
     g.branch_create("long", "main").await.expect("create");
     let first = insert_person(&g, "long", "n0").await;
     for i in 1..45 {

@@ -21,6 +21,23 @@ pub async fn social_graph() -> (tempfile::TempDir, Graph) {
     (dir, g)
 }
 
+/// The example graph loaded with the example data (one overwrite commit).
+pub async fn loaded_social_graph() -> (tempfile::TempDir, Graph) {
+    let (dir, g) = social_graph().await;
+    let data = include_str!("../../examples/social.jsonl");
+    g.load(data.as_bytes(), omnigraph::LoadMode::Overwrite, &omnigraph::WriteOptions::default()).await.expect("load");
+    (dir, g)
+}
+
+/// A new graph of `schema` holding the JSONL `lines` (one overwrite commit).
+pub async fn graph_with(schema: &str, lines: &[&str]) -> (tempfile::TempDir, Graph) {
+    let (dir, loc) = temp_graph_dir();
+    let g = Omnigraph::init(&loc, schema).await.expect("init");
+    let data = lines.join("\n");
+    g.load(data.as_bytes(), omnigraph::LoadMode::Overwrite, &omnigraph::WriteOptions::default()).await.expect("load");
+    (dir, g)
+}
+
 /// The shared conformance corpus, or `None` (with a notice) when absent.
 pub fn shared_fixtures() -> Option<PathBuf> {
     let dir = std::env::var_os("OMNIGRAPH_SHARED_FIXTURES")

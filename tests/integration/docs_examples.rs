@@ -1,10 +1,10 @@
 //! Runs every example of docs/queries.md against the example graph and
 //! compares the rows the page shows.
 
-use omnigraph::{LoadMode, ReadTarget, WriteOptions, result_rows};
+use omnigraph::{ReadTarget, result_rows};
 use serde_json::Value;
 
-use crate::common::social_graph;
+use crate::common::loaded_social_graph;
 
 /// (query source, params, expected rows) for each ```gq block followed by a ```json block.
 fn examples(page: &str) -> Vec<(String, Value, Value)> {
@@ -36,9 +36,7 @@ async fn every_query_example_in_the_docs_returns_the_rows_shown() {
     let page = include_str!("../../docs/queries.md");
     let cases = examples(page);
     assert!(cases.len() >= 6, "found only {} examples", cases.len());
-    let (_dir, g) = social_graph().await;
-    let data = include_str!("../../examples/social.jsonl");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let (_dir, g) = loaded_social_graph().await;
     for (src, params, expected) in cases {
         let params = params.as_object().cloned().unwrap_or_default();
         let r = g.query(&src, None, params, &ReadTarget::default()).await.unwrap_or_else(|e| panic!("{src}: {e}"));

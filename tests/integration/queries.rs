@@ -4,7 +4,7 @@
 use omnigraph::{Graph, LoadMode, Omnigraph, ReadTarget, WriteOptions, result_rows};
 use serde_json::{Map, Value, json};
 
-use crate::common::{shared_fixtures, social_graph, temp_graph_dir};
+use crate::common::{graph_with, loaded_social_graph, shared_fixtures, social_graph, temp_graph_dir};
 
 async fn rows(g: &Graph, src: &str, name: &str, params: Value, target: &ReadTarget) -> Vec<Value> {
     let params = params.as_object().cloned().unwrap_or_default();
@@ -77,9 +77,7 @@ async fn full_text_functions_refuse_without_an_index() {
 
 #[tokio::test]
 async fn a_query_at_an_old_commit_sees_that_commits_data() {
-    let (_dir, g) = social_graph().await;
-    let data = include_str!("../../examples/social.jsonl");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let (_dir, g) = loaded_social_graph().await;
     let old = g.snapshot("main").await.expect("snap").head_commit_id.expect("head");
     let src = "query people() { match { $p: Person } return { $p.name } order { $p.name asc } }";
     let before = rows(&g, src, "people", json!({}), &ReadTarget::default()).await;
@@ -96,9 +94,7 @@ async fn a_query_at_an_old_commit_sees_that_commits_data() {
 
 #[tokio::test]
 async fn a_query_planned_before_a_write_returns_the_pre_write_result() {
-    let (_dir, g) = social_graph().await;
-    let data = include_str!("../../examples/social.jsonl");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let (_dir, g) = loaded_social_graph().await;
     let head = g.snapshot("main").await.expect("snap").head_commit_id.expect("head");
     let src = "query people() { match { $p: Person } return { count($p) as n } }";
     // A read bound to the head commit keeps that view while writes land.
@@ -114,18 +110,15 @@ async fn a_query_planned_before_a_write_returns_the_pre_write_result() {
 /// `nearest` ranks by exact cosine distance, after the filters, top-k by `limit`.
 #[tokio::test]
 async fn nearest_ranks_by_cosine_distance_after_filters() {
-    let (_dir, loc) = temp_graph_dir();
     let schema = "node Doc { slug: String @key\n kind: String\n embedding: Vector(3) }\n";
-    let g = Omnigraph::init(&loc, schema).await.expect("init");
-    let data = [
+    let lines = [
         r#"{"type": "Doc", "data": {"slug": "x", "kind": "a", "embedding": [1.0, 0.0, 0.0]}}"#,
         r#"{"type": "Doc", "data": {"slug": "xy", "kind": "a", "embedding": [1.0, 1.0, 0.0]}}"#,
         r#"{"type": "Doc", "data": {"slug": "y", "kind": "a", "embedding": [0.0, 1.0, 0.0]}}"#,
         r#"{"type": "Doc", "data": {"slug": "x2", "kind": "b", "embedding": [2.0, 0.1, 0.0]}}"#,
         r#"{"type": "Doc", "data": {"slug": "z", "kind": "a", "embedding": [0.0, 0.0, 1.0]}}"#,
-    ]
-    .join("\n");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    ];
+    let (_dir, g) = graph_with(schema, &lines).await;
     let src = r#"query near($q: Vector(3)) {
         match { $d: Doc { kind: "a" } }
         return { $d.slug }
@@ -139,9 +132,7 @@ async fn nearest_ranks_by_cosine_distance_after_filters() {
 
 #[tokio::test]
 async fn returning_a_bound_node_gives_its_id_and_properties() {
-    let (_dir, g) = social_graph().await;
-    let data = include_str!("../../examples/social.jsonl");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    let (_dir, g) = loaded_social_graph().await;
     let src = r#"query q() { match { $c: Company } return { $c, count($c) as n } }"#;
     let got = rows(&g, src, "q", json!({}), &ReadTarget::default()).await;
     assert_eq!(got, vec![json!({"c": {"id": "Acme", "name": "Acme", "founded": "2001-04-01"}, "n": 1})]);
@@ -150,19 +141,16 @@ async fn returning_a_bound_node_gives_its_id_and_properties() {
 /// Undirected hops, edge bindings (one row per edge) and list membership.
 #[tokio::test]
 async fn undirected_hops_edge_bindings_and_list_contains() {
-    let (_dir, loc) = temp_graph_dir();
     let schema = "node P { name: String @key\n tags: [String]? }\nedge Likes: P -> P { weight: I32? }\n";
-    let g = Omnigraph::init(&loc, schema).await.expect("init");
-    let data = [
+    let lines = [
         r#"{"type": "P", "data": {"name": "a", "tags": ["x", "y"]}}"#,
         r#"{"type": "P", "data": {"name": "b", "tags": ["y"]}}"#,
         r#"{"type": "P", "data": {"name": "c"}}"#,
         r#"{"edge": "Likes", "from": "a", "to": "b", "data": {"weight": 1}}"#,
         r#"{"edge": "Likes", "from": "a", "to": "b", "data": {"weight": 2}}"#,
         r#"{"edge": "Likes", "from": "c", "to": "a", "data": {"weight": 3}}"#,
-    ]
-    .join("\n");
-    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    ];
+    let (_dir, g) = graph_with(schema, &lines).await;
     let main = ReadTarget::default();
     let undirected =
         r#"query q() { match { $x: P { name: "a" }  $x <likes> $y } return { $y.name } order { $y.name asc } }"#;

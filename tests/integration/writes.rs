@@ -8,9 +8,9 @@ use omnigraph::recovery::list_pending;
 use omnigraph::{Graph, LoadMode, OmniError, WriteOptions};
 use serde_json::{Map, Value, json};
 
-use crate::common::{files_with_suffix, shared_fixtures, social_graph, temp_graph_dir};
-
-const SOCIAL_DATA: &str = include_str!("../../examples/social.jsonl");
+use crate::common::{
+    files_with_suffix, graph_with, loaded_social_graph, shared_fixtures, social_graph, temp_graph_dir,
+};
 
 fn opts() -> WriteOptions {
     WriteOptions::default()
@@ -37,15 +37,9 @@ pub async fn assert_consistent(g: &Graph) {
     }
 }
 
-async fn loaded_social() -> (tempfile::TempDir, Graph) {
-    let (dir, g) = social_graph().await;
-    g.load(SOCIAL_DATA.as_bytes(), LoadMode::Overwrite, &opts()).await.expect("load");
-    (dir, g)
-}
-
 #[tokio::test]
 async fn a_load_is_one_commit_across_every_type() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let p = pins(&g).await;
     assert_eq!(p["node:Person"], (2, 3));
     assert_eq!(p["node:Company"], (2, 1));
@@ -58,7 +52,7 @@ async fn a_load_is_one_commit_across_every_type() {
 
 #[tokio::test]
 async fn read_your_writes_inside_one_mutation() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let src = r#"
 query add($name: String) {
     insert Person { name: $name, age: 20 }
@@ -83,7 +77,7 @@ query add($name: String) {
 
 #[tokio::test]
 async fn a_failing_statement_leaves_every_head_untouched_and_the_next_write_works() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let src = r#"
 query bad() {
@@ -102,7 +96,7 @@ query bad() {
 
 #[tokio::test]
 async fn node_delete_cascades_to_incident_edges() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let src = r#"query rm($n: String) { delete Person where name = $n }"#;
     let out = g.mutate(src, None, params(json!({"n": "Bob"})), &opts()).await.expect("delete");
     assert_eq!(out.nodes_affected, 1);
@@ -116,7 +110,7 @@ async fn node_delete_cascades_to_incident_edges() {
 
 #[tokio::test]
 async fn a_zero_match_write_commits_nothing() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = g.commits("main", None).await.expect("commits").len();
     let src = r#"query rm() { delete Person where name = "Nobody" }"#;
     let out = g.mutate(src, None, Map::new(), &opts()).await.expect("delete");
@@ -126,7 +120,7 @@ async fn a_zero_match_write_commits_nothing() {
 
 #[tokio::test]
 async fn validation_rules_refuse_with_no_effect() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let cases = [
         (r#"query q() { insert Person { name: "X", age: 200 } }"#, "range"),
@@ -154,7 +148,7 @@ async fn validation_rules_refuse_with_no_effect() {
 
 #[tokio::test]
 async fn the_admission_limit_refuses_an_oversized_mutation_before_arming() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let mut src = String::from("query big() {\n");
     for i in 0..8_193 {
@@ -172,7 +166,7 @@ async fn the_admission_limit_refuses_an_oversized_mutation_before_arming() {
 
 #[tokio::test]
 async fn strict_append_of_an_existing_id_is_a_key_conflict() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let err = g
         .load(r#"{"type": "Person", "data": {"name": "Alice"}}"#.as_bytes(), LoadMode::Append, &opts())
@@ -236,7 +230,7 @@ async fn sixteen_concurrent_strict_loads_of_disjoint_ids_all_land() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn eight_concurrent_insert_mutations_form_one_linear_chain() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let g = g.clone();
@@ -263,7 +257,7 @@ async fn eight_concurrent_insert_mutations_form_one_linear_chain() {
 
 #[tokio::test]
 async fn a_strict_update_whose_head_moved_gets_read_set_changed() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     // Capture a stale precondition, then move the head.
     let head = g.snapshot("main").await.expect("snap").head_commit_id.expect("head");
     g.mutate(r#"query q() { insert Company { name: "Other" } }"#, None, Map::new(), &opts()).await.expect("mutate");
@@ -280,7 +274,7 @@ async fn a_strict_update_whose_head_moved_gets_read_set_changed() {
 
 #[tokio::test]
 async fn a_mixed_mutation_is_rejected_before_any_io() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let src = r#"query mix() {
     insert Company { name: "New" }
@@ -337,7 +331,7 @@ async fn a_missing_required_property_is_refused_with_no_effect() {
 
 #[tokio::test]
 async fn the_staged_bytes_limit_refuses_a_mutation_before_arming() {
-    let (_dir, g) = loaded_social().await;
+    let (_dir, g) = loaded_social_graph().await;
     let before = pins(&g).await;
     let big = "x".repeat(7 * 1024 * 1024);
     let mut params = Map::new();
@@ -362,11 +356,13 @@ async fn the_staged_bytes_limit_refuses_a_mutation_before_arming() {
 
 #[tokio::test]
 async fn a_composite_unique_is_checked_against_committed_rows() {
-    let (_dir, loc) = temp_graph_dir();
     let schema = "node P { name: String @key }\nedge Corr: P -> P { @unique(src, dst) }\n";
-    let g = omnigraph::Omnigraph::init(&loc, schema).await.expect("init");
-    let data = "{\"type\": \"P\", \"data\": {\"name\": \"a\"}}\n{\"type\": \"P\", \"data\": {\"name\": \"b\"}}\n{\"edge\": \"Corr\", \"from\": \"a\", \"to\": \"b\"}\n";
-    g.load(data.as_bytes(), LoadMode::Overwrite, &opts()).await.expect("load");
+    let lines = [
+        r#"{"type": "P", "data": {"name": "a"}}"#,
+        r#"{"type": "P", "data": {"name": "b"}}"#,
+        r#"{"edge": "Corr", "from": "a", "to": "b"}"#,
+    ];
+    let (_dir, g) = graph_with(schema, &lines).await;
     let before = pins(&g).await;
     let again = "{\"edge\": \"Corr\", \"from\": \"a\", \"to\": \"b\"}\n";
     let err = g.load(again.as_bytes(), LoadMode::Merge, &opts()).await.expect_err("duplicate pair");

@@ -120,12 +120,11 @@ where
     // The heal lists `__recovery/` once (a clean graph costs one listing).
     // Only what it had to defer is still pending: a sidecar armed since then
     // belongs to a live writer, and the check under the gates settles it.
-    for (name, resolution) in sweep(rt, Mode::RollForwardOnly).await? {
-        if let Resolution::Deferred(reason) = resolution
-            && let Some(body) = store.read(&name).await?
-            && body.branch == intent.branch
+    for (_, resolution) in sweep(rt, Mode::RollForwardOnly).await? {
+        if let Resolution::Deferred { operation_id, branch, reason } = resolution
+            && branch == intent.branch
         {
-            return Err(OmniError::RecoveryRequired { operation_id: body.operation_id, reason });
+            return Err(OmniError::RecoveryRequired { operation_id, reason });
         }
     }
     let mut leases = if gated { acquire_branch(rt, intent).await? } else { LeaseSet::default() };

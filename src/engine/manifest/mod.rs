@@ -80,19 +80,7 @@ pub fn check_stamp(ds: &Dataset) -> Result<()> {
 
 /// Read the manifest on `branch` at `version` (latest when `None`), checking the stamp.
 pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<ManifestView> {
-    let uri = root.child_uri(MANIFEST_DIR);
-    let dataset = table::open_table(&uri, Some(branch), version).await.map_err(|e| match e {
-        OmniError::NotFound(_) if branch == "main" && version.is_none() => {
-            OmniError::NotFound(format!("no graph at {}", root.uri()))
-        }
-        OmniError::NotFound(_) => OmniError::NotFound(format!(
-            "branch `{branch}`{}",
-            version.map(|v| format!(" at manifest version {v}")).unwrap_or_default()
-        )),
-        other => other,
-    })?;
-    check_stamp(&dataset)?;
-    view_of(dataset, branch).await
+    view_of(open(root, branch, version).await?, branch).await
 }
 
 /// The latest manifest on `branch`, reusing `cache` when the branch is still
@@ -100,7 +88,7 @@ pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<Man
 /// small read; scanning and folding grows with history, so a branch actor
 /// pays it once per new version instead of once per request).
 pub async fn load_cached(root: &Root, branch: &str, cache: &mut Option<ManifestView>) -> Result<ManifestView> {
-    let dataset = open_latest(root, branch).await?;
+    let dataset = open(root, branch, None).await?;
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     if let Some(c) = cache.as_ref()
         && c.version == dataset.version().version
@@ -113,10 +101,16 @@ pub async fn load_cached(root: &Root, branch: &str, cache: &mut Option<ManifestV
     Ok(view)
 }
 
-async fn open_latest(root: &Root, branch: &str) -> Result<Arc<Dataset>> {
-    let dataset = table::open_table(&uri(root), Some(branch), None).await.map_err(|e| match e {
-        OmniError::NotFound(_) if branch == "main" => OmniError::NotFound(format!("no graph at {}", root.uri())),
-        OmniError::NotFound(_) => OmniError::NotFound(format!("branch `{branch}`")),
+/// The manifest dataset on `branch` at `version` (latest when `None`), stamp checked.
+async fn open(root: &Root, branch: &str, version: Option<u64>) -> Result<Arc<Dataset>> {
+    let dataset = table::open_table(&uri(root), Some(branch), version).await.map_err(|e| match e {
+        OmniError::NotFound(_) if branch == "main" && version.is_none() => {
+            OmniError::NotFound(format!("no graph at {}", root.uri()))
+        }
+        OmniError::NotFound(_) => OmniError::NotFound(format!(
+            "branch `{branch}`{}",
+            version.map(|v| format!(" at manifest version {v}")).unwrap_or_default()
+        )),
         other => other,
     })?;
     check_stamp(&dataset)?;
