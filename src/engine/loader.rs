@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::engine::catalog::{Catalog, TypeDef};
-use crate::engine::committed::{self, open_pinned};
+use crate::engine::committed;
 use crate::engine::integrity;
 use crate::engine::layout;
 use crate::engine::load::jsonl::{JsonlParser, LoadRecord};
@@ -201,7 +201,7 @@ async fn check_unique(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> R
         if uniques.is_empty() {
             continue;
         }
-        let ds = open_pinned(&capture.root, capture.table(key)?).await?;
+        let ds = capture.pinned(key).await?;
         for batch in &part.batches {
             let rows = rows::from_batch(batch);
             integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, &part.ids).await?;
@@ -247,7 +247,7 @@ async fn node_ids_present(
     if !(mode == LoadMode::Overwrite && loaded.is_some()) {
         let missing: Vec<String> = ids.iter().filter(|id| !present.contains(*id)).cloned().collect();
         if !missing.is_empty() {
-            let ds = open_pinned(&capture.root, capture.table(&key)?).await?;
+            let ds = capture.pinned(&key).await?;
             present.extend(committed::existing_ids(&ds, &missing).await?);
         }
     }
@@ -270,7 +270,7 @@ async fn check_card(
     let committed_edges = if mode == LoadMode::Overwrite {
         HashMap::new()
     } else {
-        let ds = open_pinned(&capture.root, capture.table(key)?).await?;
+        let ds = capture.pinned(key).await?;
         let srcs: Vec<String> = part.by_src.keys().cloned().collect();
         committed::edges_by_endpoint(&ds, "src", &srcs).await?
     };
@@ -293,8 +293,7 @@ async fn check_card(
 }
 
 async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadMode) -> Result<Option<PreparedTable>> {
-    let entry = capture.table(key)?;
-    let ds = open_pinned(&capture.root, entry).await?;
+    let ds = capture.pinned(key).await?;
     let schema = table::arrow_schema(&ds);
     // Same columns, the dataset's own field metadata.
     let batches: Vec<RecordBatch> = part

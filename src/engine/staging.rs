@@ -12,7 +12,6 @@ use datafusion::datasource::MemTable;
 use datafusion::prelude::{Expr, SessionContext};
 use lance::Dataset;
 
-use crate::engine::committed::open_pinned;
 use crate::engine::manifest::TableEntry;
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::{MergeMode, StagePlan, table};
@@ -136,7 +135,7 @@ impl<'c> MutationStaging<'c> {
     pub async fn table(&mut self, table_key: &str, type_name: &str, is_edge: bool) -> Result<&mut TableStage> {
         if !self.tables.contains_key(table_key) {
             let entry = self.capture.table(table_key)?.clone();
-            let dataset = open_pinned(&self.capture.root, &entry).await?;
+            let dataset = self.capture.pinned(table_key).await?;
             let schema = table::arrow_schema(&dataset);
             let stage = TableStage {
                 table_key: table_key.to_string(),

@@ -36,9 +36,29 @@ pub struct Capture {
     pub schema: Arc<SchemaState>,
     /// The authority token derived from both.
     pub token: AuthorityToken,
+    /// Tables already opened at their pins during this attempt (a pinned
+    /// version never changes, so validation and staging share one handle).
+    pub opened: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<Dataset>>>>,
 }
 
 impl Capture {
+    /// A new capture of `view` under `schema`.
+    pub fn new(root: Root, view: ManifestView, schema: Arc<SchemaState>, token: AuthorityToken) -> Self {
+        Capture { root, view, schema, token, opened: Default::default() }
+    }
+
+    /// The table of `table_key` opened at its pin (once per capture).
+    pub async fn pinned(&self, table_key: &str) -> Result<Arc<Dataset>> {
+        let cached = self.opened.lock().ok().and_then(|m| m.get(table_key).cloned());
+        if let Some(ds) = cached {
+            return Ok(ds);
+        }
+        let ds = crate::engine::committed::open_pinned(&self.root, self.table(table_key)?).await?;
+        if let Ok(mut m) = self.opened.lock() {
+            m.insert(table_key.to_string(), ds.clone());
+        }
+        Ok(ds)
+    }
     /// The pinned table of `table_key`.
     pub fn table(&self, table_key: &str) -> Result<&TableEntry> {
         self.view

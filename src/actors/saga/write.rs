@@ -184,7 +184,7 @@ async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
         graph_head: head,
         schema_identity: schema.identity.clone(),
     };
-    Ok(Capture { root: rt.root().clone(), view, schema, token })
+    Ok(Capture::new(rt.root().clone(), view, schema, token))
 }
 
 /// The schema (shared) and branch gates, in gate order.
