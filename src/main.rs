@@ -318,18 +318,39 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.command.json();
-    match runtime.block_on(run(cli.command)) {
-        Ok(Outcome::Done) => ExitCode::SUCCESS,
-        Ok(Outcome::Reported(code)) => ExitCode::from(code),
+    // Only the daemon lives long enough for background recovery; a one-shot
+    // command leaves any sidecar to the next read-write open.
+    if !matches!(cli.command, Command::Serve { .. }) {
+        omnigraph::actors::runtime::set_background_recovery(false);
+    }
+    let out = runtime.block_on(async {
+        let out = run(cli.command).await;
+        // Every handle is dropped by now: let the actor trees finish their
+        // current messages (e.g. a manifest compaction after a publish).
+        if !omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await {
+            tracing::warn!("actors still busy at exit");
+        }
+        out
+    });
+    let code = match out {
+        Ok(Outcome::Done) => 0,
+        Ok(Outcome::Reported(code)) => code,
         Err(e) => {
             if json {
                 println!("{}", e.to_json());
             } else {
                 eprintln!("error: {e}");
             }
-            ExitCode::from(e.exit_code() as u8)
+            e.exit_code() as u8
         }
-    }
+    };
+    // Exit without tearing the async runtime down: Lance's own read tasks may
+    // still be winding down, and cancelling them makes Lance panic (printing
+    // `JoinError::Cancelled`) although the command finished.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(i32::from(code))
 }
 
 impl Command {

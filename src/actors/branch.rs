@@ -4,9 +4,10 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
+use crate::actors::messages::BranchMsg;
 use crate::engine::manifest::{self, ManifestView, PublishRequest, Published, publisher};
 use crate::engine::storage::{Root, branches, table};
-use crate::protocol::messages::BranchMsg;
+use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
 
 /// One graph branch's actor.
@@ -60,6 +61,7 @@ impl Actor for BranchActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             BranchMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
+            BranchMsg::TryAcquire { reply } => drop(reply.send(state.gate.try_grant(LeaseMode::Exclusive))),
             BranchMsg::Contended { reply } => drop(reply.send(state.gate.load() != (0, 0))),
             BranchMsg::View { reply } => {
                 drop(reply.send(state.view().await));
@@ -130,7 +132,9 @@ async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u6
     check_lease(state, lease_id)?;
     let span = info_span!("saga.publish", operation_id = %request.lineage.commit_id, branch = %state.branch);
     let current = state.view().await?;
+    named_failpoint!("branch.before_publish");
     let mut published = publisher::publish_from(&state.root, request, Some(current)).instrument(span).await?;
+    named_failpoint!("branch.after_publish");
     // The post-publish view is the branch's new latest: the next read of the
     // branch needs no scan.
     if let Some(view) = published.view.take() {

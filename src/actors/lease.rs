@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use ractor::RpcReplyPort;
 
+use super::child_key::ChildKey;
+
 /// How a lease shares its gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseMode {
@@ -79,6 +81,19 @@ impl Gate {
         deliver(deliveries);
     }
 
+    /// Grant a lease now if nobody waits and it is compatible with the
+    /// holders; otherwise nothing (the caller does not queue).
+    pub fn try_grant(&self, mode: LeaseMode) -> Option<Lease> {
+        let mut t = self.lock();
+        if !t.waiting.is_empty() || !compatible(mode, &t.holders) {
+            return None;
+        }
+        let id = t.next_id;
+        t.next_id += 1;
+        t.holders.insert(id, mode);
+        Some(Lease { id, mode, gate: self.clone() })
+    }
+
     /// Whether lease `id` is currently held on this gate.
     pub fn holds(&self, id: u64) -> bool {
         self.lock().holders.contains_key(&id)
@@ -103,11 +118,7 @@ impl Gate {
     fn pump(&self, t: &mut LeaseTable) -> Vec<Delivery> {
         let mut out = Vec::new();
         while let Some(front) = t.waiting.front() {
-            let compatible = match front.mode {
-                LeaseMode::Exclusive => t.holders.is_empty(),
-                LeaseMode::Shared => t.holders.values().all(|m| *m == LeaseMode::Shared),
-            };
-            if !compatible {
+            if !compatible(front.mode, &t.holders) {
                 break;
             }
             let Some(w) = t.waiting.pop_front() else { break };
@@ -119,6 +130,14 @@ impl Gate {
             out.push((w.reply, lease));
         }
         out
+    }
+}
+
+/// Whether a lease in `mode` may be held beside `holders`.
+fn compatible(mode: LeaseMode, holders: &HashMap<u64, LeaseMode>) -> bool {
+    match mode {
+        LeaseMode::Exclusive => holders.is_empty(),
+        LeaseMode::Shared => holders.values().all(|m| *m == LeaseMode::Shared),
     }
 }
 
@@ -173,10 +192,40 @@ pub struct LeaseSet {
     leases: Vec<Lease>,
 }
 
+/// A gate's place in the acquisition order: schema, then branches, then
+/// tables; within a kind, by name.
+fn order_key(gate: &str) -> (u8, &str) {
+    let kind = if gate == "schema" {
+        0
+    } else if gate.starts_with("branch:") {
+        1
+    } else {
+        2
+    };
+    (kind, gate)
+}
+
 impl LeaseSet {
-    /// Add the next lease in gate order.
-    pub fn push(&mut self, lease: Lease) {
+    /// Add the next lease. Leases must come in gate order (schema → branches
+    /// sorted → tables sorted), which is what makes deadlock impossible; a
+    /// lease out of order is refused loudly (and released at once).
+    pub fn push(&mut self, lease: Lease) -> crate::protocol::Result<()> {
+        if let Some(last) = self.leases.last()
+            && order_key(last.gate_name()) >= order_key(lease.gate_name())
+        {
+            return Err(crate::protocol::OmniError::Internal(format!(
+                "lease order violated: {} taken after {} (the order is schema, branches sorted, tables sorted)",
+                lease.gate_name(),
+                last.gate_name()
+            )));
+        }
         self.leases.push(lease);
+        Ok(())
+    }
+
+    /// Whether no lease is held.
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
     }
 
     /// The lease held on the gate named `name`, if any.
@@ -185,7 +234,7 @@ impl LeaseSet {
     }
 
     /// The lease held on `key`'s gate, or an internal error naming it.
-    pub fn require(&self, key: &crate::actors::supervisor::ChildKey) -> crate::protocol::Result<&Lease> {
+    pub fn require(&self, key: &ChildKey) -> crate::protocol::Result<&Lease> {
         let gate = key.gate_name();
         self.on(&gate).ok_or_else(|| crate::protocol::OmniError::Internal(format!("no lease held on {gate}")))
     }
@@ -196,5 +245,30 @@ impl Drop for LeaseSet {
         while let Some(l) = self.leases.pop() {
             drop(l);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Gate, LeaseMode, LeaseSet};
+
+    #[test]
+    fn a_lease_set_refuses_leases_out_of_gate_order() {
+        let (schema, b, t1, t2) =
+            (Gate::new("schema"), Gate::new("branch:b"), Gate::new("table:x@b"), Gate::new("table:y@b"));
+        let take = |g: &Gate| g.try_grant(LeaseMode::Exclusive).expect("free");
+        let mut set = LeaseSet::default();
+        set.push(take(&schema)).expect("schema first");
+        set.push(take(&b)).expect("then the branch");
+        set.push(take(&t2)).expect("then a table");
+        let err = set.push(take(&t1)).expect_err("a table sorting before the last one");
+        assert!(err.to_string().contains("lease order violated"), "{err}");
+        assert_eq!(t1.load(), (0, 0), "the refused lease is released");
+        let mut set = LeaseSet::default();
+        set.push(take(&t1)).expect("a table alone");
+        assert!(set.push(take(&b)).is_err(), "a branch after a table");
+        let mut set = LeaseSet::default();
+        set.push(take(&b)).expect("branch");
+        assert!(set.push(schema.try_grant(LeaseMode::Shared).expect("free")).is_err(), "the schema after a branch");
     }
 }

@@ -4,7 +4,9 @@
 //! Handles reach it through [`runtime::Runtime`].
 
 pub mod branch;
+pub mod child_key;
 pub mod lease;
+pub mod messages;
 pub mod reconciler;
 pub mod runtime;
 pub mod schema;

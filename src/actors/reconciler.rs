@@ -1,33 +1,63 @@
 //! ReconcilerActor: owns the `__recovery/` listing and runs background
 //! recovery passes (roll forward and roll back), so a long-running process
 //! heals a failed write without a restart.
+//!
+//! The pass runs inside the actor's handler (killing the actor interrupts
+//! it), on a ractor interval timer and whenever a failed write asks. It never
+//! waits on a gate (it skips a sidecar whose gates are busy), so a writer
+//! asking for the listing under its own gates is answered after at most the
+//! pass's own storage I/O.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
+use futures::future::BoxFuture;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use super::messages::ReconcilerMsg;
 use crate::engine::storage::Root;
-use crate::protocol::messages::ReconcilerMsg;
 use crate::recovery::list_pending;
-use crate::recovery::sweep::background_pass;
+
+/// Builds one recovery pass. The runtime supplies it, so this actor runs
+/// passes without knowing the tree it is part of.
+pub type PassFn = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// The reconciler.
 pub struct ReconcilerActor;
 
+/// Start arguments (kept by the supervisor for restarts).
+#[derive(Clone)]
+pub struct ReconcilerArgs {
+    /// The graph root.
+    pub root: Root,
+    /// One background pass.
+    pub pass: PassFn,
+    /// How often to look for pending sidecars; `None`: only when asked.
+    pub period: Option<Duration>,
+}
+
 /// Reconciler state.
 pub struct ReconcilerState {
-    root: Root,
-    running: Arc<AtomicBool>,
+    args: ReconcilerArgs,
+    /// Passes run by this incarnation (diagnostics).
+    passes: u64,
 }
 
 impl Actor for ReconcilerActor {
     type Msg = ReconcilerMsg;
     type State = ReconcilerState;
-    type Arguments = Root;
+    type Arguments = ReconcilerArgs;
 
-    async fn pre_start(&self, _me: ActorRef<ReconcilerMsg>, root: Root) -> Result<ReconcilerState, ActorProcessingErr> {
-        Ok(ReconcilerState { root, running: Arc::new(AtomicBool::new(false)) })
+    async fn pre_start(
+        &self,
+        me: ActorRef<ReconcilerMsg>,
+        args: ReconcilerArgs,
+    ) -> Result<ReconcilerState, ActorProcessingErr> {
+        if let Some(period) = args.period {
+            // The timer stops by itself once the actor is gone.
+            me.send_interval(period, || ReconcilerMsg::Reconcile);
+        }
+        Ok(ReconcilerState { args, passes: 0 })
     }
 
     async fn handle(
@@ -37,21 +67,12 @@ impl Actor for ReconcilerActor {
         state: &mut ReconcilerState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            ReconcilerMsg::ListPending { reply } => drop(reply.send(list_pending(&state.root).await)),
-            ReconcilerMsg::Reconcile { runtime } => {
-                // The pass waits on gates; it runs beside the mailbox so
-                // listing stays answerable (writers list under their gates).
-                if state.running.swap(true, Ordering::SeqCst) {
-                    return Ok(());
-                }
-                let running = state.running.clone();
-                tokio::spawn(async move {
-                    if let Some(rt) = runtime.upgrade() {
-                        background_pass(&rt).await;
-                    }
-                    running.store(false, Ordering::SeqCst);
-                });
+            ReconcilerMsg::ListPending { reply } => drop(reply.send(list_pending(&state.args.root).await)),
+            ReconcilerMsg::Reconcile => {
+                state.passes += 1;
+                (state.args.pass)().await;
             }
+            ReconcilerMsg::Passes { reply } => drop(reply.send(state.passes)),
         }
         Ok(())
     }

@@ -6,30 +6,71 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Weak};
 
 use dashmap::DashMap;
+use futures::future::BoxFuture;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
 
+use super::child_key::ChildKey;
 use super::lease::{Lease, LeaseMode};
-use super::supervisor::{ChildKey, ChildRef, Directory, RootSupervisor, SupervisorArgs, SupervisorMsg};
+use super::reconciler::{PassFn, ReconcilerArgs};
+use super::supervisor::{ActorStats, ChildRef, Directory, RootSupervisor, SupervisorArgs, SupervisorMsg};
 use lance::Dataset;
 
-use crate::engine::branch_control::CreatePlan;
+use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
 use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::{CommittedTxn, Root, StagedTxn};
-use crate::protocol::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
 use crate::protocol::{OmniError, Result};
 
 static RUNTIMES: LazyLock<tokio::sync::Mutex<HashMap<String, Weak<Runtime>>>> = LazyLock::new(Default::default);
 
+/// Supervisors of dropped runtimes that may still be stopping (see [`quiesce`]).
+static STOPPING: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether runtimes run recovery in the background (the periodic check and
+/// the reconciler pass a failed write asks for). On by default; a one-shot
+/// process turns it off, since its next read-write open recovers anyway.
+static BACKGROUND_RECOVERY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turn background recovery on or off for runtimes of this process.
+pub fn set_background_recovery(enabled: bool) {
+    BACKGROUND_RECOVERY.store(enabled, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn background_recovery() -> bool {
+    BACKGROUND_RECOVERY.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Wait (up to `limit`) until every actor tree whose last handle was dropped
+/// has stopped, each actor after its current message: a process that exits
+/// after this leaves no actor work (a publish's manifest compaction, say)
+/// to be cut off by the runtime's shutdown. Returns whether all stopped.
+pub async fn quiesce(limit: std::time::Duration) -> bool {
+    let handles: Vec<_> = std::mem::take(&mut *STOPPING.lock().unwrap_or_else(|p| p.into_inner()));
+    tokio::time::timeout(limit, futures::future::join_all(handles)).await.is_ok()
+}
+
 /// The actor tree of one graph root.
 pub struct Runtime {
-    me: Weak<Runtime>,
     root: Root,
     supervisor: ActorRef<SupervisorMsg>,
+    /// Resolves when the supervisor (and with it every child) has stopped.
+    stopped: Option<tokio::task::JoinHandle<()>>,
     directory: Directory,
     /// Operation ids of writes in flight in this process (armed, not finished).
     live: Arc<DashMap<String, ()>>,
+}
+
+/// Counters of one actor tree (`GET /healthz?verbose=true` shows them).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TreeStats {
+    /// Every child the supervisor has run, by gate name.
+    pub actors: Vec<ActorStats>,
+    /// Passes the current reconciler incarnation has run.
+    pub reconciler_passes: u64,
+    /// Writes of this process between arming and returning.
+    pub writes_in_flight: usize,
 }
 
 /// Marks an operation live in its runtime until dropped (the saga holds it
@@ -48,19 +89,61 @@ impl Drop for LiveOp {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.supervisor.stop(Some("last handle dropped".into()));
+        if let Some(stopped) = self.stopped.take() {
+            let mut stopping = STOPPING.lock().unwrap_or_else(|p| p.into_inner());
+            stopping.retain(|h| !h.is_finished());
+            stopping.push(stopped);
+        }
     }
 }
 
-/// Send `build(reply)` to `actor` and wait for the answer; a dead actor or a
-/// dropped reply becomes `ActorUnavailable`, never a hang.
+/// A duration in seconds from the environment variable `var`, or `default`.
+fn secs_from_env(var: &str, default: u64) -> std::time::Duration {
+    let secs = std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    std::time::Duration::from_secs(secs.max(1))
+}
+
+/// How long an ask waits for an actor's answer (`OMNIGRAPH_ASK_TIMEOUT_SECS`,
+/// default 120): a commit or publish is storage I/O, never a wait on others.
+fn ask_timeout() -> std::time::Duration {
+    static T: LazyLock<std::time::Duration> = LazyLock::new(|| secs_from_env("OMNIGRAPH_ASK_TIMEOUT_SECS", 120));
+    *T
+}
+
+/// How long a gate acquisition may queue behind other holders
+/// (`OMNIGRAPH_LEASE_TIMEOUT_SECS`, default 600).
+fn lease_timeout() -> std::time::Duration {
+    static T: LazyLock<std::time::Duration> = LazyLock::new(|| secs_from_env("OMNIGRAPH_LEASE_TIMEOUT_SECS", 600));
+    *T
+}
+
+/// Send `build(reply)` to `actor` and wait up to the ask timeout for the
+/// answer; a dead actor, a dropped reply or no answer in time becomes the
+/// retryable `ActorUnavailable` (503), never a hang.
 async fn ask<M, T>(actor: &ActorRef<M>, what: &str, build: impl FnOnce(RpcReplyPort<T>) -> M) -> Result<T>
 where
     M: ractor::Message,
     T: Send + 'static,
 {
-    match actor.call(build, None).await {
+    ask_within(actor, what, ask_timeout(), build).await
+}
+
+/// [`ask`] with an explicit limit (gate acquisitions queue: they get longer).
+async fn ask_within<M, T>(
+    actor: &ActorRef<M>,
+    what: &str,
+    limit: std::time::Duration,
+    build: impl FnOnce(RpcReplyPort<T>) -> M,
+) -> Result<T>
+where
+    M: ractor::Message,
+    T: Send + 'static,
+{
+    match actor.call(build, Some(limit)).await {
         Ok(CallResult::Success(v)) => Ok(v),
-        Ok(CallResult::Timeout) => Err(OmniError::ActorUnavailable(format!("{what}: timed out"))),
+        Ok(CallResult::Timeout) => {
+            Err(OmniError::ActorUnavailable(format!("{what}: no answer within {}s; retry", limit.as_secs())))
+        }
         Ok(CallResult::SenderError) => Err(OmniError::ActorUnavailable(format!("{what}: the actor stopped"))),
         Err(e) => Err(OmniError::ActorUnavailable(format!("{what}: {e}"))),
     }
@@ -73,44 +156,50 @@ fn reconcile_period() -> std::time::Duration {
     std::time::Duration::from_secs(secs.max(1))
 }
 
-/// While the runtime lives, look for pending sidecars now and then (one
-/// listing) and hand them to the reconciler, so a daemon heals without a
-/// restart even when no write fails in it.
-async fn periodic_reconcile(rt: Weak<Runtime>) {
-    let mut tick = tokio::time::interval(reconcile_period());
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let Some(rt) = rt.upgrade() else { return };
-        let pending = crate::recovery::list_pending(rt.root()).await.map(|p| !p.is_empty()).unwrap_or(true);
-        if pending && let Err(e) = rt.reconcile_soon().await {
-            tracing::debug!(error = %e, "could not ask for a recovery pass");
-        }
-    }
-}
-
 impl Runtime {
     /// The runtime for `root`, started if no handle in this process has one.
-    pub async fn for_root(root: &Root) -> Result<Arc<Runtime>> {
+    /// `recovery_pass` is the reconciler's background pass over this runtime
+    /// (the caller supplies it: recovery procedures sit above the actors
+    /// they drive); the first caller's pass serves the tree.
+    pub async fn for_root(
+        root: &Root,
+        recovery_pass: fn(Arc<Runtime>) -> BoxFuture<'static, ()>,
+    ) -> Result<Arc<Runtime>> {
         let mut all = RUNTIMES.lock().await;
         all.retain(|_, w| w.strong_count() > 0);
         if let Some(rt) = all.get(root.uri()).and_then(Weak::upgrade) {
             return Ok(rt);
         }
         let directory: Directory = Arc::new(DashMap::new());
-        let args = SupervisorArgs { root: root.clone(), directory: directory.clone() };
-        let (supervisor, _) = Actor::spawn(None, RootSupervisor, args)
+        // The reconciler's pass runs through this runtime, which exists only
+        // once the tree is started: it finds it through this slot.
+        let slot: Arc<std::sync::OnceLock<Weak<Runtime>>> = Arc::default();
+        let pass: PassFn = {
+            let slot = slot.clone();
+            Arc::new(move || {
+                let rt = slot.get().and_then(Weak::upgrade);
+                match rt {
+                    Some(rt) => recovery_pass(rt),
+                    None => Box::pin(async {}),
+                }
+            })
+        };
+        let period = background_recovery().then(reconcile_period);
+        let reconciler = ReconcilerArgs { root: root.clone(), pass, period };
+        let args = SupervisorArgs { root: root.clone(), directory: directory.clone(), reconciler };
+        let (supervisor, stopped) = Actor::spawn(None, RootSupervisor, args)
             .await
             .map_err(|e| OmniError::ActorUnavailable(format!("starting the actor tree for {}: {e}", root.uri())))?;
-        let rt = Arc::new_cyclic(|me| Runtime {
-            me: me.clone(),
+        let rt = Arc::new(Runtime {
             root: root.clone(),
             supervisor,
+            stopped: Some(stopped),
             directory,
             live: Arc::new(DashMap::new()),
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
-        tokio::spawn(periodic_reconcile(Arc::downgrade(&rt)));
+        // Set once, just created: it cannot already hold a value.
+        let _ = slot.set(Arc::downgrade(&rt));
         Ok(rt)
     }
 
@@ -124,6 +213,11 @@ impl Runtime {
     /// sidecar is not a recovery candidate, and a heal must not wait for it.
     pub fn is_live(&self, op: &str) -> bool {
         self.live.contains_key(op)
+    }
+
+    /// Whether any write of this process is in flight on this root.
+    pub fn any_live(&self) -> bool {
+        !self.live.is_empty()
     }
 
     /// The graph root.
@@ -187,12 +281,28 @@ impl Runtime {
     /// Take the schema gate.
     pub async fn lease_schema(&self, mode: LeaseMode) -> Result<Lease> {
         let a = self.schema_actor().await?;
-        ask(&a, "schema gate", |reply| SchemaMsg::Acquire { mode, reply }).await
+        ask_within(&a, "schema gate", lease_timeout(), |reply| SchemaMsg::Acquire { mode, reply }).await
+    }
+
+    /// Take the schema gate if it is free now (`None` if it would wait).
+    pub async fn try_lease_schema(&self, mode: LeaseMode) -> Result<Option<Lease>> {
+        let a = self.schema_actor().await?;
+        ask(&a, "schema gate", |reply| SchemaMsg::TryAcquire { mode, reply }).await
+    }
+
+    /// Take a branch gate if it is free now.
+    pub async fn try_lease_branch(&self, branch: &str) -> Result<Option<Lease>> {
+        self.ask_branch(branch, "branch gate", ask_timeout(), |reply| BranchMsg::TryAcquire { reply }).await
+    }
+
+    /// Take a table gate if it is free now.
+    pub async fn try_lease_table(&self, uri: &str, branch: &str) -> Result<Option<Lease>> {
+        self.ask_table(uri, branch, "table gate", ask_timeout(), |reply| TableMsg::TryAcquire { reply }).await
     }
 
     /// Take a branch gate.
     pub async fn lease_branch(&self, branch: &str) -> Result<Lease> {
-        self.ask_branch(branch, "branch gate", |reply| BranchMsg::Acquire { reply }).await
+        self.ask_branch(branch, "branch gate", lease_timeout(), |reply| BranchMsg::Acquire { reply }).await
     }
 
     /// Ask `branch`'s actor an idempotent question; one that met the actor
@@ -202,11 +312,15 @@ impl Runtime {
         &self,
         branch: &str,
         what: &str,
+        limit: std::time::Duration,
         build: impl Fn(RpcReplyPort<T>) -> BranchMsg,
     ) -> Result<T> {
         let a = self.branch_actor(branch).await?;
-        match ask(&a, what, &build).await {
-            Err(OmniError::ActorUnavailable(_)) => ask(&self.branch_actor(branch).await?, what, build).await,
+        match ask_within(&a, what, limit, &build).await {
+            // Asked again only if the actor stopped, not if it was slow.
+            Err(OmniError::ActorUnavailable(_)) if !matches!(a.get_status(), ractor::ActorStatus::Running) => {
+                ask_within(&self.branch_actor(branch).await?, what, limit, build).await
+            }
             other => other,
         }
     }
@@ -217,29 +331,33 @@ impl Runtime {
         uri: &str,
         branch: &str,
         what: &str,
+        limit: std::time::Duration,
         build: impl Fn(RpcReplyPort<T>) -> TableMsg,
     ) -> Result<T> {
         let a = self.table_actor(uri, branch).await?;
-        match ask(&a, what, &build).await {
-            Err(OmniError::ActorUnavailable(_)) => ask(&self.table_actor(uri, branch).await?, what, build).await,
+        match ask_within(&a, what, limit, &build).await {
+            // Asked again only if the actor stopped, not if it was slow.
+            Err(OmniError::ActorUnavailable(_)) if !matches!(a.get_status(), ractor::ActorStatus::Running) => {
+                ask_within(&self.table_actor(uri, branch).await?, what, limit, build).await
+            }
             other => other,
         }
     }
 
     /// Take a table gate.
     pub async fn lease_table(&self, uri: &str, branch: &str) -> Result<Lease> {
-        self.ask_table(uri, branch, "table gate", |reply| TableMsg::Acquire { reply }).await
+        self.ask_table(uri, branch, "table gate", lease_timeout(), |reply| TableMsg::Acquire { reply }).await
     }
 
     /// Whether `branch`'s gate is held or awaited right now (a hint: writers
     /// that see contention prepare under the gate instead of racing).
     pub async fn branch_contended(&self, branch: &str) -> Result<bool> {
-        self.ask_branch(branch, "branch actor", |reply| BranchMsg::Contended { reply }).await
+        self.ask_branch(branch, "branch actor", ask_timeout(), |reply| BranchMsg::Contended { reply }).await
     }
 
     /// A fresh manifest view of `branch`.
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
-        self.ask_branch(branch, "branch actor", |reply| BranchMsg::View { reply }).await?
+        self.ask_branch(branch, "branch actor", ask_timeout(), |reply| BranchMsg::View { reply }).await?
     }
 
     /// Publish through the branch actor, holding its lease.
@@ -310,14 +428,31 @@ impl Runtime {
 
     /// Live Lance HEAD of a table on a branch.
     pub async fn table_head(&self, uri: &str, branch: &str) -> Result<u64> {
-        self.ask_table(uri, branch, "table actor", |reply| TableMsg::Head { reply }).await?
+        self.ask_table(uri, branch, "table actor", ask_timeout(), |reply| TableMsg::Head { reply }).await?
     }
 
-    /// Ask the reconciler for a background recovery pass.
+    /// Ask the reconciler for a background recovery pass (nothing when
+    /// background recovery is off in this process).
     pub async fn reconcile_soon(&self) -> Result<()> {
+        if !background_recovery() {
+            return Ok(());
+        }
         let a = self.reconciler().await?;
-        a.cast(ReconcilerMsg::Reconcile { runtime: self.me.clone() })
-            .map_err(|e| OmniError::ActorUnavailable(format!("reconciler: {e}")))
+        a.cast(ReconcilerMsg::Reconcile).map_err(|e| OmniError::ActorUnavailable(format!("reconciler: {e}")))
+    }
+
+    /// Counters of every actor of this tree (restarts, panics, leases held
+    /// and queued), plus the reconciler's passes.
+    pub async fn stats(&self) -> Result<TreeStats> {
+        let mut actors = ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Stats { reply }).await?;
+        // Table actors are named by dataset URI: show it relative to the root.
+        let prefix = format!("{}/", self.root.uri());
+        for a in &mut actors {
+            a.actor = a.actor.replace(&prefix, "");
+        }
+        let reconciler = self.reconciler().await?;
+        let reconciler_passes = ask(&reconciler, "reconciler", |reply| ReconcilerMsg::Passes { reply }).await?;
+        Ok(TreeStats { actors, reconciler_passes, writes_in_flight: self.live.len() })
     }
 
     /// Pending recovery sidecars.

@@ -6,9 +6,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::debug;
 
 use super::lease::Gate;
+use crate::actors::messages::SchemaMsg;
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
-use crate::protocol::messages::SchemaMsg;
 
 /// The schema actor. Restarted from storage (`_schema.pg`) by the supervisor.
 pub struct SchemaActor;
@@ -47,6 +47,7 @@ impl Actor for SchemaActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SchemaMsg::Acquire { mode, reply } => state.gate.enqueue(mode, reply),
+            SchemaMsg::TryAcquire { mode, reply } => drop(reply.send(state.gate.try_grant(mode))),
             SchemaMsg::Current { reply } => drop(reply.send(state.schema.clone())),
         }
         Ok(())

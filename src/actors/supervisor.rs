@@ -11,48 +11,17 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, ActorStatu
 use tracing::{info, warn};
 
 use super::branch::{BranchActor, BranchArgs};
+use super::child_key::ChildKey;
 use super::lease::Gate;
-use super::reconciler::ReconcilerActor;
+use super::reconciler::{ReconcilerActor, ReconcilerArgs};
 use super::schema::{SchemaActor, SchemaArgs};
 use super::table::{TableActor, TableArgs};
+use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
 use crate::engine::storage::Root;
-use crate::protocol::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
 use crate::protocol::{OmniError, Result};
 
-/// Which child.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ChildKey {
-    /// The schema actor.
-    Schema,
-    /// The actor of one graph branch.
-    Branch(String),
-    /// The actor of one table (by dataset URI) on one graph branch.
-    Table {
-        /// Dataset URI.
-        uri: String,
-        /// Graph branch.
-        branch: String,
-    },
-    /// The reconciler.
-    Reconciler,
-}
-
-impl ChildKey {
-    /// The key of the table at `uri` on graph branch `branch`.
-    pub fn table(uri: &str, branch: &str) -> Self {
-        ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() }
-    }
-
-    /// The name of this child's gate (leases carry it).
-    pub fn gate_name(&self) -> String {
-        match self {
-            ChildKey::Schema => "schema".into(),
-            ChildKey::Branch(b) => format!("branch:{b}"),
-            ChildKey::Table { uri, branch } => format!("table:{uri}@{branch}"),
-            ChildKey::Reconciler => "reconciler".into(),
-        }
-    }
-}
+/// How long a stopping root waits for each child to finish its current message.
+const CHILD_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A live child's typed reference.
 #[derive(Clone)]
@@ -107,6 +76,36 @@ pub enum SupervisorMsg {
         /// Answered at once.
         reply: RpcReplyPort<u64>,
     },
+    /// Counters of every child the supervisor has run.
+    Stats {
+        /// Answered at once.
+        reply: RpcReplyPort<Vec<ActorStats>>,
+    },
+}
+
+/// Observable counters of one child (for operators, and for tests that wait
+/// on state instead of sleeping).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ActorStats {
+    /// The child's gate name (`schema`, `branch:main`, `table:<uri>@<branch>`, `reconciler`).
+    pub actor: String,
+    /// Whether an incarnation is running now.
+    pub alive: bool,
+    /// Restarts after an unexpected stop.
+    pub restarts: u64,
+    /// Of those stops, the ones that were panics in a handler.
+    pub panics: u64,
+    /// Leases held on its gate now.
+    pub leases_held: usize,
+    /// Lease requests queued on its gate now.
+    pub leases_queued: usize,
+}
+
+/// Per-child restart and panic counts.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    restarts: u64,
+    panics: u64,
 }
 
 /// The supervisor actor.
@@ -118,15 +117,19 @@ pub struct SupervisorArgs {
     pub root: Root,
     /// The directory shared with handles.
     pub directory: Directory,
+    /// The reconciler's arguments (its pass comes from the runtime).
+    pub reconciler: ReconcilerArgs,
 }
 
 /// Supervisor state.
 pub struct SupervisorState {
     root: Root,
     directory: Directory,
+    reconciler: ReconcilerArgs,
     gates: HashMap<ChildKey, Gate>,
     by_id: HashMap<ActorId, ChildKey>,
     restarts: u64,
+    counts: HashMap<ChildKey, Counts>,
 }
 
 impl SupervisorState {
@@ -156,13 +159,35 @@ impl SupervisorState {
                 ChildRef::Table(a)
             }
             ChildKey::Reconciler => {
-                let (a, _) = Actor::spawn_linked(None, ReconcilerActor, root, me).await.map_err(spawn_err)?;
+                let args = self.reconciler.clone();
+                let (a, _) = Actor::spawn_linked(None, ReconcilerActor, args, me).await.map_err(spawn_err)?;
                 ChildRef::Reconciler(a)
             }
         };
         self.by_id.insert(child.cell().get_id(), key.clone());
         self.directory.insert(key.clone(), child.clone());
         Ok(child)
+    }
+
+    fn stats(&self) -> Vec<ActorStats> {
+        let mut out: Vec<ActorStats> = self
+            .gates
+            .iter()
+            .map(|(key, gate)| {
+                let counts = self.counts.get(key).copied().unwrap_or_default();
+                let (leases_held, leases_queued) = gate.load();
+                ActorStats {
+                    actor: key.gate_name(),
+                    alive: self.directory.get(key).is_some_and(|c| c.is_alive()),
+                    restarts: counts.restarts,
+                    panics: counts.panics,
+                    leases_held,
+                    leases_queued,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.actor.cmp(&b.actor));
+        out
     }
 
     async fn ensure(&mut self, me: ActorCell, key: &ChildKey) -> Result<ChildRef> {
@@ -188,9 +213,11 @@ impl Actor for RootSupervisor {
         let mut state = SupervisorState {
             root: args.root,
             directory: args.directory,
+            reconciler: args.reconciler,
             gates: HashMap::new(),
             by_id: HashMap::new(),
             restarts: 0,
+            counts: HashMap::new(),
         };
         for key in [ChildKey::Schema, ChildKey::Reconciler, ChildKey::Branch("main".into())] {
             state.spawn(me.get_cell(), &key).await?;
@@ -217,6 +244,7 @@ impl Actor for RootSupervisor {
                 drop(reply.send(()));
             }
             SupervisorMsg::Restarts { reply } => drop(reply.send(state.restarts)),
+            SupervisorMsg::Stats { reply } => drop(reply.send(state.stats())),
         }
         Ok(())
     }
@@ -241,6 +269,11 @@ impl Actor for RootSupervisor {
         }
         warn!(?key, "actor stopped unexpectedly; restarting from storage");
         state.restarts += 1;
+        let counts = state.counts.entry(key.clone()).or_default();
+        counts.restarts += 1;
+        if matches!(evt, SupervisionEvent::ActorFailed(..)) {
+            counts.panics += 1;
+        }
         if let Err(e) = state.spawn(me.get_cell(), &key).await {
             warn!(?key, error = %e, "restart failed; the next request will retry");
             state.directory.remove(&key);
@@ -256,8 +289,14 @@ impl Actor for RootSupervisor {
         info!(root = %state.root.uri(), "stopping actor tree");
         let children: Vec<ChildRef> = state.directory.iter().map(|e| e.value().clone()).collect();
         state.directory.clear();
-        for child in children {
-            child.cell().stop(Some("root stopped".into()));
+        // Each child finishes its current message first; the tree counts as
+        // stopped only once they all have (see `runtime::quiesce`).
+        let cells: Vec<ActorCell> = children.iter().map(ChildRef::cell).collect();
+        let stops = cells.iter().map(|c| c.stop_and_wait(Some("root stopped".into()), Some(CHILD_STOP_LIMIT)));
+        for (cell, out) in cells.iter().zip(futures::future::join_all(stops).await) {
+            if let Err(e) = out {
+                warn!(actor = ?cell.get_id(), error = %e, "child did not stop in time");
+            }
         }
         Ok(())
     }

@@ -4,8 +4,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{Instrument, info_span};
 
 use super::lease::{Gate, LeaseMode};
+use crate::actors::messages::TableMsg;
 use crate::engine::storage::{CommittedTxn, StagedTxn, branches, table};
-use crate::protocol::messages::TableMsg;
+use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
 
 /// One (table, branch) actor.
@@ -39,6 +40,7 @@ impl Actor for TableActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             TableMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
+            TableMsg::TryAcquire { reply } => drop(reply.send(state.gate.try_grant(LeaseMode::Exclusive))),
             TableMsg::Head { reply } => {
                 drop(reply.send(table::head_version(&state.uri, state.branch.as_deref()).await));
             }
@@ -80,7 +82,20 @@ async fn commit(state: &TableArgs, staged: StagedTxn, lease_id: u64) -> Result<C
     if staged.uri() != state.uri {
         return Err(OmniError::Internal(format!("transaction for {} sent to {}", staged.uri(), state.uri)));
     }
+    // A transaction staged on another ref of the table would land there
+    // under this ref's lease: refuse it before it reaches Lance.
+    if staged.target_ref() != state.branch.as_deref() {
+        return Err(OmniError::Internal(format!(
+            "transaction staged on ref {:?} sent to the actor of ref {:?} of {}",
+            staged.target_ref(),
+            state.branch,
+            state.gate.name()
+        )));
+    }
     let identity = staged.identity();
     let span = info_span!("saga.commit", operation_id = %identity.uuid, table = %state.gate.name());
-    table::commit_exact(staged).instrument(span).await
+    named_failpoint!("table.before_commit");
+    let committed = table::commit_exact(staged).instrument(span).await?;
+    named_failpoint!("table.after_commit");
+    Ok(committed)
 }

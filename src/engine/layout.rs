@@ -2,7 +2,7 @@
 
 use arrow_schema::Schema;
 
-use crate::engine::catalog::Catalog;
+use crate::engine::lang::catalog::Catalog;
 
 /// One node or edge type's table as laid out on disk.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
-use crate::engine::catalog::{Catalog, ScalarType};
 use crate::engine::lang::Diagnostic;
+use crate::engine::lang::catalog::{Catalog, ScalarType};
 use crate::engine::lang::query::ir::{BodyIr, QueryIr, ResultType, Type};
 use crate::engine::lang::query::typecheck::check_source;
 

@@ -16,9 +16,9 @@ use arrow_array::RecordBatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use crate::engine::catalog::{Catalog, TypeDef};
 use crate::engine::committed;
 use crate::engine::integrity;
+use crate::engine::lang::catalog::{Catalog, TypeDef};
 use crate::engine::layout;
 use crate::engine::load::jsonl::{JsonlParser, LoadRecord};
 use crate::engine::rows::{self, EntityRow};

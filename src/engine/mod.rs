@@ -2,9 +2,7 @@
 //! the manifest and its publisher, graph init, and the Lance storage adapter.
 //! Engine code never spawns actors.
 
-pub mod branch_control;
 pub mod branch_name;
-pub mod catalog;
 pub mod committed;
 pub mod init;
 pub mod integrity;

@@ -14,8 +14,8 @@ use std::collections::HashSet;
 use datafusion::prelude::{Expr, col, lit};
 use serde_json::{Map, Value as Json};
 
-use crate::engine::catalog::{Catalog, TypeDef};
 use crate::engine::integrity;
+use crate::engine::lang::catalog::{Catalog, TypeDef};
 use crate::engine::lang::query::ir::{
     AssignmentIr, CmpOp, DeleteIr, InsertIr, MutationIr, Operand, PredicateIr, StatementIr, UpdateIr,
 };

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::catalog::{Catalog, compile_schema};
+use crate::engine::lang::catalog::{Catalog, compile_schema};
 use crate::engine::storage::Root;
 use crate::protocol::{OmniError, Result};
 

@@ -9,7 +9,7 @@ use crate::engine::manifest::{BranchId, ManifestView, TableEntry};
 use crate::engine::schema_store::SchemaState;
 use lance::Dataset;
 
-use crate::engine::branch_control::CreatePlan;
+use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::{Root, StagePlan, StagedTxn, TxnIdentity, branches, table};
 use crate::protocol::{OmniError, Result};
 

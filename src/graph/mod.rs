@@ -14,6 +14,8 @@ mod writes;
 use std::sync::Arc;
 
 use crate::actors::Runtime;
+use crate::actors::saga::recovery::resolve::Mode;
+use crate::actors::saga::recovery::sweep::{Scope, background_pass, sweep};
 use crate::engine::init;
 use crate::engine::manifest;
 use crate::engine::schema_store::SchemaState;
@@ -104,10 +106,17 @@ impl Graph {
     async fn open_root(root: Root, mode: OpenMode) -> Result<Graph> {
         // Stamp first: nothing else is read from a graph this binary can't serve.
         manifest::load(&root, "main", None).await?;
-        let rt = Runtime::for_root(&root).await?;
+        let rt = Runtime::for_root(&root, |rt| Box::pin(async move { background_pass(&rt).await })).await?;
         rt.schema().await?;
         if mode == OpenMode::ReadWrite {
-            crate::recovery::sweep::sweep(&rt, crate::recovery::resolve::Mode::Full).await?;
+            // A sidecar PUT cut short leaves `<op>.json#<n>`; no write of this
+            // process is in flight, so none of it can still be renamed in.
+            if !rt.any_live() {
+                for name in root.remove_staging_residue(crate::recovery::RECOVERY_DIR).await? {
+                    tracing::info!(%name, "removed the residue of an interrupted sidecar write");
+                }
+            }
+            sweep(&rt, Mode::Full, Scope::All).await?;
         }
         Ok(Graph { rt, mode })
     }

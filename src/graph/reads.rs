@@ -81,7 +81,7 @@ pub fn result_rows(r: &crate::engine::query::QueryResult) -> Vec<serde_json::Map
 
 /// Parse and typecheck `source`, picking query `name` (or the only one).
 pub(super) fn compile_one(
-    catalog: &crate::engine::catalog::Catalog,
+    catalog: &crate::engine::lang::catalog::Catalog,
     source: &str,
     name: Option<&str>,
 ) -> Result<crate::engine::lang::query::ir::QueryIr> {

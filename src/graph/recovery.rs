@@ -3,6 +3,9 @@
 use serde::Serialize;
 
 use super::Graph;
+use crate::actors::saga::recovery::repair;
+use crate::actors::saga::recovery::resolve::{self, Mode, Resolution};
+use crate::actors::saga::recovery::sweep::{Scope, sweep};
 use crate::protocol::Result;
 
 /// One pending recovery sidecar, as operators see it.
@@ -52,7 +55,7 @@ impl Graph {
                     diagnosis: Some(if self.rt.is_live(&b.operation_id) {
                         "InFlight: a write of this process owns it".to_string()
                     } else {
-                        match crate::recovery::resolve::diagnose(&self.rt, &b).await {
+                        match resolve::diagnose(&self.rt, &b).await {
                             Ok(d) => d,
                             Err(e) => format!("cannot classify: {e}"),
                         }
@@ -84,14 +87,14 @@ impl Graph {
     }
 
     /// Classify uncovered drift on `main`; publish it with `confirm` (and `force` for suspicious drift).
-    pub async fn repair(&self, confirm: bool, force: bool) -> Result<crate::recovery::repair::RepairReport> {
+    pub async fn repair(&self, confirm: bool, force: bool) -> Result<repair::RepairReport> {
         self.require_writable()?;
-        crate::recovery::repair::repair(&self.rt, confirm, force).await
+        repair::repair(&self.rt, confirm, force).await
     }
 
     /// Run a full recovery pass now (what read-write open and the reconciler do).
-    pub async fn recover(&self) -> Result<Vec<(String, crate::recovery::resolve::Resolution)>> {
+    pub async fn recover(&self) -> Result<Vec<(String, Resolution)>> {
         self.require_writable()?;
-        crate::recovery::sweep::sweep(&self.rt, crate::recovery::resolve::Mode::Full).await
+        sweep(&self.rt, Mode::Full, Scope::All).await
     }
 }

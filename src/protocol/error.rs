@@ -1,6 +1,6 @@
 //! The one error enum users see, and its HTTP status mapping.
 
-use crate::engine::lang::Diagnostic;
+use crate::protocol::diagnostic::Diagnostic;
 
 /// Result alias used across the crate.
 pub type Result<T, E = OmniError> = std::result::Result<T, E>;

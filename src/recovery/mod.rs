@@ -1,15 +1,12 @@
-//! Crash recovery: recovery sidecars under `__recovery/`.
-//!
-//! Writers arm a sidecar before their first effect; this module owns the
-//! directory. Classification, roll-forward and roll-back build on it.
+//! Crash recovery's pure parts: recovery sidecars under `__recovery/`, their
+//! classification from Lance history, the audit log and the invariant
+//! checker. The procedures that drive actors (passes, roll-forward and
+//! roll-back, repair) are in `actors::saga::recovery`.
 
 pub mod audit;
 pub mod classify;
 pub mod invariants;
-pub mod repair;
-pub mod resolve;
 pub mod sidecar;
-pub mod sweep;
 
 use crate::engine::storage::Root;
 use crate::protocol::Result;

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use super::RECOVERY_DIR;
-use crate::engine::branch_control::CreatePlan;
 use crate::engine::manifest::{Lineage, TableUpdate};
+use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::{Root, TxnIdentity};
 pub use crate::engine::write_plan::AuthorityToken;
 use crate::protocol::{OmniError, Result};
@@ -152,8 +152,23 @@ impl SidecarStore {
     pub async fn arm(&self, mut body: SidecarBody) -> Result<ArmedSidecar> {
         body.phase = EffectPhase::Armed;
         body.schema_version = SIDECAR_SCHEMA_VERSION;
-        self.root.put(&body.object_name(), encode(&body)?).await?;
+        self.write_verified(&body).await?;
         Ok(ArmedSidecar { body })
+    }
+
+    /// Write `body` and read it back: recovery will act on what storage
+    /// holds, so a sidecar that does not read back as written is an error
+    /// before any effect depends on it.
+    async fn write_verified(&self, body: &SidecarBody) -> Result<()> {
+        let name = body.object_name();
+        self.root.put(&name, encode(body)?).await?;
+        match self.read(&name).await? {
+            Some(back) if back == *body => Ok(()),
+            back => Err(OmniError::Internal(format!(
+                "sidecar {name} does not read back as written (found {:?})",
+                back.map(|b| b.phase)
+            ))),
+        }
     }
 
     /// Read a sidecar by object name; `None` if it vanished. An unknown schema
@@ -174,8 +189,9 @@ impl SidecarStore {
         Ok(Some(body))
     }
 
-    /// Delete a sidecar once its outcome is settled.
-    pub async fn delete(&self, name: &str) -> Result<()> {
+    /// Delete a sidecar once recovery settled its outcome (an armed one is
+    /// dropped only through [`ArmedSidecar::discard`]).
+    pub(crate) async fn delete(&self, name: &str) -> Result<()> {
         self.root.delete(name).await
     }
 }
@@ -184,6 +200,12 @@ impl ArmedSidecar {
     /// The body as armed.
     pub fn body(&self) -> &SidecarBody {
         &self.body
+    }
+
+    /// Delete the sidecar of a write that made no effect (consumes it: the
+    /// intent is gone, nothing is left to recover).
+    pub async fn discard(self, store: &SidecarStore) -> Result<()> {
+        store.delete(&self.body.object_name()).await
     }
 
     /// Record each table's landed version and rewrite the sidecar as
@@ -198,7 +220,7 @@ impl ArmedSidecar {
             table.confirmed = Some(update.clone());
         }
         body.phase = EffectPhase::EffectsConfirmed;
-        store.root.put(&body.object_name(), encode(&body)?).await?;
+        store.write_verified(&body).await?;
         Ok(ConfirmedSidecar { body })
     }
 }

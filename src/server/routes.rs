@@ -27,7 +27,7 @@ const IF_COMMIT_HEADER: &str = "omnigraph-if-graph-commit";
 
 /// The served routes (method, path, summary): the source of `/openapi.json`.
 const ROUTES: &[(&str, &str, &str)] = &[
-    ("get", "/healthz", "Liveness probe"),
+    ("get", "/healthz", "Liveness probe; `?verbose=true` adds each graph's actor counters"),
     ("get", "/openapi.json", "This document"),
     ("get", "/graphs", "List served graphs"),
     ("get", "/graphs/{id}/snapshot", "Snapshot of a branch head"),
@@ -204,8 +204,27 @@ impl Drop for WriteSlot {
     }
 }
 
-async fn healthz() -> axum::Json<Value> {
-    axum::Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP}))
+#[derive(Deserialize)]
+struct HealthParams {
+    /// Also report every served graph's actor counters (authenticated).
+    verbose: Option<bool>,
+}
+
+async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Query<HealthParams>) -> ApiResult {
+    let mut out = json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP});
+    if q.verbose == Some(true) {
+        s.actor(&headers)?;
+        let mut graphs = Map::new();
+        for (id, (_, g)) in &s.graphs {
+            let stats = g.runtime().stats().await.map_err(ApiError::Omni)?;
+            graphs.insert(
+                id.clone(),
+                serde_json::to_value(stats).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?,
+            );
+        }
+        out["graphs"] = Value::Object(graphs);
+    }
+    Ok(axum::Json(out))
 }
 
 async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {

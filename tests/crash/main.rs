@@ -1,7 +1,8 @@
 //! Crash tests: stop a write at every registered failpoint, then recover and
-//! check the invariants. A "crash" is a panic at the failpoint inside the
-//! write's task (no saga error path runs), followed by dropping every handle
-//! and with it the whole actor tree, then a read-write reopen.
+//! check the invariants. A crash is the death of a real process: the case
+//! runs in a child process (this binary, re-executed for one case; see
+//! [`child`]) that aborts at the failpoint; this process then reopens the
+//! graph read-write (recovery) and checks every invariant.
 //!
 //! Failpoints are process-global, so every test here takes [`serial`].
 
@@ -10,16 +11,18 @@
 #![recursion_limit = "512"]
 
 mod ambiguous;
+mod child;
 mod durable_cut;
 #[path = "../support/intercept.rs"]
 mod intercept;
 mod lance_hook;
+mod points;
 mod shapes;
+mod simulate;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use omnigraph::actors::saga::failpoints;
 use omnigraph::engine::manifest;
 use omnigraph::engine::storage::table;
 use omnigraph::recovery::audit::{self, RecoveryKind};
@@ -104,17 +107,12 @@ async fn shut_down(g: Graph) {
     }
 }
 
-/// Crash `op` on `branch` of the graph at `loc` with `failpoint` panicking.
+/// Crash `op` on `branch` of the graph at `loc` at `failpoint`: a child
+/// process runs it and dies there. No handle on `loc` may be open here.
 async fn crash(loc: &str, op: Op, branch: &'static str, failpoint: &str) {
-    let g = Omnigraph::open(loc).await.expect("open");
-    fail::cfg(failpoint, "panic").expect("cfg");
-    let task = {
-        let g = g.clone();
-        tokio::spawn(async move { op.run_on(&g, branch).await })
-    };
-    assert!(task.await.is_err_and(|e| e.is_panic()), "{failpoint} did not fire");
-    fail::remove(failpoint);
-    shut_down(g).await;
+    let (loc, point) = (loc.to_string(), failpoint.to_string());
+    let action = child::Action::Write(op, branch.to_string());
+    tokio::task::spawn_blocking(move || child::crash_in_child(&loc, &action, &point)).await.expect("crash child");
 }
 
 /// Table key → (pin, rows).
@@ -207,17 +205,10 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
     let (_dir, loc, before, after, committed) = setup_on(op, branch).await;
     let g = Omnigraph::open(&loc).await.expect("open");
     let main_before = counts(&g).await;
-    fail::cfg(failpoint, "panic").expect("cfg");
-    let task = {
-        let g = g.clone();
-        tokio::spawn(async move { op.run_on(&g, branch).await })
-    };
-    let out = task.await;
-    fail::remove(failpoint);
-    assert!(out.as_ref().is_err_and(|e| e.is_panic()), "{failpoint} on {op:?} did not fire: {out:?}");
+    shut_down(g).await;
+    crash(&loc, op, branch, failpoint).await;
     let had_sidecar =
         !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
-    shut_down(g).await;
 
     let g = Omnigraph::open(&loc).await.expect("reopen runs recovery");
     let context = format!("{op:?} on {branch} crashed at {failpoint}");
@@ -300,11 +291,24 @@ async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
     report
 }
 
+/// Saga boundaries every write crosses, crashed on main for every writer.
+const SAGA_BOUNDARIES: [&str; 7] = [
+    "after_prepare",
+    "after_leases",
+    "after_revalidate",
+    "after_arm",
+    "after_table_commit",
+    "after_confirm",
+    "after_publish",
+];
+
+/// Saga boundaries only a first write to a table on a named branch crosses.
+const FORK_BOUNDARIES: [&str; 1] = ["after_fork"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
     let _s = serial().await;
-    let _scenario = fail::FailScenario::setup();
-    matrix("main", failpoints::BOUNDARIES).await;
+    matrix("main", &SAGA_BOUNDARIES).await;
 }
 
 /// Every boundary a first write on a fresh branch crosses, for every writer:
@@ -312,24 +316,9 @@ async fn crash_at_every_failpoint_of_every_writer_recovers_clean() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_a_first_write_on_a_new_branch_recovers_clean() {
     let _s = serial().await;
-    let _scenario = fail::FailScenario::setup();
-    let boundaries: Vec<&str> = failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES).copied().collect();
+    let boundaries: Vec<&str> = SAGA_BOUNDARIES.iter().chain(&FORK_BOUNDARIES).copied().collect();
     let report = matrix("fresh", &boundaries).await;
     assert!(report.iter().filter(|r| r.contains("after_fork")).all(|r| r.ends_with("invisible")));
-}
-
-#[test]
-fn every_registered_failpoint_has_a_crash_test() {
-    // The matrices above cross every writer prefix with every boundary (the
-    // branch matrix adds the fork boundaries); the control test covers the
-    // branch control points. This fails for a failpoint outside all of them.
-    let boundaries = failpoints::BOUNDARIES.iter().chain(failpoints::FORK_BOUNDARIES);
-    let mut covered: Vec<String> =
-        OPS.iter().flat_map(|op| boundaries.clone().map(move |b| format!("{}.{b}", op.prefix()))).collect();
-    covered.extend(CONTROL_CRASHES.iter().map(|c| c.to_string()));
-    for name in failpoints::all() {
-        assert!(covered.contains(&name), "failpoint {name} has no crash test");
-    }
 }
 
 /// An error (not a crash) after the first effect returns RecoveryRequired and
@@ -506,29 +495,19 @@ const CONTROL_CRASHES: [&str; 3] = ["branch_create.before_ref", "branch_create.a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_inside_branch_create_and_delete_recovers_clean() {
     let _s = serial().await;
-    let _scenario = fail::FailScenario::setup();
-    assert_eq!(CONTROL_CRASHES.to_vec(), failpoints::CONTROL.to_vec());
     for point in CONTROL_CRASHES {
         let (_dir, loc, before, _after, _) = setup_on(Op::MutationInsert, "b").await;
         let g = Omnigraph::open(&loc).await.expect("open");
         // Give the branch a fork, so a half-finished delete leaves one behind.
         Op::MutationInsert.run_on(&g, "b").await.expect("write on b");
-        fail::cfg(point, "panic").expect("cfg");
-        let task = {
-            let g = g.clone();
-            tokio::spawn(async move {
-                if point.starts_with("branch_create") {
-                    g.branch_create("c", "b").await.map(|_| ())
-                } else {
-                    g.branch_delete("b").await.map(|_| ())
-                }
-            })
+        shut_down(g).await;
+        let action = if point.starts_with("branch_create") {
+            child::Action::BranchCreate { name: "c".into(), from: "b".into() }
+        } else {
+            child::Action::BranchDelete("b".into())
         };
-        let out = task.await;
-        fail::remove(point);
-        assert!(out.is_err_and(|e| e.is_panic()), "{point} did not fire");
-        drop(g);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let l = loc.clone();
+        tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
 
         let g = Omnigraph::open(&loc).await.expect("reopen");
         let live: Vec<String> = g.branch_list().await.expect("list").into_iter().map(|b| b.name).collect();
@@ -589,4 +568,48 @@ async fn deleting_a_branch_discards_its_orphaned_write() {
     g.branch_create("doomed", "main").await.expect("recreate");
     Op::MutationInsert.run_on(&g, "doomed").await.expect("write on the new incarnation");
     assert_clean_on(&g, "doomed", "new incarnation").await;
+}
+
+/// Writes on different branches run in parallel, not only both land: each
+/// write stops inside its effect phase (after arming) until the other is
+/// there too. Serialized writers would leave the first one waiting alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_on_two_branches_are_inside_their_effect_phases_at_once() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(Op::MutationInsert, "left").await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    g.branch_create("right", "main").await.expect("branch");
+    let inside = Arc::new((Mutex::new((0usize, 0usize)), Condvar::new()));
+    let probe = inside.clone();
+    fail::cfg_callback("mutation.after_arm", move || {
+        let (lock, cv) = &*probe;
+        let mut state = lock.lock().expect("lock");
+        state.0 += 1;
+        state.1 = state.1.max(state.0);
+        cv.notify_all();
+        // Hold this write inside its effect phase until the other joins (or give up).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while state.1 < 2 && std::time::Instant::now() < deadline {
+            state = cv.wait_timeout(state, Duration::from_millis(50)).expect("wait").0;
+        }
+        state.0 -= 1;
+    })
+    .expect("cfg");
+    let writes: Vec<_> = ["left", "right"]
+        .into_iter()
+        .map(|b| {
+            let g = g.clone();
+            tokio::spawn(async move { Op::MutationInsert.run_on(&g, b).await })
+        })
+        .collect();
+    for w in writes {
+        w.await.expect("join").expect("both writes land");
+    }
+    fail::remove("mutation.after_arm");
+    let peak = inside.0.lock().expect("lock").1;
+    assert_eq!(peak, 2, "the two writes were never inside their effect phases at the same time");
+    assert_clean_on(&g, "left", "parallel writes").await;
+    assert_clean_on(&g, "right", "parallel writes").await;
 }

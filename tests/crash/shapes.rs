@@ -5,11 +5,13 @@
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, StringArray};
+use omnigraph::actors::saga::recovery::resolve::Resolution;
 use omnigraph::engine::manifest;
 use omnigraph::engine::storage::{MergeMode, StagePlan, TxnIdentity, table};
 use omnigraph::recovery::sidecar::{SidecarStore, sidecar_name};
 use omnigraph::recovery::{audit, list_pending};
-use omnigraph::{Graph, OmniError, Omnigraph, OpenMode};
+use omnigraph::{Graph, OmniError, Omnigraph, OpenMode, WriteOptions};
+use serde_json::Map;
 
 use super::{Op, assert_clean_on, crash, serial, setup_on};
 
@@ -23,7 +25,12 @@ async fn company(loc: &str) -> String {
 /// Commit a one-row upsert to the Company table's main ref behind the
 /// graph's back (a foreign writer).
 async fn foreign_commit(uri: &str) -> u64 {
-    let ds = table::open_table(uri, None, None).await.expect("open");
+    foreign_commit_on(uri, None).await
+}
+
+/// [`foreign_commit`] on a table ref (`None` = main).
+async fn foreign_commit_on(uri: &str, table_branch: Option<&str>) -> u64 {
+    let ds = table::open_table(uri, table_branch, None).await.expect("open");
     let schema = table::arrow_schema(&ds);
     let cols: Vec<Arc<dyn arrow_array::Array>> = schema
         .fields()
@@ -40,12 +47,25 @@ async fn foreign_commit(uri: &str) -> u64 {
     table::commit_exact(staged).await.expect("commit").version
 }
 
-async fn expect_fail_closed(loc: &str, what: &str) {
-    match Omnigraph::open(loc).await {
-        Err(OmniError::RecoveryRequired { reason, .. }) => assert!(reason.contains(what), "{reason}"),
-        Err(other) => panic!("expected RecoveryRequired ({what}), got {other}"),
-        Ok(_) => panic!("expected RecoveryRequired ({what}), the open succeeded"),
+/// The sidecar on `branch` fails closed: a read-write open succeeds and
+/// keeps it (reporting why), writes on `branch` are refused with
+/// RecoveryRequired, and operators see the diagnosis.
+async fn expect_fail_closed(loc: &str, branch: &str, what: &str) {
+    let g = Omnigraph::open(loc).await.expect("a kept sidecar does not stop a read-write open");
+    let resolutions = g.recover().await.expect("a pass reports a kept sidecar, it does not fail");
+    match resolutions.as_slice() {
+        [(_, Resolution::Kept { branch: b, reason, .. })] => {
+            assert_eq!(b, branch);
+            assert!(reason.contains(what), "{reason}");
+        }
+        other => panic!("expected one kept sidecar ({what}), got {other:?}"),
     }
+    let opts = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+    match g.mutate(r#"query q() { insert Company { name: "Blocked" } }"#, None, Map::new(), &opts).await {
+        Err(OmniError::RecoveryRequired { .. }) => {}
+        other => panic!("a write on `{branch}` must be refused while its sidecar is kept: {other:?}"),
+    }
+    super::shut_down(g).await;
     let g = Omnigraph::open_with(loc, OpenMode::ReadOnly).await.expect("read-only open still works");
     assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "the sidecar is kept for an operator");
     let status = g.recovery_status().await.expect("status");
@@ -61,7 +81,7 @@ async fn foreign_after(failpoint: &str, class: &str) {
     crash(&loc, Op::LoadOverwrite, "main", failpoint).await;
     let uri = company(&loc).await;
     let foreign = foreign_commit(&uri).await;
-    expect_fail_closed(&loc, class).await;
+    expect_fail_closed(&loc, "main", class).await;
     assert_eq!(table::head_version(&uri, None).await.expect("head"), foreign, "nothing restored through the winner");
 }
 
@@ -72,6 +92,33 @@ async fn foreign_effects_fail_closed_untouched() {
     // Where ours was planned (nothing of ours landed), and on top of ours.
     foreign_after("load.after_arm", "UnexpectedAtP1").await;
     foreign_after("load.after_table_commit", "UnexpectedMultistep").await;
+}
+
+/// A sidecar that fails closed on branch `x` is relevant only to writers on
+/// `x`: main (and another branch) stay writable in the same process and
+/// after a reopen, while `x` stays refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_kept_on_one_branch_leaves_other_branches_writable() {
+    let _s = serial().await;
+    let (_dir, loc, ..) = setup_on(Op::LoadOverwrite, "x").await;
+    {
+        let g = Omnigraph::open(&loc).await.expect("open");
+        g.branch_create("y", "main").await.expect("branch y");
+        super::shut_down(g).await;
+    }
+    crash(&loc, Op::LoadOverwrite, "x", "load.after_fork").await;
+    let uri = company(&loc).await;
+    foreign_commit_on(&uri, Some("x")).await;
+    expect_fail_closed(&loc, "x", "UnexpectedAtP1").await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    for branch in ["main", "y"] {
+        let opts = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+        g.mutate(r#"query q() { insert Company { name: "Free" } }"#, None, Map::new(), &opts)
+            .await
+            .unwrap_or_else(|e| panic!("a write on {branch} is blocked by x's sidecar: {e}"));
+        assert_clean_on(&g, branch, "beside a kept sidecar").await;
+    }
+    assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "x's sidecar is still kept");
 }
 
 /// Two pending sidecars claim the same untouched fork: the first discards

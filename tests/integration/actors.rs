@@ -47,9 +47,9 @@ async fn a_killed_lease_holder_frees_its_leases() {
     let (held_tx, held_rx) = tokio::sync::oneshot::channel();
     let holder = tokio::spawn(async move {
         let mut set = LeaseSet::default();
-        set.push(holder_rt.lease_schema(LeaseMode::Shared).await.expect("schema"));
-        set.push(holder_rt.lease_branch("main").await.expect("branch"));
-        set.push(holder_rt.lease_table("t1", "main").await.expect("table"));
+        set.push(holder_rt.lease_schema(LeaseMode::Shared).await.expect("schema")).expect("gate order");
+        set.push(holder_rt.lease_branch("main").await.expect("branch")).expect("gate order");
+        set.push(holder_rt.lease_table("t1", "main").await.expect("table")).expect("gate order");
         let _ = held_tx.send(());
         std::future::pending::<()>().await;
         drop(set);
@@ -114,7 +114,7 @@ async fn a_call_to_a_dying_actor_is_a_typed_error_not_a_hang() {
     actor.kill();
     let out = tokio::time::timeout(
         PATIENCE,
-        actor.call(|reply| omnigraph::protocol::messages::BranchMsg::View { reply }, None),
+        actor.call(|reply| omnigraph::actors::messages::BranchMsg::View { reply }, None),
     )
     .await
     .expect("no hang");
@@ -162,17 +162,17 @@ fn plan() -> impl Strategy<Value = Plan> {
 async fn run_plan(rt: Arc<Runtime>, plan: Plan, holders: Arc<HashMap<String, AtomicI64>>) -> Result<(), OmniError> {
     let mut set = LeaseSet::default();
     let mode = if plan.exclusive_schema { LeaseMode::Exclusive } else { LeaseMode::Shared };
-    set.push(rt.lease_schema(mode).await?);
+    set.push(rt.lease_schema(mode).await?)?;
     let mut exclusive = Vec::new();
     if plan.exclusive_schema {
         exclusive.push("schema".to_string());
     }
     for b in &plan.branches {
-        set.push(rt.lease_branch(&format!("b{b}")).await?);
+        set.push(rt.lease_branch(&format!("b{b}")).await?)?;
         exclusive.push(format!("b{b}"));
     }
     for t in &plan.tables {
-        set.push(rt.lease_table(&format!("t{t}"), "main").await?);
+        set.push(rt.lease_table(&format!("t{t}"), "main").await?)?;
         exclusive.push(format!("t{t}"));
     }
     for name in &exclusive {
@@ -209,4 +209,55 @@ proptest! {
             }
         });
     }
+}
+
+/// Waits until `stats` satisfies `done` (tests wait on observed state).
+async fn wait_for_stats(rt: &Runtime, what: &str, done: impl Fn(&omnigraph::actors::runtime::TreeStats) -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let stats = rt.stats().await.expect("stats");
+        if done(&stats) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: never observed; last {stats:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Each actor's counters are observable: leases held and queued on its gate,
+/// its restarts, and the reconciler's passes; table actors are named by the
+/// table's path relative to the root (no server path is shown).
+#[tokio::test]
+async fn actor_counters_show_leases_restarts_and_passes() {
+    let (_dir, g) = social_graph().await;
+    let rt = g.runtime().clone();
+    let held = rt.lease_branch("main").await.expect("lease");
+    let waiter = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.lease_branch("main").await.map(drop) })
+    };
+    let main = |s: &omnigraph::actors::runtime::TreeStats| s.actors.iter().find(|a| a.actor == "branch:main").cloned();
+    wait_for_stats(&rt, "one held, one queued", |s| {
+        main(s).is_some_and(|m| (m.leases_held, m.leases_queued) == (1, 1))
+    })
+    .await;
+    drop(held);
+    waiter.await.expect("join").expect("the queued request is granted");
+    wait_for_stats(&rt, "the gate free", |s| main(s).is_some_and(|m| (m.leases_held, m.leases_queued) == (0, 0))).await;
+
+    let view = rt.view("main").await.expect("view");
+    let location = view.state.tables["node:Person"].location.clone();
+    let actor = rt.table_actor(&g.root().child_uri(&location), "main").await.expect("actor");
+    actor.kill();
+    let name = format!("table:{location}@main");
+    wait_for_stats(&rt, "the table actor restarted", |s| {
+        s.actors.iter().any(|a| a.actor == name && a.restarts == 1 && a.panics == 0 && a.alive)
+    })
+    .await;
+    let stats = rt.stats().await.expect("stats");
+    assert!(stats.actors.iter().all(|a| !a.actor.contains(g.root().uri())), "a server path is shown: {stats:?}");
+
+    let before = stats.reconciler_passes;
+    rt.reconcile_soon().await.expect("ask for a pass");
+    wait_for_stats(&rt, "a reconciler pass", |s| s.reconciler_passes > before).await;
 }

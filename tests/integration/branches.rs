@@ -239,7 +239,7 @@ async fn deleting_a_branch_retires_its_actors() {
     let (_dir, g) = loaded_social_graph().await;
     g.branch_create("gone", "main").await.expect("create");
     insert_person(&g, "gone", "X").await;
-    let key = omnigraph::actors::supervisor::ChildKey::Branch("gone".into());
+    let key = omnigraph::actors::child_key::ChildKey::Branch("gone".into());
     assert!(g.runtime().has_actor(&key));
     g.branch_delete("gone").await.expect("delete");
     for _ in 0..50 {

@@ -178,3 +178,30 @@ async fn an_unreadable_sidecar_is_refused_loudly_and_kept() {
         assert!(status.pending[0].error.as_deref().is_some_and(|e| e.contains(needle)), "{:?}", status.pending[0]);
     }
 }
+
+/// A sidecar PUT cut short by a kill leaves the local store's staging file
+/// (`<op>.json#<n>`, often empty), which listings hide and no delete can
+/// address: a read-write open removes it; a read-only open leaves it; real
+/// sidecars and other files are untouched.
+#[tokio::test]
+async fn a_read_write_open_removes_sidecar_staging_residue() {
+    let (_dir, loc) = temp_graph_dir();
+    Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+    let dir = std::path::Path::new(&loc).join("__recovery");
+    std::fs::create_dir_all(&dir).expect("recovery dir");
+    let residue = dir.join(format!("{}.json#1", ulid::Ulid::new()));
+    std::fs::write(&residue, b"").expect("plant an empty residue");
+    let partial = dir.join(format!("{}.json#42", ulid::Ulid::new()));
+    std::fs::write(&partial, b"{\"schema_ver").expect("plant a torn residue");
+    let keep = dir.join("README#notes");
+    std::fs::write(&keep, b"an operator's note").expect("plant a non-residue");
+
+    let g = Omnigraph::open_with(&loc, OpenMode::ReadOnly).await.expect("read-only open");
+    assert!(residue.exists() && partial.exists(), "a read-only open never writes");
+    drop(g);
+    let g = Omnigraph::open(&loc).await.expect("a read-write open succeeds past residue");
+    assert!(!residue.exists() && !partial.exists(), "the residue is gone after a read-write open");
+    assert!(keep.exists(), "a name without a numeric suffix is not residue");
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+    g.mutate(INSERT, None, Map::new(), &WriteOptions::default()).await.expect("writable");
+}

@@ -98,6 +98,17 @@ async fn every_route_answers_its_success_path() {
     let s = start().await;
     let (st, health) = call("GET", &format!("{}/healthz", s.base), None, None).await.clone_tuple();
     assert_eq!((st, health["status"].clone(), health["internal_schema_version"].clone()), (200, json!("ok"), json!(4)));
+    // The verbose form needs credentials and shows each graph's actor counters.
+    let (st, _, _) = call("GET", &format!("{}/healthz?verbose=true", s.base), None, None).await;
+    assert_eq!(st, 401);
+    let (st, verbose) = get(&s, "/healthz?verbose=true").await;
+    assert_eq!(st, 200, "{verbose}");
+    let actors = verbose["graphs"]["g"]["actors"].as_array().expect("actor counters");
+    assert!(
+        actors.iter().any(|a| a["actor"] == "branch:main" && a["alive"] == true && a["restarts"] == 0),
+        "{verbose}"
+    );
+    assert!(verbose["graphs"]["g"]["reconciler_passes"].is_u64(), "{verbose}");
     let (st, doc, _) = call("GET", &format!("{}/openapi.json", s.base), None, None).await;
     assert_eq!(st, 200);
     assert!(doc["paths"]["/graphs/{id}/query"]["post"].is_object(), "{doc}");

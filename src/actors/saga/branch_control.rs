@@ -10,18 +10,18 @@
 use serde::Serialize;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
-use crate::actors::supervisor::ChildKey;
-use crate::control_failpoint;
-use crate::engine::branch_control::CreatePlan;
+use crate::actors::saga::recovery::resolve::{self, Mode};
+use crate::actors::saga::recovery::sweep::{Scope, sweep};
 use crate::engine::branch_name::{self, MAIN};
 use crate::engine::manifest::{self, ManifestView};
+use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::table;
+use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
-use crate::recovery::resolve::{self, Mode};
 use crate::recovery::sidecar::{SidecarBody, SidecarStore};
-use crate::recovery::sweep::sweep;
 
 /// One graph branch as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -83,14 +83,14 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
         // Unresolved writes left by an earlier incarnation of this name must
         // be discarded before the name means something else.
         if !pending_on(rt, name).await?.is_empty() {
-            sweep(rt, Mode::Full).await?;
+            sweep(rt, Mode::Full, Scope::Branch(name)).await?;
         }
         let mut leases = LeaseSet::default();
-        leases.push(rt.lease_schema(LeaseMode::Shared).await?);
+        leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
         let mut gates = [from, name];
         gates.sort_unstable();
         for b in gates {
-            leases.push(rt.lease_branch(b).await?);
+            leases.push(rt.lease_branch(b).await?)?;
         }
         if let Some(body) = pending_on(rt, name).await?.into_iter().next() {
             return Err(OmniError::RecoveryRequired {
@@ -115,10 +115,10 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
             parent_version: source.version,
             parent_identifier: source.branch_id.0.clone(),
         };
-        control_failpoint!("branch_create.before_ref");
+        named_failpoint!("branch_create.before_ref");
         let lease = leases.require(&ChildKey::Branch(name.to_string()))?;
         let view = rt.create_branch_ref(name, plan, lease).await?;
-        control_failpoint!("branch_create.after_ref");
+        named_failpoint!("branch_create.after_ref");
         info!(version = source.version, "branch created");
         let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
         Ok(info_of(name, native.as_ref(), &view))
@@ -136,14 +136,14 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
     }
     let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name);
     async {
-        sweep(rt, Mode::RollForwardOnly).await?;
+        sweep(rt, Mode::RollForwardOnly, Scope::Branch(name)).await?;
         let mut leases = LeaseSet::default();
-        leases.push(rt.lease_schema(LeaseMode::Shared).await?);
-        leases.push(rt.lease_branch(name).await?);
+        leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
+        leases.push(rt.lease_branch(name).await?)?;
         let view = rt.view(name).await?;
         let uris = table_uris(rt, &view);
         for uri in &uris {
-            leases.push(rt.lease_table(uri, name).await?);
+            leases.push(rt.lease_table(uri, name).await?)?;
         }
         let refs = table::list_branches(&manifest::uri(rt.root())).await?;
         if let Some(child) = refs.iter().find(|(_, b)| b.parent_branch.as_deref() == Some(name)).map(|(n, _)| n) {
@@ -155,7 +155,7 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
         let orphans = pending_on(rt, name).await?;
         rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?)
             .await?;
-        control_failpoint!("branch_delete.after_ref");
+        named_failpoint!("branch_delete.after_ref");
         let mut forks_reclaimed = Vec::new();
         for uri in &uris {
             match rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await {
@@ -186,7 +186,7 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
 async fn reclaim_stale_forks(rt: &Runtime, name: &str, source: &ManifestView, leases: &mut LeaseSet) -> Result<()> {
     for uri in table_uris(rt, source) {
         if table::list_branches(&uri).await?.contains_key(name) {
-            leases.push(rt.lease_table(&uri, name).await?);
+            leases.push(rt.lease_table(&uri, name).await?)?;
             rt.reclaim_table_fork(&uri, name, leases.require(&ChildKey::table(&uri, name))?).await?;
             info!(uri, "reclaimed a stale table fork");
         }

@@ -4,4 +4,7 @@
 
 pub mod branch_control;
 pub mod failpoints;
+pub mod pipeline;
+pub mod recovery;
+pub mod revalidate;
 pub mod write;

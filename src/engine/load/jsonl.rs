@@ -12,8 +12,8 @@
 //! checked here (with line numbers); nullability, enum membership and the
 //! other constraints are checked by [`crate::engine::validate`].
 
-use crate::engine::catalog::arrow::property_field;
-use crate::engine::catalog::{Catalog, EdgeType, NodeType, Property};
+use crate::engine::lang::catalog::arrow::property_field;
+use crate::engine::lang::catalog::{Catalog, EdgeType, NodeType, Property};
 use crate::engine::rows::{EntityRow, check_value, show};
 use crate::protocol::OmniError;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};

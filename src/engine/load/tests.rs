@@ -2,7 +2,7 @@
 //! one failing case per parser rule, id derivation, and a no-panic property.
 
 use super::jsonl::{DuplicateIds, JsonlParser, LoadRecord, parse_strict_json};
-use crate::engine::catalog::{Catalog, TypeDef, compile_schema};
+use crate::engine::lang::catalog::{Catalog, TypeDef, compile_schema};
 use crate::engine::rows::{from_batch, to_batch_for};
 use crate::engine::validate::Validator;
 use crate::protocol::OmniError;

@@ -16,8 +16,8 @@ use lance::datafusion::LanceTableProvider;
 use serde_json::Value as Json;
 
 use super::params::ParamValues;
-use crate::engine::catalog::arrow::scalar_data_type;
 use crate::engine::committed::open_pinned;
+use crate::engine::lang::catalog::arrow::scalar_data_type;
 use crate::engine::lang::query::ast::AggFunc;
 use crate::engine::lang::query::ir::{
     CmpOp, Direction, FilterIr, MatchIr, NearestIr, Operand, OrderKey, ProjExpr, ReadIr, TraversalIr, Type, VarIr,

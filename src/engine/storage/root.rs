@@ -18,6 +18,8 @@ pub struct Root {
     uri: String,
     store: Arc<dyn ObjectStore>,
     base: Path,
+    /// The directory, for a local root.
+    local: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Root {
@@ -39,7 +41,7 @@ impl Root {
             let (store, base) = object_store::parse_url(&url)
                 .map_err(|e| OmniError::BadRequest(format!("unsupported graph URI `{location}`: {e}")))?;
             let uri = location.trim_end_matches('/').to_string();
-            return Ok(Root { uri, store: Arc::from(store), base });
+            return Ok(Root { uri, store: Arc::from(store), base, local: None });
         }
         let path = location.strip_prefix("file://").unwrap_or(location);
         let abs = std::path::absolute(path)
@@ -49,7 +51,7 @@ impl Root {
         let base = Path::from_absolute_path(&abs)
             .map_err(|e| OmniError::BadRequest(format!("invalid graph path `{location}`: {e}")))?;
         let uri = abs.to_string_lossy().trim_end_matches('/').to_string();
-        Ok(Root { uri, store: Arc::new(store), base })
+        Ok(Root { uri, store: Arc::new(store), base, local: Some(abs) })
     }
 
     /// The same root with a different object store (tests wrap the store to
@@ -134,11 +136,61 @@ impl Root {
         }
     }
 
+    /// Remove the staging residue of interrupted local writes directly under
+    /// `rel`: `name#<digits>` files the local object store writes before
+    /// renaming them into place, which its listings hide and no delete can
+    /// address. Object stores with atomic PUTs leave none. Returns the names.
+    pub async fn remove_staging_residue(&self, rel: &str) -> Result<Vec<String>> {
+        let Some(dir) = &self.local else { return Ok(vec![]) };
+        let dir = rel.split('/').filter(|s| !s.is_empty()).fold(dir.clone(), |d, s| d.join(s));
+        let mut entries = match tokio::fs::read_dir(&dir).await {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(OmniError::storage(format!("listing {rel}"), e)),
+        };
+        let mut removed = Vec::new();
+        while let Some(entry) =
+            entries.next_entry().await.map_err(|e| OmniError::storage(format!("listing {rel}"), e))?
+        {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if !is_staging_residue(&name) {
+                continue;
+            }
+            match tokio::fs::remove_file(entry.path()).await {
+                Ok(()) => removed.push(format!("{rel}/{name}")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(OmniError::storage(format!("removing {rel}/{name}"), e)),
+            }
+        }
+        Ok(removed)
+    }
+
     /// Delete every object under the prefix `rel`.
     pub async fn delete_prefix(&self, rel: &str) -> Result<()> {
         for name in self.list(rel).await? {
             self.delete(&name).await?;
         }
         Ok(())
+    }
+}
+
+/// Whether `name` is a local object store's in-flight upload (`x#<digits>`).
+fn is_staging_residue(name: &str) -> bool {
+    name.rsplit_once('#')
+        .is_some_and(|(stem, n)| !stem.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_staging_residue;
+
+    #[test]
+    fn staging_residue_is_a_name_with_a_numeric_suffix() {
+        assert!(is_staging_residue("01J.json#1"));
+        assert!(is_staging_residue("x#123"));
+        assert!(!is_staging_residue("01J.json"));
+        assert!(!is_staging_residue("x#"));
+        assert!(!is_staging_residue("#1"));
+        assert!(!is_staging_residue("x#1a"));
     }
 }

@@ -96,6 +96,12 @@ impl StagedTxn {
         &self.uri
     }
 
+    /// The native ref this transaction was staged on and commits to
+    /// (`None` = main; a creation has no dataset yet and targets main).
+    pub fn target_ref(&self) -> Option<&str> {
+        self.dataset.as_ref().and_then(|ds| ds.manifest().branch.as_deref())
+    }
+
     /// Rows written into new data files by this transaction.
     pub fn rows_written(&self) -> u64 {
         self.rows_written

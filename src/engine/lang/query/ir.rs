@@ -57,7 +57,7 @@
 //! - Mutation predicates name the physical column: `from`/`to` on edges
 //!   become `src`/`dst`.
 
-use crate::engine::catalog::ScalarType;
+use crate::engine::lang::catalog::ScalarType;
 use crate::engine::lang::query::ast::AggFunc;
 use serde::Serialize;
 use std::collections::BTreeSet;

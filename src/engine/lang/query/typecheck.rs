@@ -33,8 +33,8 @@
 
 use super::ast::{self, AggFunc, ExprKind, FilterOp, Literal, MutationKind, ParamTypeKind};
 use super::ir::{self, CmpOp, Operand, Type, Value, edge_table_key, node_table_key};
-use crate::engine::catalog::dates::{parse_date, parse_datetime};
-use crate::engine::catalog::{Catalog, EdgeType, NodeType, Property, ScalarType};
+use crate::engine::lang::catalog::dates::{parse_date, parse_datetime};
+use crate::engine::lang::catalog::{Catalog, EdgeType, NodeType, Property, ScalarType};
 use crate::engine::lang::diag::{Diagnostic, Pos};
 use std::collections::{HashMap, HashSet};
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::engine::catalog::compile_schema;
+use crate::engine::lang::catalog::compile_schema;
 use crate::engine::lang::query::ir::*;
 use crate::engine::lang::query::parse_queries;
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
 //! The `.pg` schema language: lexer, syntax tree and parser.
 //!
 //! [`parse_schema`] turns source text into an [`ast::Schema`] (syntax only);
-//! `crate::engine::catalog::compile_schema` adds the semantic rules and
+//! `crate::engine::lang::catalog::compile_schema` adds the semantic rules and
 //! lowers the tree into a `Catalog`. Every failure is a located
 //! [`Diagnostic`] carrying one of the stable codes below.
 //!

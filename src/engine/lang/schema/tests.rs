@@ -3,7 +3,7 @@
 
 use super::ast::{ConstraintKind, CoreType, Decl, Literal, Number};
 use super::parse_schema;
-use crate::engine::catalog::compile_schema;
+use crate::engine::lang::catalog::compile_schema;
 use crate::engine::lang::diag::Diagnostic;
 
 fn err(src: &str) -> Diagnostic {

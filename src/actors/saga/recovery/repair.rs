@@ -8,12 +8,12 @@
 
 use serde::Serialize;
 
-use super::list_pending;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
 use crate::engine::storage::table;
 use crate::protocol::{OmniError, Result};
+use crate::recovery::list_pending;
 
 /// Actor recorded on repair commits.
 pub const REPAIR_ACTOR: &str = "omnigraph:repair";
@@ -54,7 +54,7 @@ pub async fn repair(rt: &Runtime, confirm: bool, force: bool) -> Result<RepairRe
         });
     }
     let mut leases = LeaseSet::default();
-    leases.push(rt.lease_branch("main").await?);
+    leases.push(rt.lease_branch("main").await?)?;
     let view = rt.view("main").await?;
     let mut drift = Vec::new();
     for t in view.state.tables.values() {
@@ -98,7 +98,7 @@ pub async fn repair(rt: &Runtime, confirm: bool, force: bool) -> Result<RepairRe
         },
         lineage: Lineage::mint(Some(REPAIR_ACTOR.into())),
     };
-    let gate = crate::actors::supervisor::ChildKey::Branch("main".into()).gate_name();
+    let gate = crate::actors::child_key::ChildKey::Branch("main".into()).gate_name();
     let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal("repair holds no branch lease".into()))?;
     let published = rt.publish(request, lease).await?;
     Ok(RepairReport { drift, published_commit_id: Some(published.commit.commit_id) })

@@ -1,15 +1,19 @@
 //! Exact native branch control over one dataset: create a ref at an exact
 //! parent version (reclaiming a clone-only tree first, at most two native
 //! attempts) and delete one captured incarnation, each classifying an
-//! ambiguous failure from freshly listed refs (`engine::branch_control`).
+//! ambiguous failure from freshly listed refs ([`classify`]).
 
 use std::sync::Arc;
 
 use lance::Dataset;
 use tracing::{debug, warn};
 
+pub mod classify;
+
+pub use classify::CreatePlan;
+use classify::{CreateOutcome, DeleteOutcome, classify_create, classify_delete};
+
 use super::table;
-use crate::engine::branch_control::{CreateOutcome, CreatePlan, DeleteOutcome, classify_create, classify_delete};
 use crate::protocol::{OmniError, Result};
 
 /// Native attempts a create makes before giving up.

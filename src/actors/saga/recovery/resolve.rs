@@ -11,15 +11,16 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
-use super::audit::{self, AuditRow, RecoveryKind, TableOutcome};
-use super::classify::{Decision, Evidence, TableClass, classify, decide};
-use super::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable};
+use crate::actors::child_key::ChildKey;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
-use crate::actors::supervisor::ChildKey;
 use crate::engine::manifest::{self, Lineage, ManifestView, Precondition, PublishRequest, TableUpdate};
 use crate::engine::storage::{TxnIdentity, table};
+use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
+use crate::recovery::audit::{self, AuditRow, RecoveryKind, TableOutcome};
+use crate::recovery::classify::{Decision, Evidence, TableClass, classify, decide};
+use crate::recovery::sidecar::{EffectPhase, SidecarBody, SidecarStore, SidecarTable};
 
 /// Actor recorded on rollback commits.
 pub const RECOVERY_ACTOR: &str = "omnigraph:recovery";
@@ -53,6 +54,32 @@ pub enum Resolution {
     },
     /// Skipped: a write of this process still owns it.
     InFlight,
+    /// Refused (fail closed): kept on disk for an operator. Writes on its
+    /// branch stay refused; other branches are not affected.
+    Kept {
+        /// The operation.
+        operation_id: String,
+        /// The graph branch it writes.
+        branch: String,
+        /// Why it cannot be resolved.
+        reason: String,
+    },
+}
+
+impl Resolution {
+    /// The unresolved intent this leaves on `branch`, if any, as the error a
+    /// writer on that branch gets.
+    pub fn blocks(&self, branch: &str) -> Option<OmniError> {
+        match self {
+            Resolution::Deferred { operation_id, branch: b, reason }
+            | Resolution::Kept { operation_id, branch: b, reason }
+                if b == branch =>
+            {
+                Some(OmniError::RecoveryRequired { operation_id: operation_id.clone(), reason: reason.clone() })
+            }
+            _ => None,
+        }
+    }
 }
 
 fn restore_uuid(op: &str, table_key: &str) -> String {
@@ -278,7 +305,10 @@ async fn roll_back(
                 let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
                 let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
                 let lease = leases.require(&ChildKey::table(&t.table_path, &body.branch))?;
-                rt.commit(&body.branch, staged, lease).await?.version
+                named_failpoint!("recovery.before_restore");
+                let restored = rt.commit(&body.branch, staged, lease).await?.version;
+                named_failpoint!("recovery.after_restore");
+                restored
             }
         };
         let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
@@ -319,7 +349,10 @@ async fn roll_back(
 
 async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Result<()> {
     let lease = leases.require(&ChildKey::Branch(request.branch.clone()))?;
-    rt.publish(request, lease).await.map(|_| ())
+    named_failpoint!("recovery.before_publish");
+    rt.publish(request, lease).await?;
+    named_failpoint!("recovery.after_publish");
+    Ok(())
 }
 
 /// Remove `branch`'s fork of `t` (and any clone-only tree) through its table actor.
@@ -334,7 +367,7 @@ async fn reclaim_fork(rt: &Runtime, t: &SidecarTable, branch: &str, leases: &Lea
 /// Whether another pending sidecar also plans to fork `t` on this branch: a
 /// no-effect claimant then leaves the ref to the survivor.
 async fn claimed_elsewhere(store: &SidecarStore, body: &SidecarBody, t: &SidecarTable) -> Result<bool> {
-    for name in super::list_pending(store.root()).await? {
+    for name in crate::recovery::list_pending(store.root()).await? {
         if name == body.object_name() {
             continue;
         }
@@ -383,8 +416,11 @@ async fn settle(
         tables,
         created_at_us: chrono::Utc::now().timestamp_micros(),
     };
+    named_failpoint!("recovery.before_audit");
     audit::record(rt.root(), &row).await?;
+    named_failpoint!("recovery.after_audit");
     store.delete(&body.object_name()).await?;
+    named_failpoint!("recovery.after_sidecar_delete");
     Ok(match kind {
         RecoveryKind::RolledForward => Resolution::RolledForward,
         RecoveryKind::OrphanedBranchDiscarded => Resolution::OrphanDiscarded,

@@ -8,9 +8,9 @@ use ractor::RpcReplyPort;
 use lance::Dataset;
 
 use crate::actors::lease::{Lease, LeaseMode};
-use crate::engine::branch_control::CreatePlan;
 use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::{CommittedTxn, StagedTxn};
 use crate::protocol::Result;
 
@@ -22,6 +22,13 @@ pub enum SchemaMsg {
         mode: LeaseMode,
         /// Answered when granted.
         reply: RpcReplyPort<Lease>,
+    },
+    /// Take the schema gate only if it is free for `mode` now.
+    TryAcquire {
+        /// Shared or exclusive.
+        mode: LeaseMode,
+        /// Answered at once: the lease, or `None` if it would have to wait.
+        reply: RpcReplyPort<Option<Lease>>,
     },
     /// The accepted schema.
     Current {
@@ -36,6 +43,11 @@ pub enum BranchMsg {
     Acquire {
         /// Answered when granted.
         reply: RpcReplyPort<Lease>,
+    },
+    /// Take the branch gate only if it is free now.
+    TryAcquire {
+        /// Answered at once: the lease, or `None` if it would have to wait.
+        reply: RpcReplyPort<Option<Lease>>,
     },
     /// Whether the branch gate is held or has waiters right now.
     Contended {
@@ -85,6 +97,11 @@ pub enum TableMsg {
         /// Answered when granted.
         reply: RpcReplyPort<Lease>,
     },
+    /// Take the table gate only if it is free now.
+    TryAcquire {
+        /// Answered at once: the lease, or `None` if it would have to wait.
+        reply: RpcReplyPort<Option<Lease>>,
+    },
     /// The live Lance HEAD version of the table on this branch.
     Head {
         /// Answered with the version.
@@ -121,14 +138,17 @@ pub enum TableMsg {
 
 /// Messages to the ReconcilerActor.
 pub enum ReconcilerMsg {
-    /// Run a full recovery pass in the background (no-op if one is running).
-    Reconcile {
-        /// The actor tree to recover through (weak: the pass must not keep it alive).
-        runtime: std::sync::Weak<crate::actors::runtime::Runtime>,
-    },
+    /// Run a recovery pass now, in the handler (a pass with nothing pending
+    /// is one listing). Sent by the actor's own timer and by failed writes.
+    Reconcile,
     /// List pending recovery sidecars (`__recovery/*.json`) in ULID order.
     ListPending {
         /// Answered with sidecar names, or the listing error (never swallowed).
         reply: RpcReplyPort<Result<Vec<String>>>,
+    },
+    /// Passes run since the actor (re)started.
+    Passes {
+        /// Answered at once.
+        reply: RpcReplyPort<u64>,
     },
 }

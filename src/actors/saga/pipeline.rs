@@ -1,0 +1,439 @@
+//! The writer pipeline as types: each saga step consumes the state the step
+//! before produced, so a step cannot be skipped, repeated or reordered.
+//!
+//! ```text
+//! Prepared ─lease─▶ Leased ─revalidate─▶ Revalidated ─arm─▶ Armed
+//!   ─commit─▶ Committed ─confirm─▶ Confirmed ─publish─▶ Published ─finish─▶ Finished
+//! ```
+//!
+//! - Before [`Armed`], a failure leaves nothing behind (no sidecar, no effect).
+//! - [`Armed::discard`] is the only way to drop an armed sidecar without
+//!   effects; [`Armed::commit`] uses it when the exact guard refuses the first
+//!   commit before anything landed (the error is then `ReadSetChanged`).
+//! - From [`Armed`] on, every error is `RecoveryRequired{operation_id}`: the
+//!   sidecar stays for recovery.
+//! - Commits go through the table actors and the publish through the branch
+//!   actor, each presenting the lease this pipeline holds on its gate.
+//!
+//! Every step runs in a `saga.<step>` span carrying the operation id, and
+//! every boundary is a failpoint `<writer>.<boundary>`.
+
+use std::collections::BTreeMap;
+
+use tracing::{Instrument, info_span};
+
+use crate::actors::child_key::ChildKey;
+use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::runtime::{LiveOp, Runtime};
+use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
+use crate::engine::storage::{StagedTxn, table};
+use crate::engine::write_plan::{self, AuthorityToken, PreparedTable, TableEffect};
+use crate::protocol::{OmniError, Result};
+use crate::recovery::sidecar::{
+    ArmedSidecar, ConfirmedSidecar, EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind,
+};
+use crate::saga_failpoint;
+
+/// Who writes where: what every step of one attempt shares.
+pub struct Attempt<'a> {
+    rt: &'a Runtime,
+    store: SidecarStore,
+    kind: WriterKind,
+    branch: &'a str,
+    lineage: Lineage,
+}
+
+impl<'a> Attempt<'a> {
+    /// A new attempt of a `kind` write on `branch`, committing as `lineage`.
+    pub fn new(rt: &'a Runtime, kind: WriterKind, branch: &'a str, lineage: Lineage) -> Self {
+        Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage }
+    }
+
+    /// The operation id (the pre-minted commit id).
+    pub fn operation_id(&self) -> &str {
+        &self.lineage.commit_id
+    }
+
+    /// Turn an error after the sidecar is armed into the caller's answer.
+    fn after_arm(&self, e: OmniError) -> OmniError {
+        match e {
+            e @ OmniError::RecoveryRequired { .. } => e,
+            e => OmniError::RecoveryRequired { operation_id: self.operation_id().to_string(), reason: e.to_string() },
+        }
+    }
+}
+
+/// The schema (shared) and branch gates of `branch`, in gate order.
+pub async fn lease_branch(rt: &Runtime, branch: &str) -> Result<LeaseSet> {
+    let mut leases = LeaseSet::default();
+    leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
+    leases.push(rt.lease_branch(branch).await?)?;
+    Ok(leases)
+}
+
+/// A prepared attempt: effects staged against one authority token, outside
+/// the table gates (and outside the branch gate unless `leases` holds it).
+pub struct Prepared<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    /// Every table's manifest pin at capture.
+    pins: BTreeMap<String, u64>,
+    plan: write_plan::Prepared,
+    leases: LeaseSet,
+}
+
+impl<'a> Prepared<'a> {
+    /// The attempt `plan` prepared against `token` and `pins`; `leases` holds
+    /// the schema and branch gates already when it prepared under them.
+    pub fn new(
+        at: Attempt<'a>,
+        token: AuthorityToken,
+        pins: BTreeMap<String, u64>,
+        plan: write_plan::Prepared,
+        leases: LeaseSet,
+    ) -> Result<Self> {
+        saga_failpoint!(at.kind, "after_prepare");
+        Ok(Prepared { at, token, pins, plan, leases })
+    }
+
+    /// Whether the plan changes nothing (no table effect: no commit at all).
+    pub fn is_empty(&self) -> bool {
+        self.plan.tables.is_empty()
+    }
+
+    /// Take the schema and branch gates (unless held), then every touched
+    /// table's gate in sorted order.
+    pub async fn lease(self) -> Result<Leased<'a>> {
+        let Prepared { at, token, pins, mut plan, mut leases } = self;
+        let span = info_span!("saga.lease", operation_id = %at.operation_id(), branch = %at.branch);
+        async {
+            if leases.is_empty() {
+                leases = lease_branch(at.rt, at.branch).await?;
+            }
+            plan.tables.sort_by(|a, b| a.uri.cmp(&b.uri));
+            for t in &plan.tables {
+                leases.push(at.rt.lease_table(&t.uri, at.branch).await?)?;
+            }
+            Ok::<_, OmniError>(())
+        }
+        .instrument(span)
+        .await?;
+        saga_failpoint!(at.kind, "after_leases");
+        Ok(Leased { at, token, pins, plan, leases })
+    }
+}
+
+/// Every gate the attempt needs is held.
+pub struct Leased<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    pins: BTreeMap<String, u64>,
+    plan: write_plan::Prepared,
+    leases: LeaseSet,
+}
+
+impl<'a> Leased<'a> {
+    /// Under the gates: no relevant sidecar appeared, the token still holds,
+    /// and every touched table's live HEAD equals its manifest pin (a first
+    /// touch needs its target ref absent). A changed authority is
+    /// `ReadSetChanged`; uncovered drift is `Drift` (run `omnigraph repair`).
+    pub async fn revalidate(self) -> Result<Revalidated<'a>> {
+        let span = info_span!("saga.revalidate", operation_id = %self.at.operation_id(), branch = %self.at.branch);
+        super::revalidate::check(
+            self.at.rt,
+            &self.at.store,
+            self.at.branch,
+            &self.token,
+            &self.pins,
+            &self.plan.tables,
+        )
+        .instrument(span)
+        .await?;
+        saga_failpoint!(self.at.kind, "after_revalidate");
+        let Leased { at, token, plan, leases, .. } = self;
+        Ok(Revalidated { at, token, plan, leases })
+    }
+}
+
+/// Revalidated under the gates: ready to arm.
+pub struct Revalidated<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    plan: write_plan::Prepared,
+    leases: LeaseSet,
+}
+
+impl<'a> Revalidated<'a> {
+    /// Make the sidecar durable (Armed) with the complete intent: token,
+    /// pins, planned identities, forks, lineage and rollback id. A failed PUT
+    /// means nothing was armed and nothing happened.
+    pub async fn arm(self, actor: Option<String>) -> Result<Armed<'a>> {
+        let Revalidated { at, token, mut plan, leases } = self;
+        plan.tables.sort_by(|a, b| a.table_key.cmp(&b.table_key));
+        let body = SidecarBody {
+            schema_version: 0,
+            operation_id: at.operation_id().to_string(),
+            writer_kind: at.kind,
+            branch: at.branch.to_string(),
+            actor,
+            started_at_us: at.lineage.created_at_us,
+            phase: EffectPhase::Armed,
+            token: token.clone(),
+            tables: plan.tables.iter().map(sidecar_table).collect(),
+            lineage: at.lineage.clone(),
+            rollback_commit_id: ulid::Ulid::new().to_string(),
+        };
+        let live = at.rt.track_live(at.operation_id());
+        let span = info_span!("saga.arm", operation_id = %at.operation_id());
+        let sidecar = at.store.arm(body).instrument(span).await?;
+        let armed = Armed { at, token, plan, leases, sidecar, _live: live };
+        // From here on any failure leaves the sidecar for recovery.
+        let fired: Result<()> = (|| {
+            saga_failpoint!(armed.at.kind, "after_arm");
+            Ok(())
+        })();
+        fired.map_err(|e| armed.at.after_arm(e))?;
+        Ok(armed)
+    }
+}
+
+fn sidecar_table(t: &PreparedTable) -> SidecarTable {
+    SidecarTable {
+        table_key: t.table_key.clone(),
+        table_path: t.uri.clone(),
+        table_branch: t.table_branch.clone(),
+        expected_version: t.pin,
+        planned: t.identity(),
+        confirmed: None,
+        fork: t.fork().cloned(),
+    }
+}
+
+/// The sidecar is durable; no effect is known to exist yet.
+pub struct Armed<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    plan: write_plan::Prepared,
+    leases: LeaseSet,
+    sidecar: ArmedSidecar,
+    /// The operation counts as a live write of this process until dropped.
+    _live: LiveOp,
+}
+
+/// A table whose transaction is staged on the ref it commits to.
+struct ReadyTable {
+    table_key: String,
+    uri: String,
+    table_branch: Option<String>,
+    /// Whether this write created the ref (a first touch).
+    forked: bool,
+    txn: StagedTxn,
+}
+
+impl<'a> Armed<'a> {
+    /// Drop the armed sidecar of an attempt that made no effect. The only
+    /// way to discard an armed intent: every other end goes through recovery.
+    pub async fn discard(self) -> Result<()> {
+        self.sidecar.discard(&self.at.store).await
+    }
+
+    /// Create every first-touch fork and stage on it, then commit every
+    /// table exactly (zero transparent retries, landing at read_version + 1
+    /// with the planned identity) through its table actor. A refusal of the
+    /// first commit with no fork made discards the sidecar and is
+    /// `ReadSetChanged` (the attempt may be prepared again).
+    pub async fn commit(self) -> Result<Committed<'a>> {
+        let Armed { at, token, plan, leases, sidecar, _live } = self;
+        let expected: BTreeMap<String, u64> = plan.tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
+        let counts = (plan.nodes_affected, plan.edges_affected);
+        let staged = match stage_forks(&at, plan.tables, &leases).await {
+            Ok(s) => s,
+            Err(e) => return Err(at.after_arm(e)),
+        };
+        let forked = staged.iter().any(|t| t.forked);
+        let mut landed = Vec::with_capacity(staged.len());
+        for t in staged {
+            let planned = t.txn.identity();
+            let out = async {
+                let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
+                let committed = at.rt.commit(at.branch, t.txn, lease).await?;
+                // The exact-commit contract, asserted where it is relied on.
+                if committed.identity != planned || committed.version != planned.target_version() {
+                    return Err(OmniError::Internal(format!(
+                        "{}: landed {:?} at v{}, planned {planned:?} at v{}",
+                        t.table_key,
+                        committed.identity,
+                        committed.version,
+                        planned.target_version()
+                    )));
+                }
+                Ok(committed)
+            }
+            .await;
+            let committed = match out {
+                Ok(c) => c,
+                Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() && !forked => {
+                    // The exact guard refused before anything landed.
+                    Armed { at, token, plan: Default::default(), leases, sidecar, _live }.discard().await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(at.after_arm(OmniError::Internal(format!("committing {}: {e}", t.table_key)))),
+            };
+            landed.push(TableUpdate::committed(&t.table_key, t.table_branch.as_deref(), &committed));
+            let fired: Result<()> = (|| {
+                saga_failpoint!(at.kind, "after_table_commit");
+                Ok(())
+            })();
+            fired.map_err(|e| at.after_arm(e))?;
+        }
+        Ok(Committed { at, token, expected, counts, landed, leases, sidecar, _live })
+    }
+}
+
+/// With the sidecar armed: create every first-touch fork at its exact
+/// inherited version, then stage its plan on the fork under the pre-minted
+/// identity. Returns every table with its staged transaction, in order.
+async fn stage_forks(at: &Attempt<'_>, tables: Vec<PreparedTable>, leases: &LeaseSet) -> Result<Vec<ReadyTable>> {
+    let mut out = Vec::with_capacity(tables.len());
+    for t in tables {
+        let PreparedTable { table_key, uri, table_branch, effect, .. } = t;
+        let (forked, txn) = match effect {
+            TableEffect::Staged(txn) => (false, *txn),
+            TableEffect::Fork { fork, plan, identity } => {
+                let lease = leases.require(&ChildKey::table(&uri, at.branch))?;
+                let span = info_span!("saga.fork", operation_id = %at.operation_id(), table = %table_key, from_version = fork.parent_version);
+                let ds = at.rt.fork_table(&uri, at.branch, fork, lease).instrument(span).await?;
+                saga_failpoint!(at.kind, "after_fork");
+                let staged = table::stage(ds, plan, &identity.uuid).await?;
+                let txn = staged.ok_or_else(|| {
+                    OmniError::Internal(format!("{table_key}: the planned effect staged nothing on the fork"))
+                })?;
+                (true, txn)
+            }
+        };
+        out.push(ReadyTable { table_key, uri, table_branch, forked, txn });
+    }
+    Ok(out)
+}
+
+/// Every table landed exactly; the sidecar still says Armed.
+pub struct Committed<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    expected: BTreeMap<String, u64>,
+    counts: (u64, u64),
+    landed: Vec<TableUpdate>,
+    leases: LeaseSet,
+    sidecar: ArmedSidecar,
+    _live: LiveOp,
+}
+
+impl<'a> Committed<'a> {
+    /// Record each landed version in the sidecar: EffectsConfirmed.
+    pub async fn confirm(self) -> Result<Confirmed<'a>> {
+        let Committed { at, token, expected, counts, landed, leases, sidecar, _live } = self;
+        let span = info_span!("saga.confirm", operation_id = %at.operation_id());
+        let sidecar = match sidecar.confirm(&at.store, landed.clone()).instrument(span).await {
+            Ok(s) => s,
+            Err(e) => return Err(at.after_arm(e)),
+        };
+        let fired: Result<()> = (|| {
+            saga_failpoint!(at.kind, "after_confirm");
+            Ok(())
+        })();
+        fired.map_err(|e| at.after_arm(e))?;
+        Ok(Confirmed { at, token, expected, counts, landed, leases, sidecar, _live })
+    }
+}
+
+/// The sidecar is EffectsConfirmed: recovery would roll it forward.
+pub struct Confirmed<'a> {
+    at: Attempt<'a>,
+    token: AuthorityToken,
+    expected: BTreeMap<String, u64>,
+    counts: (u64, u64),
+    landed: Vec<TableUpdate>,
+    leases: LeaseSet,
+    sidecar: ConfirmedSidecar,
+    _live: LiveOp,
+}
+
+impl<'a> Confirmed<'a> {
+    /// Publish once through the branch actor: the landed pointers and the
+    /// pre-minted commit, under the exact head the attempt captured.
+    pub async fn publish(self) -> Result<Published<'a>> {
+        let Confirmed { at, token, expected, counts, landed, leases, sidecar, _live } = self;
+        check_expectations(&expected, &landed).map_err(|e| at.after_arm(e))?;
+        let request = PublishRequest {
+            branch: at.branch.to_string(),
+            updates: landed.clone(),
+            expected_versions: expected,
+            precondition: Precondition::ExactHead { branch_id: token.branch_id, head: token.graph_head },
+            lineage: at.lineage.clone(),
+        };
+        let out = async {
+            let lease = leases.require(&ChildKey::Branch(at.branch.to_string()))?;
+            at.rt.publish(request, lease).await?;
+            saga_failpoint!(at.kind, "after_publish");
+            Ok::<_, OmniError>(())
+        }
+        .await;
+        out.map_err(|e| at.after_arm(e))?;
+        Ok(Published { at, counts, landed, leases, sidecar, _live })
+    }
+}
+
+/// The publish expects exactly the pins the effects were staged at, and
+/// every landed pointer is one version past its pin.
+fn check_expectations(expected: &BTreeMap<String, u64>, landed: &[TableUpdate]) -> Result<()> {
+    let keys: Vec<&String> = landed.iter().map(|u| &u.table_key).collect();
+    if keys.len() != expected.len() || !keys.iter().all(|k| expected.contains_key(*k)) {
+        return Err(OmniError::Internal(format!("publish expectations {expected:?} do not cover the landed {keys:?}")));
+    }
+    for u in landed {
+        if Some(u.version) != expected.get(&u.table_key).map(|pin| pin + 1) {
+            return Err(OmniError::Internal(format!(
+                "{} landed at v{} but its pin is v{:?}",
+                u.table_key,
+                u.version,
+                expected.get(&u.table_key)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The commit is visible; the sidecar is left to delete.
+pub struct Published<'a> {
+    at: Attempt<'a>,
+    counts: (u64, u64),
+    landed: Vec<TableUpdate>,
+    leases: LeaseSet,
+    sidecar: ConfirmedSidecar,
+    _live: LiveOp,
+}
+
+impl Published<'_> {
+    /// Delete the sidecar (a failed delete is not a failed write: the next
+    /// heal settles it), then release the leases.
+    pub async fn finish(self) -> Finished {
+        let Published { at, counts, landed, leases, sidecar, _live } = self;
+        let span = info_span!("saga.finish", operation_id = %at.operation_id());
+        sidecar.finish(&at.store).instrument(span).await;
+        drop(leases);
+        Finished { commit_id: at.lineage.commit_id, nodes_affected: counts.0, edges_affected: counts.1, tables: landed }
+    }
+}
+
+/// A finished write: its commit and what it changed.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The commit published.
+    pub commit_id: String,
+    /// Node entities affected.
+    pub nodes_affected: u64,
+    /// Edge entities affected.
+    pub edges_affected: u64,
+    /// New table pointers.
+    pub tables: Vec<TableUpdate>,
+}

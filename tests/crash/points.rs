@@ -1,0 +1,155 @@
+//! The failpoint registry, read from the source, and the crash cases of the
+//! points outside the saga matrices: inside recovery (a crash of recovery
+//! itself, re-entered by the next open) and inside the table and branch
+//! actors' commit and publish handlers.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use omnigraph::actors::saga::failpoints;
+use omnigraph::recovery::audit::{self, RecoveryKind};
+use omnigraph::recovery::list_pending;
+use omnigraph::{Omnigraph, WriteOptions};
+use serde_json::Map;
+
+use super::child::{Action, crash_in_child};
+use super::{
+    CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, assert_clean, counts, crash, crash_case_on, serial, setup,
+    shut_down,
+};
+
+/// Points inside the table / branch actors' handlers, crashed during a write.
+const ACTOR_CRASHES: [&str; 4] =
+    ["table.before_commit", "table.after_commit", "branch.before_publish", "branch.after_publish"];
+
+/// Recovery points a roll-back crosses (after a crash that left effects of an Armed write).
+const ROLL_BACK_CRASHES: [&str; 7] = [
+    "recovery.before_restore",
+    "recovery.after_restore",
+    "recovery.before_publish",
+    "recovery.after_publish",
+    "recovery.before_audit",
+    "recovery.after_audit",
+    "recovery.after_sidecar_delete",
+];
+
+/// Recovery points a roll-forward crosses (after a crash of a confirmed write).
+const ROLL_FORWARD_CRASHES: [&str; 5] = [
+    "recovery.before_publish",
+    "recovery.after_publish",
+    "recovery.before_audit",
+    "recovery.after_audit",
+    "recovery.after_sidecar_delete",
+];
+
+/// Every failpoint named at a call site under `src/`: each
+/// `saga_failpoint!(kind, "b")` once per saga writer, each `named_failpoint!("n")`.
+fn registry() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let saga = regex::Regex::new(r#"saga_failpoint!\([^,]+,\s*"([a-z_]+)"\)"#).expect("regex");
+    let named = regex::Regex::new(r#"named_failpoint!\("([a-z_.]+)"\)"#).expect("regex");
+    let mut out = BTreeSet::new();
+    let mut files = vec![src];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).expect("read dir").map(|e| e.expect("entry").path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read source");
+        for c in saga.captures_iter(&text) {
+            for kind in failpoints::SAGA_WRITERS {
+                out.insert(failpoints::name(kind, &c[1]));
+            }
+        }
+        out.extend(named.captures_iter(&text).map(|c| c[1].to_string()));
+    }
+    out
+}
+
+#[test]
+fn every_failpoint_in_the_source_has_a_crash_case() {
+    let registry = registry();
+    // Guard against a scan that finds nothing (a moved tree, a renamed macro).
+    assert!(registry.contains("mutation.after_arm") && registry.contains("recovery.before_publish"), "{registry:?}");
+    let mut covered: BTreeSet<String> = BTreeSet::new();
+    for op in super::OPS {
+        for b in SAGA_BOUNDARIES.iter().chain(&FORK_BOUNDARIES) {
+            covered.insert(format!("{}.{b}", op.prefix()));
+        }
+    }
+    let named = CONTROL_CRASHES.iter().chain(&ACTOR_CRASHES).chain(&ROLL_BACK_CRASHES).chain(&ROLL_FORWARD_CRASHES);
+    covered.extend(named.map(|s| s.to_string()));
+    let missing: Vec<&String> = registry.difference(&covered).collect();
+    assert!(missing.is_empty(), "failpoints without a crash case: {missing:?}");
+    let stale: Vec<&String> = covered.difference(&registry).collect();
+    assert!(stale.is_empty(), "crash cases of failpoints no longer in the source: {stale:?}");
+    println!("{} failpoints, each with a crash case", registry.len());
+}
+
+/// A write dies inside the table actor's commit or the branch actor's publish
+/// handler: recovery leaves it invisible or applied, never half.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_inside_the_commit_and_publish_handlers_recovers_clean() {
+    let _s = serial().await;
+    let mut report = Vec::new();
+    for point in ACTOR_CRASHES {
+        for op in [Op::MutationInsert, Op::LoadOverwrite] {
+            let outcome = crash_case_on(op, point, "main").await;
+            report.push(format!("{op:?} @ {point}: {outcome}"));
+        }
+        let outcome = crash_case_on(Op::MutationInsert, point, "fresh").await;
+        report.push(format!("MutationInsert on fresh @ {point}: {outcome}"));
+    }
+    println!("actor handler crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert!(report.iter().filter(|r| r.contains("branch.after_publish")).all(|r| r.ends_with("applied")));
+    assert!(report.iter().filter(|r| r.contains("table.before_commit")).all(|r| r.ends_with("invisible")));
+}
+
+/// Recovery itself dies at each of its points; the next open re-enters it and
+/// ends with the same outcome as an uninterrupted recovery, exactly one
+/// audit row, and a writable graph.
+async fn recovery_crash(write_point: &str, recovery_point: &str, kind: RecoveryKind) {
+    let (_dir, loc, before, after, committed) = setup(Op::MutationInsert).await;
+    crash(&loc, Op::MutationInsert, "main", write_point).await;
+    let root = omnigraph::engine::storage::Root::parse(&loc).expect("root");
+    assert_eq!(list_pending(&root).await.expect("list").len(), 1, "{write_point} left its sidecar");
+    let l = loc.clone();
+    let point = recovery_point.to_string();
+    tokio::task::spawn_blocking(move || crash_in_child(&l, &Action::Open, &point)).await.expect("crash child");
+
+    let context = format!("recovery crashed at {recovery_point} after {write_point}");
+    let g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    assert_clean(&g, &context).await;
+    let expected = if kind == RecoveryKind::RolledForward { &after } else { &before };
+    assert_eq!(&counts(&g).await, expected, "{context}: wrong outcome");
+    let history: Vec<String> =
+        g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
+    let rows = audit::read_all(g.root()).await.expect("audit");
+    assert_eq!(rows.len(), 1, "{context}: expected one audit row, got {rows:?}");
+    assert_eq!(rows[0].recovery_kind, kind, "{context}");
+    g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
+    assert_clean(&g, &format!("{context}, then a write")).await;
+    shut_down(g).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_roll_back_is_re_entered_cleanly() {
+    let _s = serial().await;
+    for point in ROLL_BACK_CRASHES {
+        recovery_crash("mutation.after_table_commit", point, RecoveryKind::RolledBack).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_roll_forward_is_re_entered_cleanly() {
+    let _s = serial().await;
+    for point in ROLL_FORWARD_CRASHES {
+        recovery_crash("mutation.after_confirm", point, RecoveryKind::RolledForward).await;
+    }
+}
