@@ -264,9 +264,11 @@ mod tests {
         let err = set.push(take(&t1)).expect_err("a table sorting before the last one");
         assert!(err.to_string().contains("lease order violated"), "{err}");
         assert_eq!(t1.load(), (0, 0), "the refused lease is released");
+        drop(set);
         let mut set = LeaseSet::default();
         set.push(take(&t1)).expect("a table alone");
         assert!(set.push(take(&b)).is_err(), "a branch after a table");
+        drop(set);
         let mut set = LeaseSet::default();
         set.push(take(&b)).expect("branch");
         assert!(set.push(schema.try_grant(LeaseMode::Shared).expect("free")).is_err(), "the schema after a branch");

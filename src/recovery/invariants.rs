@@ -14,6 +14,11 @@ pub async fn violations(root: &Root, branch: &str) -> Result<Vec<String>> {
         list_pending(root).await?.into_iter().map(|n| format!("sidecar {n} is pending")).collect();
     let view = manifest::load(root, branch, None).await?;
     for t in view.state.tables.values() {
+        // A table the branch inherited (stored on another ref) may lag that
+        // ref's HEAD: the ref's own branch owns its pin.
+        if t.branch.as_deref().unwrap_or("main") != branch {
+            continue;
+        }
         let uri = root.child_uri(&t.location);
         match table::head_version(&uri, t.branch.as_deref()).await {
             Ok(head) if head != t.version => out.push(format!(

@@ -68,7 +68,7 @@ impl Action {
 pub fn crash_in_child(loc: &str, action: &Action, failpoint: &str) {
     let exe = std::env::current_exe().expect("test binary path");
     let out = Command::new(exe)
-        .args(["crash_child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .args(["child::crash_child", "--exact", "--nocapture", "--test-threads=1", "-q"])
         .env(ENV_LOC, loc)
         .env(ENV_POINT, failpoint)
         .env(ENV_ACTION, action.encode())

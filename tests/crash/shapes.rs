@@ -116,7 +116,10 @@ async fn a_sidecar_kept_on_one_branch_leaves_other_branches_writable() {
         g.mutate(r#"query q() { insert Company { name: "Free" } }"#, None, Map::new(), &opts)
             .await
             .unwrap_or_else(|e| panic!("a write on {branch} is blocked by x's sidecar: {e}"));
-        assert_clean_on(&g, branch, "beside a kept sidecar").await;
+        // Every invariant but "no sidecar": x's is kept on purpose.
+        let v = omnigraph::recovery::invariants::violations(g.root(), branch).await.expect("check");
+        let other: Vec<&String> = v.iter().filter(|m| !m.starts_with("sidecar ")).collect();
+        assert!(other.is_empty(), "{branch} beside a kept sidecar: {other:?}");
     }
     assert_eq!(list_pending(g.root()).await.expect("list").len(), 1, "x's sidecar is still kept");
 }
