@@ -1,23 +1,22 @@
 //! Everything that is not an actor: the `.pg`/`.gq` compilers, the catalog,
 //! the manifest and its publisher, graph init, and the Lance storage adapter.
-//! Engine code never spawns actors.
+//! Engine code never spawns actors. The pure parts (languages, catalog,
+//! rows, validation, JSONL parsing, branch names) live in `omnigraph-core`
+//! and are re-exported here under their old paths.
 
-pub mod branch_name;
+pub use omnigraph_core::{branch_name, lang, load, rows, validate};
+
 pub mod committed;
 pub mod init;
 pub mod integrity;
-pub mod lang;
 pub mod layout;
 pub mod lint;
-pub mod load;
 pub mod loader;
 pub mod manifest;
 pub mod mutation;
 pub mod query;
-pub mod rows;
 pub mod schema_store;
 pub mod staging;
 pub mod storage;
-pub mod validate;
 pub mod values;
 pub mod write_plan;

@@ -1,7 +1,7 @@
 //! Wire types: what crosses a boundary (errors and their HTTP mapping,
-//! located diagnostics). Imports nothing from the layers above it.
+//! located diagnostics). They live in the pure `omnigraph-core` crate, below
+//! everything here, and are re-exported under this path.
 
-pub mod diagnostic;
-pub mod error;
+pub use omnigraph_core::protocol::{diagnostic, error};
 
 pub use error::{OmniError, Result};

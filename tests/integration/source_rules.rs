@@ -179,3 +179,23 @@ fn the_cycle_check_finds_a_cycle() {
     graph.entry("a::z".into()).or_default().insert("a::x".into());
     assert_eq!(find_cycle(&graph).map(|c| c.len()), Some(4));
 }
+
+/// The pure core must build without storage: its manifest names none of the
+/// storage or runtime crates, so its tests never compile or link Lance.
+#[test]
+fn the_pure_core_depends_on_no_storage_crate() {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/omnigraph-core/Cargo.toml");
+    let text = std::fs::read_to_string(manifest).expect("core manifest");
+    let deps: Vec<&str> = text
+        .lines()
+        .skip_while(|l| l.trim() != "[dependencies]")
+        .skip(1)
+        .take_while(|l| !l.starts_with('['))
+        .filter_map(|l| l.split(['=', '.']).next().map(str::trim))
+        .filter(|d| !d.is_empty())
+        .collect();
+    assert!(deps.contains(&"arrow-schema"), "the dependency scan read nothing: {deps:?}");
+    let storage = ["lance", "datafusion", "object_store", "tokio", "ractor"];
+    let offenders: Vec<&&str> = deps.iter().filter(|d| storage.iter().any(|s| d.starts_with(s))).collect();
+    assert!(offenders.is_empty(), "omnigraph-core depends on storage/runtime crates: {offenders:?}");
+}

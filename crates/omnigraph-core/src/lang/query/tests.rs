@@ -2,7 +2,7 @@
 
 use super::ast::*;
 use super::parse_queries;
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::diag::{Diagnostic, Pos};
 use std::path::{Path, PathBuf};
 
 // ----- helpers ---------------------------------------------------------------

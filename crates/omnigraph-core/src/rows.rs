@@ -22,7 +22,7 @@
 //!
 //! Null (or an absent property) is accepted only where the field is nullable.
 
-use crate::engine::lang::catalog::dates::{civil_from_days, parse_date, parse_datetime};
+use crate::lang::catalog::dates::{civil_from_days, parse_date, parse_datetime};
 use crate::protocol::OmniError;
 use arrow_array::builder::{NullBufferBuilder, OffsetBufferBuilder};
 use arrow_array::cast::AsArray;
@@ -570,7 +570,7 @@ fn list_json(values: &ArrayRef) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::lang::catalog::{Catalog, compile_schema};
+    use crate::lang::catalog::{Catalog, compile_schema};
     use serde_json::json;
 
     const SCHEMA: &str = r#"

@@ -1,7 +1,7 @@
 use super::*;
-use crate::engine::lang::catalog::compile_schema;
-use crate::engine::lang::query::ir::*;
-use crate::engine::lang::query::parse_queries;
+use crate::lang::catalog::compile_schema;
+use crate::lang::query::ir::*;
+use crate::lang::query::parse_queries;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 

@@ -33,9 +33,9 @@
 
 use super::ast::{self, AggFunc, ExprKind, FilterOp, Literal, MutationKind, ParamTypeKind};
 use super::ir::{self, CmpOp, Operand, Type, Value, edge_table_key, node_table_key};
-use crate::engine::lang::catalog::dates::{parse_date, parse_datetime};
-use crate::engine::lang::catalog::{Catalog, EdgeType, NodeType, Property, ScalarType};
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::catalog::dates::{parse_date, parse_datetime};
+use crate::lang::catalog::{Catalog, EdgeType, NodeType, Property, ScalarType};
+use crate::lang::diag::{Diagnostic, Pos};
 use std::collections::{HashMap, HashSet};
 
 /// Checks one parsed query against `catalog` and lowers it, or returns every

@@ -17,13 +17,11 @@
 //! `@unique` semantics: a row where any column of the set is null is exempt
 //! (SQL semantics; `email: String? @unique` admits many missing emails).
 
-use crate::engine::lang::catalog::arrow::property_field;
-use crate::engine::lang::catalog::key::canonical_value;
-use crate::engine::lang::catalog::{
-    CheckConstraint, EdgeType, NodeType, Property, RangeConstraint, ScalarType, TypeDef,
-};
-use crate::engine::rows::{EntityRow, check_value, show};
+use crate::lang::catalog::arrow::property_field;
+use crate::lang::catalog::key::canonical_value;
+use crate::lang::catalog::{CheckConstraint, EdgeType, NodeType, Property, RangeConstraint, ScalarType, TypeDef};
 use crate::protocol::OmniError;
+use crate::rows::{EntityRow, check_value, show};
 use arrow_schema::DataType;
 use regex::Regex;
 use serde_json::Value;
@@ -375,7 +373,7 @@ fn unique_within(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::lang::catalog::{Catalog, compile_schema};
+    use crate::lang::catalog::{Catalog, compile_schema};
     use serde_json::json;
 
     const SCHEMA: &str = r#"

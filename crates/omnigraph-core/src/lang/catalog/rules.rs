@@ -4,9 +4,9 @@
 
 use super::annotations::EmbedArgs;
 use super::types::{CheckConstraint, EmbedSpec, Property, RangeConstraint, ScalarType};
-use crate::engine::lang::diag::{Diagnostic, Pos};
-use crate::engine::lang::schema::ast::{Name, Number};
-use crate::engine::lang::schema::codes;
+use crate::lang::diag::{Diagnostic, Pos};
+use crate::lang::schema::ast::{Name, Number};
+use crate::lang::schema::codes;
 
 /// Which constraint a column list belongs to; decides the type rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Syntax tree of a `.pg` file, exactly as written (no desugaring), with
 //! the position of every name so later checks can point at it.
 
-use crate::engine::lang::diag::Pos;
+use crate::lang::diag::Pos;
 
 /// A name and where it was written.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +119,7 @@ pub enum CoreType {
     Vector(u32),
 }
 
-pub use crate::engine::lang::base_type::BaseType;
+pub use crate::lang::base_type::BaseType;
 
 /// `@name` or `@name(arg, key = literal, …)`.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,10 +2,10 @@
 //! one failing case per parser rule, id derivation, and a no-panic property.
 
 use super::jsonl::{DuplicateIds, JsonlParser, LoadRecord, parse_strict_json};
-use crate::engine::lang::catalog::{Catalog, TypeDef, compile_schema};
-use crate::engine::rows::{from_batch, to_batch_for};
-use crate::engine::validate::Validator;
+use crate::lang::catalog::{Catalog, TypeDef, compile_schema};
 use crate::protocol::OmniError;
+use crate::rows::{from_batch, to_batch_for};
+use crate::validate::Validator;
 use proptest::prelude::*;
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -10,12 +10,12 @@
 //! checked against `data.id`, or generated). Every error is
 //! [`OmniError::BadRequest`] starting with `line N: `. Value types are
 //! checked here (with line numbers); nullability, enum membership and the
-//! other constraints are checked by [`crate::engine::validate`].
+//! other constraints are checked by [`crate::validate`].
 
-use crate::engine::lang::catalog::arrow::property_field;
-use crate::engine::lang::catalog::{Catalog, EdgeType, NodeType, Property};
-use crate::engine::rows::{EntityRow, check_value, show};
+use crate::lang::catalog::arrow::property_field;
+use crate::lang::catalog::{Catalog, EdgeType, NodeType, Property};
 use crate::protocol::OmniError;
+use crate::rows::{EntityRow, check_value, show};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};

@@ -21,8 +21,8 @@ pub use types::{
     NodeType, Property, RangeConstraint, ScalarType, TypeDef, TypeKind,
 };
 
-use crate::engine::lang::diag::Diagnostic;
-use crate::engine::lang::schema::parse_schema;
+use crate::lang::diag::Diagnostic;
+use crate::lang::schema::parse_schema;
 use serde::{Deserialize, Serialize};
 
 /// Every type of one graph schema, in declaration order.

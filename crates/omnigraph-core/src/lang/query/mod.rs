@@ -1,7 +1,7 @@
 //! Parser for `.gq` query and mutation files.
 //!
 //! [`parse_queries`] turns source text into a list of [`ast::Query`] values or
-//! the first error as a located [`Diagnostic`](crate::engine::lang::diag::Diagnostic). The work is split into a
+//! the first error as a located [`Diagnostic`](crate::lang::diag::Diagnostic). The work is split into a
 //! hand-written lexer (tokens with line/column positions, comments and
 //! string escapes handled) and a recursive-descent [`parser`].
 //!

@@ -7,7 +7,7 @@
 //! query parameters from match variables; every `$x` is a [`Var`], and the
 //! typechecker resolves it against [`Query::params`] and the bindings.
 
-use crate::engine::lang::diag::Pos;
+use crate::lang::diag::Pos;
 use serde::Serialize;
 
 /// A name (identifier or type name) with its position.
@@ -104,7 +104,7 @@ pub enum ParamTypeKind {
     Vector(u32),
 }
 
-pub use crate::engine::lang::base_type::BaseType;
+pub use crate::lang::base_type::BaseType;
 
 /// A query body: either a read (`match … return …`) or mutations.
 #[derive(Debug, Clone, PartialEq, Serialize)]

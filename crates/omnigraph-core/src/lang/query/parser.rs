@@ -7,7 +7,7 @@
 
 use super::ast::*;
 use super::lexer::{Tok, Token, tokenize};
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::diag::{Diagnostic, Pos};
 use std::collections::HashSet;
 
 /// Maximum nesting of `not { }` blocks, list literals and call arguments.

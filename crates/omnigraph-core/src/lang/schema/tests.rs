@@ -3,8 +3,8 @@
 
 use super::ast::{ConstraintKind, CoreType, Decl, Literal, Number};
 use super::parse_schema;
-use crate::engine::lang::catalog::compile_schema;
-use crate::engine::lang::diag::Diagnostic;
+use crate::lang::catalog::compile_schema;
+use crate::lang::diag::Diagnostic;
 
 fn err(src: &str) -> Diagnostic {
     match compile_schema(src) {

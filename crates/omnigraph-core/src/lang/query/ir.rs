@@ -57,8 +57,8 @@
 //! - Mutation predicates name the physical column: `from`/`to` on edges
 //!   become `src`/`dst`.
 
-use crate::engine::lang::catalog::ScalarType;
-use crate::engine::lang::query::ast::AggFunc;
+use crate::lang::catalog::ScalarType;
+use crate::lang::query::ast::AggFunc;
 use serde::Serialize;
 use std::collections::BTreeSet;
 

@@ -4,9 +4,9 @@
 //! as [`CustomAnnotation`] metadata.
 
 use super::types::{AnnotationArg, AnnotationValue, CustomAnnotation, Meta};
-use crate::engine::lang::diag::{Diagnostic, Pos};
-use crate::engine::lang::schema::ast::{AnnArg, Annotation, Literal};
-use crate::engine::lang::schema::codes;
+use crate::lang::diag::{Diagnostic, Pos};
+use crate::lang::schema::ast::{AnnArg, Annotation, Literal};
+use crate::lang::schema::codes;
 
 /// Where an annotation appears; decides which known names are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use super::ast::{
 };
 use super::codes;
 use super::lexer::{Lexer, Token, TokenKind};
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::diag::{Diagnostic, Pos};
 use std::collections::VecDeque;
 
 /// Constraint keywords: `@kw(` in a body is a constraint, not an annotation.

@@ -6,7 +6,7 @@
 //! [`Lexer::enum_value`] right after `enum(` or a `,` inside the list.
 
 use super::codes;
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::diag::{Diagnostic, Pos};
 use std::cell::Cell;
 
 /// What a token is. Identifiers include keywords: keywords in `.pg` are

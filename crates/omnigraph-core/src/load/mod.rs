@@ -1,5 +1,5 @@
 //! Loading data files into a graph: format parsers that turn input into
-//! typed [`crate::engine::rows::EntityRow`]s with settled ids.
+//! typed [`crate::rows::EntityRow`]s with settled ids.
 
 pub mod jsonl;
 

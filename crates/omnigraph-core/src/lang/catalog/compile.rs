@@ -7,11 +7,11 @@ use super::annotations::{self, PropFlags, Site};
 use super::id;
 use super::rules::{Scope, SetKind};
 use super::types::{Card, EdgeType, InterfaceType, Meta, NodeType, Property, ScalarType, TypeKind};
-use crate::engine::lang::diag::{Diagnostic, Pos};
-use crate::engine::lang::schema::ast::{
+use crate::lang::diag::{Diagnostic, Pos};
+use crate::lang::schema::ast::{
     Constraint, ConstraintKind, CoreType, Decl, EdgeDecl, InterfaceDecl, Name, NodeDecl, PropDecl, Schema,
 };
-use crate::engine::lang::schema::codes;
+use crate::lang::schema::codes;
 use std::collections::HashSet;
 
 /// System columns no declared property may shadow.

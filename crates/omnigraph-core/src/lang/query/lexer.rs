@@ -5,7 +5,7 @@
 //! tracked incrementally with the same convention as [`Pos::at`]: 1-based
 //! lines and 1-based columns counted in characters.
 
-use crate::engine::lang::diag::{Diagnostic, Pos};
+use crate::lang::diag::{Diagnostic, Pos};
 
 /// One lexical token kind.
 #[derive(Debug, Clone, PartialEq)]

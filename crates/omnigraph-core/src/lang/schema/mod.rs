@@ -1,7 +1,7 @@
 //! The `.pg` schema language: lexer, syntax tree and parser.
 //!
 //! [`parse_schema`] turns source text into an [`ast::Schema`] (syntax only);
-//! `crate::engine::lang::catalog::compile_schema` adds the semantic rules and
+//! `crate::lang::catalog::compile_schema` adds the semantic rules and
 //! lowers the tree into a `Catalog`. Every failure is a located
 //! [`Diagnostic`] carrying one of the stable codes below.
 //!
@@ -38,7 +38,7 @@ pub mod codes;
 pub mod lexer;
 pub mod parser;
 
-use crate::engine::lang::diag::Diagnostic;
+use crate::lang::diag::Diagnostic;
 
 /// Parses `.pg` source into its syntax tree (no semantic checks).
 pub fn parse_schema(src: &str) -> Result<ast::Schema, Diagnostic> {

@@ -285,9 +285,9 @@ impl<'a> TypeDef<'a> {
     }
 }
 
-impl From<crate::engine::lang::base_type::BaseType> for ScalarType {
-    fn from(b: crate::engine::lang::base_type::BaseType) -> Self {
-        use crate::engine::lang::base_type::BaseType as B;
+impl From<crate::lang::base_type::BaseType> for ScalarType {
+    fn from(b: crate::lang::base_type::BaseType) -> Self {
+        use crate::lang::base_type::BaseType as B;
         match b {
             B::String => ScalarType::String,
             B::Blob => ScalarType::Blob,
