@@ -146,9 +146,4 @@ pub enum ReconcilerMsg {
         /// Answered with sidecar names, or the listing error (never swallowed).
         reply: RpcReplyPort<Result<Vec<String>>>,
     },
-    /// Passes run since the actor (re)started.
-    Passes {
-        /// Answered at once.
-        reply: RpcReplyPort<u64>,
-    },
 }

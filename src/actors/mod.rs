@@ -1,10 +1,12 @@
-//! The actor tree (ractor): per graph root, a [`supervisor::RootSupervisor`]
+//! The actor tree (ractor): per graph root, a [`guardian::Guardian`] over a
+//! [`supervisor::RootSupervisor`]
 //! over the schema, branch and table actors (whose gates are leases taken in
 //! the order schema → branch → sorted tables) and the reconciler.
 //! Handles reach it through [`runtime::Runtime`].
 
 pub mod branch;
 pub mod child_key;
+pub mod guardian;
 pub mod lease;
 pub mod messages;
 pub mod reconciler;

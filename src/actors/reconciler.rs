@@ -9,6 +9,7 @@
 //! pass's own storage I/O.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -34,13 +35,14 @@ pub struct ReconcilerArgs {
     pub pass: PassFn,
     /// How often to look for pending sidecars; `None`: only when asked.
     pub period: Option<Duration>,
+    /// Passes completed, by every incarnation: shared with the runtime, so
+    /// reading it never waits on a pass in progress.
+    pub passes: Arc<AtomicU64>,
 }
 
 /// Reconciler state.
 pub struct ReconcilerState {
     args: ReconcilerArgs,
-    /// Passes run by this incarnation (diagnostics).
-    passes: u64,
 }
 
 impl Actor for ReconcilerActor {
@@ -57,7 +59,7 @@ impl Actor for ReconcilerActor {
             // The timer stops by itself once the actor is gone.
             me.send_interval(period, || ReconcilerMsg::Reconcile);
         }
-        Ok(ReconcilerState { args, passes: 0 })
+        Ok(ReconcilerState { args })
     }
 
     async fn handle(
@@ -69,10 +71,9 @@ impl Actor for ReconcilerActor {
         match msg {
             ReconcilerMsg::ListPending { reply } => drop(reply.send(list_pending(&state.args.root).await)),
             ReconcilerMsg::Reconcile => {
-                state.passes += 1;
                 (state.args.pass)().await;
+                state.args.passes.fetch_add(1, Ordering::SeqCst);
             }
-            ReconcilerMsg::Passes { reply } => drop(reply.send(state.passes)),
         }
         Ok(())
     }

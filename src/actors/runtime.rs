@@ -11,9 +11,10 @@ use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
 
 use super::child_key::ChildKey;
+use super::guardian::{Guardian, GuardianArgs, GuardianMsg};
 use super::lease::{Lease, LeaseMode};
 use super::reconciler::{PassFn, ReconcilerArgs};
-use super::supervisor::{ActorStats, ChildRef, Directory, RootSupervisor, SupervisorArgs, SupervisorMsg};
+use super::supervisor::{ActorStats, ChildRef, Directory, SupervisorMsg};
 use lance::Dataset;
 
 use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
@@ -54,12 +55,43 @@ pub async fn quiesce(limit: std::time::Duration) -> bool {
 /// The actor tree of one graph root.
 pub struct Runtime {
     root: Root,
-    supervisor: ActorRef<SupervisorMsg>,
-    /// Resolves when the supervisor (and with it every child) has stopped.
+    guardian: ActorRef<GuardianMsg>,
+    /// The current supervisor incarnation (the guardian replaces it).
+    supervisor: tokio::sync::watch::Receiver<Option<ActorRef<SupervisorMsg>>>,
+    /// Supervisor restarts (the guardian counts them here).
+    supervisor_restarts: Arc<std::sync::atomic::AtomicU64>,
+    /// Resolves when the guardian (and with it the whole tree) has stopped.
     stopped: Option<tokio::task::JoinHandle<()>>,
     directory: Directory,
     /// Operation ids of writes in flight in this process (armed, not finished).
     live: Arc<DashMap<String, ()>>,
+    /// Per child: requests sent and not yet answered (its mailbox length,
+    /// the one in its handler included). Gate waits are not counted here:
+    /// the gate's own queue counts them.
+    mailboxes: DashMap<ChildKey, usize>,
+    /// Reconciler passes completed (the reconciler counts them here).
+    reconciler_passes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Counts one request in its child's mailbox until dropped.
+struct InMailbox<'a> {
+    mailboxes: &'a DashMap<ChildKey, usize>,
+    key: ChildKey,
+}
+
+impl<'a> InMailbox<'a> {
+    fn new(mailboxes: &'a DashMap<ChildKey, usize>, key: ChildKey) -> Self {
+        *mailboxes.entry(key.clone()).or_default() += 1;
+        InMailbox { mailboxes, key }
+    }
+}
+
+impl Drop for InMailbox<'_> {
+    fn drop(&mut self) {
+        if let Some(mut n) = self.mailboxes.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// Counters of one actor tree (`GET /healthz?verbose=true` shows them).
@@ -67,7 +99,9 @@ pub struct Runtime {
 pub struct TreeStats {
     /// Every child the supervisor has run, by gate name.
     pub actors: Vec<ActorStats>,
-    /// Passes the current reconciler incarnation has run.
+    /// Restarts of the root supervisor itself (by its guardian).
+    pub supervisor_restarts: u64,
+    /// Reconciler passes completed (by every incarnation).
     pub reconciler_passes: u64,
     /// Writes of this process between arming and returning.
     pub writes_in_flight: usize,
@@ -88,7 +122,7 @@ impl Drop for LiveOp {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        self.supervisor.stop(Some("last handle dropped".into()));
+        self.guardian.stop(Some("last handle dropped".into()));
         if let Some(stopped) = self.stopped.take() {
             let mut stopping = STOPPING.lock().unwrap_or_else(|p| p.into_inner());
             stopping.retain(|h| !h.is_finished());
@@ -115,6 +149,25 @@ fn ask_timeout() -> std::time::Duration {
 fn lease_timeout() -> std::time::Duration {
     static T: LazyLock<std::time::Duration> = LazyLock::new(|| secs_from_env("OMNIGRAPH_LEASE_TIMEOUT_SECS", 600));
     *T
+}
+
+/// What an ask to a branch or table actor waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// An answer (counted in the actor's mailbox; the ask timeout).
+    Answer,
+    /// A gate grant, which may queue behind holders (the lease timeout; the
+    /// gate's queue counts it).
+    Gate,
+}
+
+impl Wait {
+    fn limit(self) -> std::time::Duration {
+        match self {
+            Wait::Answer => ask_timeout(),
+            Wait::Gate => lease_timeout(),
+        }
+    }
 }
 
 /// Send `build(reply)` to `actor` and wait up to the ask timeout for the
@@ -185,17 +238,31 @@ impl Runtime {
             })
         };
         let period = background_recovery().then(reconcile_period);
-        let reconciler = ReconcilerArgs { root: root.clone(), pass, period };
-        let args = SupervisorArgs { root: root.clone(), directory: directory.clone(), reconciler };
-        let (supervisor, stopped) = Actor::spawn(None, RootSupervisor, args)
+        let passes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let reconciler = ReconcilerArgs { root: root.clone(), pass, period, passes: passes.clone() };
+        let (supervisor_tx, supervisor) = tokio::sync::watch::channel(None);
+        let supervisor_restarts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let args = GuardianArgs {
+            root: root.clone(),
+            directory: directory.clone(),
+            gates: Arc::default(),
+            reconciler,
+            slot: supervisor_tx,
+            restarts: supervisor_restarts.clone(),
+        };
+        let (guardian, stopped) = Actor::spawn(None, Guardian, args)
             .await
             .map_err(|e| OmniError::ActorUnavailable(format!("starting the actor tree for {}: {e}", root.uri())))?;
         let rt = Arc::new(Runtime {
             root: root.clone(),
+            guardian,
             supervisor,
+            supervisor_restarts,
             stopped: Some(stopped),
             directory,
             live: Arc::new(DashMap::new()),
+            mailboxes: DashMap::new(),
+            reconciler_passes: passes,
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         // Set once, just created: it cannot already hold a value.
@@ -225,9 +292,38 @@ impl Runtime {
         &self.root
     }
 
-    /// The supervisor (tests kill and inspect through it).
-    pub fn supervisor(&self) -> &ActorRef<SupervisorMsg> {
-        &self.supervisor
+    /// The current supervisor incarnation (tests kill and inspect through
+    /// it); while the guardian restarts a dead one, waits (up to the ask
+    /// timeout) for its successor.
+    pub async fn supervisor(&self) -> Result<ActorRef<SupervisorMsg>> {
+        // Starting counts as alive: its status turns Running without a new
+        // value in the slot, which is all this wait wakes up on.
+        let alive = |s: &Option<ActorRef<SupervisorMsg>>| {
+            s.as_ref().is_some_and(|s| {
+                !matches!(s.get_status(), ractor::ActorStatus::Stopping | ractor::ActorStatus::Stopped)
+            })
+        };
+        let mut rx = self.supervisor.clone();
+        // `None`: the tree is stopping; nothing to wait for.
+        let settled = |s: &Option<ActorRef<SupervisorMsg>>| s.is_none() || alive(s);
+        let current = match tokio::time::timeout(ask_timeout(), rx.wait_for(settled)).await {
+            Ok(Ok(current)) => current.clone(),
+            Ok(Err(_)) => None,
+            Err(_) => return Err(OmniError::ActorUnavailable("supervisor: no live incarnation; retry".into())),
+        };
+        current.ok_or_else(|| OmniError::ActorUnavailable("the actor tree is stopping".into()))
+    }
+
+    /// Ask the supervisor; a request that met an incarnation as it died is
+    /// asked again of its successor.
+    async fn ask_supervisor<T: Send + 'static>(&self, build: impl Fn(RpcReplyPort<T>) -> SupervisorMsg) -> Result<T> {
+        let sup = self.supervisor().await?;
+        match ask(&sup, "supervisor", &build).await {
+            Err(OmniError::ActorUnavailable(_)) if !matches!(sup.get_status(), ractor::ActorStatus::Running) => {
+                ask(&self.supervisor().await?, "supervisor", build).await
+            }
+            other => other,
+        }
     }
 
     async fn child(&self, key: ChildKey) -> Result<ChildRef> {
@@ -236,7 +332,7 @@ impl Runtime {
         {
             return Ok(c);
         }
-        ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Ensure { key, reply }).await?
+        self.ask_supervisor(|reply| SupervisorMsg::Ensure { key: key.clone(), reply }).await?
     }
 
     /// The schema actor.
@@ -275,6 +371,7 @@ impl Runtime {
     /// The accepted schema.
     pub async fn schema(&self) -> Result<Arc<SchemaState>> {
         let a = self.schema_actor().await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Schema);
         ask(&a, "schema actor", |reply| SchemaMsg::Current { reply }).await
     }
 
@@ -287,22 +384,23 @@ impl Runtime {
     /// Take the schema gate if it is free now (`None` if it would wait).
     pub async fn try_lease_schema(&self, mode: LeaseMode) -> Result<Option<Lease>> {
         let a = self.schema_actor().await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Schema);
         ask(&a, "schema gate", |reply| SchemaMsg::TryAcquire { mode, reply }).await
     }
 
     /// Take a branch gate if it is free now.
     pub async fn try_lease_branch(&self, branch: &str) -> Result<Option<Lease>> {
-        self.ask_branch(branch, "branch gate", ask_timeout(), |reply| BranchMsg::TryAcquire { reply }).await
+        self.ask_branch(branch, "branch gate", Wait::Answer, |reply| BranchMsg::TryAcquire { reply }).await
     }
 
     /// Take a table gate if it is free now.
     pub async fn try_lease_table(&self, uri: &str, branch: &str) -> Result<Option<Lease>> {
-        self.ask_table(uri, branch, "table gate", ask_timeout(), |reply| TableMsg::TryAcquire { reply }).await
+        self.ask_table(uri, branch, "table gate", Wait::Answer, |reply| TableMsg::TryAcquire { reply }).await
     }
 
     /// Take a branch gate.
     pub async fn lease_branch(&self, branch: &str) -> Result<Lease> {
-        self.ask_branch(branch, "branch gate", lease_timeout(), |reply| BranchMsg::Acquire { reply }).await
+        self.ask_branch(branch, "branch gate", Wait::Gate, |reply| BranchMsg::Acquire { reply }).await
     }
 
     /// Ask `branch`'s actor an idempotent question; one that met the actor
@@ -312,10 +410,12 @@ impl Runtime {
         &self,
         branch: &str,
         what: &str,
-        limit: std::time::Duration,
+        wait: Wait,
         build: impl Fn(RpcReplyPort<T>) -> BranchMsg,
     ) -> Result<T> {
         let a = self.branch_actor(branch).await?;
+        let limit = wait.limit();
+        let _in = (wait == Wait::Answer).then(|| InMailbox::new(&self.mailboxes, ChildKey::Branch(branch.into())));
         match ask_within(&a, what, limit, &build).await {
             // Asked again only if the actor stopped, not if it was slow.
             Err(OmniError::ActorUnavailable(_)) if !matches!(a.get_status(), ractor::ActorStatus::Running) => {
@@ -331,10 +431,12 @@ impl Runtime {
         uri: &str,
         branch: &str,
         what: &str,
-        limit: std::time::Duration,
+        wait: Wait,
         build: impl Fn(RpcReplyPort<T>) -> TableMsg,
     ) -> Result<T> {
         let a = self.table_actor(uri, branch).await?;
+        let limit = wait.limit();
+        let _in = (wait == Wait::Answer).then(|| InMailbox::new(&self.mailboxes, ChildKey::table(uri, branch)));
         match ask_within(&a, what, limit, &build).await {
             // Asked again only if the actor stopped, not if it was slow.
             Err(OmniError::ActorUnavailable(_)) if !matches!(a.get_status(), ractor::ActorStatus::Running) => {
@@ -346,23 +448,24 @@ impl Runtime {
 
     /// Take a table gate.
     pub async fn lease_table(&self, uri: &str, branch: &str) -> Result<Lease> {
-        self.ask_table(uri, branch, "table gate", lease_timeout(), |reply| TableMsg::Acquire { reply }).await
+        self.ask_table(uri, branch, "table gate", Wait::Gate, |reply| TableMsg::Acquire { reply }).await
     }
 
     /// Whether `branch`'s gate is held or awaited right now (a hint: writers
     /// that see contention prepare under the gate instead of racing).
     pub async fn branch_contended(&self, branch: &str) -> Result<bool> {
-        self.ask_branch(branch, "branch actor", ask_timeout(), |reply| BranchMsg::Contended { reply }).await
+        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::Contended { reply }).await
     }
 
     /// A fresh manifest view of `branch`.
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
-        self.ask_branch(branch, "branch actor", ask_timeout(), |reply| BranchMsg::View { reply }).await?
+        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { reply }).await?
     }
 
     /// Publish through the branch actor, holding its lease.
     pub async fn publish(&self, request: PublishRequest, lease: &Lease) -> Result<Published> {
         let a = self.branch_actor(&request.branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Branch(request.branch.clone()));
         let lease_id = lease.id();
         ask(&a, "branch actor", |reply| BranchMsg::Publish { request: Box::new(request), lease_id, reply }).await?
     }
@@ -370,6 +473,7 @@ impl Runtime {
     /// Commit a staged transaction through its table actor, holding its lease.
     pub async fn commit(&self, branch: &str, staged: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
         let a = self.table_actor(staged.uri(), branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::table(staged.uri(), branch));
         let lease_id = lease.id();
         ask(&a, "table actor", |reply| TableMsg::Commit { staged: Box::new(staged), lease_id, reply }).await?
     }
@@ -377,6 +481,7 @@ impl Runtime {
     /// Create `branch`'s manifest ref through its actor, holding its lease.
     pub async fn create_branch_ref(&self, branch: &str, plan: CreatePlan, lease: &Lease) -> Result<ManifestView> {
         let a = self.branch_actor(branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Branch(branch.into()));
         let lease_id = lease.id();
         ask(&a, "branch actor", |reply| BranchMsg::CreateRef { plan, lease_id, reply }).await?
     }
@@ -384,6 +489,7 @@ impl Runtime {
     /// Delete `branch`'s manifest ref (the captured incarnation), holding its lease.
     pub async fn delete_branch_ref(&self, branch: &str, captured: BranchId, lease: &Lease) -> Result<()> {
         let a = self.branch_actor(branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Branch(branch.into()));
         let lease_id = lease.id();
         ask(&a, "branch actor", |reply| BranchMsg::DeleteRef { captured, lease_id, reply }).await?
     }
@@ -391,6 +497,7 @@ impl Runtime {
     /// Fork the table at `uri` for `branch` (first touch), holding its lease.
     pub async fn fork_table(&self, uri: &str, branch: &str, plan: CreatePlan, lease: &Lease) -> Result<Arc<Dataset>> {
         let a = self.table_actor(uri, branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::table(uri, branch));
         let lease_id = lease.id();
         ask(&a, "table actor", |reply| TableMsg::Fork { plan, lease_id, reply }).await?
     }
@@ -398,6 +505,7 @@ impl Runtime {
     /// Remove `branch`'s fork of the table at `uri`, holding its lease.
     pub async fn reclaim_table_fork(&self, uri: &str, branch: &str, lease: &Lease) -> Result<bool> {
         let a = self.table_actor(uri, branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::table(uri, branch));
         let lease_id = lease.id();
         ask(&a, "table actor", |reply| TableMsg::Reclaim { lease_id, reply }).await?
     }
@@ -415,7 +523,7 @@ impl Runtime {
             })
             .collect();
         for key in keys {
-            if let Err(e) = ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Retire { key, reply }).await {
+            if let Err(e) = self.ask_supervisor(|reply| SupervisorMsg::Retire { key: key.clone(), reply }).await {
                 tracing::debug!(error = %e, "supervisor gone; nothing to retire");
             }
         }
@@ -428,7 +536,7 @@ impl Runtime {
 
     /// Live Lance HEAD of a table on a branch.
     pub async fn table_head(&self, uri: &str, branch: &str) -> Result<u64> {
-        self.ask_table(uri, branch, "table actor", ask_timeout(), |reply| TableMsg::Head { reply }).await?
+        self.ask_table(uri, branch, "table actor", Wait::Answer, |reply| TableMsg::Head { reply }).await?
     }
 
     /// Ask the reconciler for a background recovery pass (nothing when
@@ -442,22 +550,26 @@ impl Runtime {
     }
 
     /// Counters of every actor of this tree (restarts, panics, leases held
-    /// and queued), plus the reconciler's passes.
+    /// and queued, mailbox length), plus the reconciler's passes.
     pub async fn stats(&self) -> Result<TreeStats> {
-        let mut actors = ask(&self.supervisor, "supervisor", |reply| SupervisorMsg::Stats { reply }).await?;
+        let mut actors = self.ask_supervisor(|reply| SupervisorMsg::Stats { reply }).await?;
+        let mailboxes: HashMap<String, usize> =
+            self.mailboxes.iter().map(|e| (e.key().gate_name(), *e.value())).collect();
         // Table actors are named by dataset URI: show it relative to the root.
         let prefix = format!("{}/", self.root.uri());
         for a in &mut actors {
+            a.mailbox = mailboxes.get(&a.actor).copied().unwrap_or(0);
             a.actor = a.actor.replace(&prefix, "");
         }
-        let reconciler = self.reconciler().await?;
-        let reconciler_passes = ask(&reconciler, "reconciler", |reply| ReconcilerMsg::Passes { reply }).await?;
-        Ok(TreeStats { actors, reconciler_passes, writes_in_flight: self.live.len() })
+        let reconciler_passes = self.reconciler_passes.load(std::sync::atomic::Ordering::SeqCst);
+        let supervisor_restarts = self.supervisor_restarts.load(std::sync::atomic::Ordering::SeqCst);
+        Ok(TreeStats { actors, supervisor_restarts, reconciler_passes, writes_in_flight: self.live.len() })
     }
 
     /// Pending recovery sidecars.
     pub async fn pending_sidecars(&self) -> Result<Vec<String>> {
         let a = self.reconciler().await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Reconciler);
         ask(&a, "reconciler", |reply| ReconcilerMsg::ListPending { reply }).await?
     }
 }

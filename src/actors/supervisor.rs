@@ -1,6 +1,7 @@
-//! RootSupervisor: one per canonical graph root in the process. Spawns the
-//! schema, branch, table and reconciler actors, and restarts any of them that
-//! dies, from storage, with the same gate (so held leases and queued requests
+//! RootSupervisor: one per canonical graph root in the process (itself
+//! supervised by the [`super::guardian::Guardian`]). Spawns the schema,
+//! branch, table and reconciler actors, and restarts any of them that dies,
+//! from storage, with the same gate (so held leases and queued requests
 //! survive the restart).
 
 use std::collections::HashMap;
@@ -55,6 +56,11 @@ impl ChildRef {
 /// Where handles find the current children without a supervisor round trip.
 pub type Directory = Arc<DashMap<ChildKey, ChildRef>>;
 
+/// Every child's gate, created on first use and kept for the life of the
+/// tree: across child restarts and across supervisor incarnations (the
+/// guardian hands the same gates to each), so a held lease stays held.
+pub type Gates = Arc<DashMap<ChildKey, Gate>>;
+
 /// Messages to the supervisor.
 pub enum SupervisorMsg {
     /// Return the live child for `key`, spawning it if needed.
@@ -99,6 +105,9 @@ pub struct ActorStats {
     pub leases_held: usize,
     /// Lease requests queued on its gate now.
     pub leases_queued: usize,
+    /// Requests sent to it and not yet answered (its mailbox, the one in
+    /// its handler included; filled in by the runtime, which sends them).
+    pub mailbox: usize,
 }
 
 /// Per-child restart and panic counts.
@@ -117,6 +126,8 @@ pub struct SupervisorArgs {
     pub root: Root,
     /// The directory shared with handles.
     pub directory: Directory,
+    /// The gates (shared with earlier incarnations).
+    pub gates: Gates,
     /// The reconciler's arguments (its pass comes from the runtime).
     pub reconciler: ReconcilerArgs,
 }
@@ -126,7 +137,7 @@ pub struct SupervisorState {
     root: Root,
     directory: Directory,
     reconciler: ReconcilerArgs,
-    gates: HashMap<ChildKey, Gate>,
+    gates: Gates,
     by_id: HashMap<ActorId, ChildKey>,
     restarts: u64,
     counts: HashMap<ChildKey, Counts>,
@@ -134,7 +145,7 @@ pub struct SupervisorState {
 
 impl SupervisorState {
     fn gate(&mut self, key: &ChildKey) -> Gate {
-        self.gates.entry(key.clone()).or_insert_with(|| Gate::new(key.gate_name())).clone()
+        self.gates.entry(key.clone()).or_insert_with(|| Gate::new(key.gate_name())).value().clone()
     }
 
     async fn spawn(&mut self, me: ActorCell, key: &ChildKey) -> Result<ChildRef> {
@@ -173,7 +184,8 @@ impl SupervisorState {
         let mut out: Vec<ActorStats> = self
             .gates
             .iter()
-            .map(|(key, gate)| {
+            .map(|entry| {
+                let (key, gate) = (entry.key(), entry.value());
                 let counts = self.counts.get(key).copied().unwrap_or_default();
                 let (leases_held, leases_queued) = gate.load();
                 ActorStats {
@@ -183,6 +195,7 @@ impl SupervisorState {
                     panics: counts.panics,
                     leases_held,
                     leases_queued,
+                    mailbox: 0,
                 }
             })
             .collect();
@@ -214,7 +227,7 @@ impl Actor for RootSupervisor {
             root: args.root,
             directory: args.directory,
             reconciler: args.reconciler,
-            gates: HashMap::new(),
+            gates: args.gates,
             by_id: HashMap::new(),
             restarts: 0,
             counts: HashMap::new(),

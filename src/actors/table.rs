@@ -1,5 +1,10 @@
-//! TableActor: the gate of one table on one branch; runs its exact commits.
+//! TableActor: the gate of one table on one branch; runs its exact commits
+//! and forks, and keeps the dataset open at the last version it saw (its
+//! head answers are then one version probe, not a dataset open).
 
+use std::sync::Arc;
+
+use lance::Dataset;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::{Instrument, info_span};
 
@@ -23,41 +28,76 @@ pub struct TableArgs {
     pub gate: Gate,
 }
 
+/// What the actor owns: its arguments and the dataset as last seen.
+pub struct TableState {
+    args: TableArgs,
+    /// Open on this actor's ref at the last version it opened, committed or
+    /// forked (`None` before the first, and after a reclaim).
+    dataset: Option<Arc<Dataset>>,
+}
+
+impl TableState {
+    /// The live HEAD of this ref: a version probe on the open dataset, or an
+    /// open when there is none (or the probe failed: the ref may be gone,
+    /// and the open says so with the typed error).
+    async fn head(&mut self) -> Result<u64> {
+        if let Some(ds) = &self.dataset
+            && let Ok(v) = table::latest_version(ds).await
+        {
+            return Ok(v);
+        }
+        self.dataset = None;
+        let ds = table::open_table(&self.args.uri, self.args.branch.as_deref(), None).await?;
+        let v = ds.version().version;
+        self.dataset = Some(ds);
+        Ok(v)
+    }
+}
+
 impl Actor for TableActor {
     type Msg = TableMsg;
-    type State = TableArgs;
+    type State = TableState;
     type Arguments = TableArgs;
 
-    async fn pre_start(&self, _me: ActorRef<TableMsg>, args: TableArgs) -> Result<TableArgs, ActorProcessingErr> {
-        Ok(args)
+    async fn pre_start(&self, _me: ActorRef<TableMsg>, args: TableArgs) -> Result<TableState, ActorProcessingErr> {
+        Ok(TableState { args, dataset: None })
     }
 
     async fn handle(
         &self,
         _me: ActorRef<TableMsg>,
         msg: TableMsg,
-        state: &mut TableArgs,
+        state: &mut TableState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            TableMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
-            TableMsg::TryAcquire { reply } => drop(reply.send(state.gate.try_grant(LeaseMode::Exclusive))),
-            TableMsg::Head { reply } => {
-                drop(reply.send(table::head_version(&state.uri, state.branch.as_deref()).await));
-            }
+            TableMsg::Acquire { reply } => state.args.gate.enqueue(LeaseMode::Exclusive, reply),
+            TableMsg::TryAcquire { reply } => drop(reply.send(state.args.gate.try_grant(LeaseMode::Exclusive))),
+            TableMsg::Head { reply } => drop(reply.send(state.head().await)),
             TableMsg::Commit { staged, lease_id, reply } => {
-                drop(reply.send(commit(state, *staged, lease_id).await));
+                let out = commit(&state.args, *staged, lease_id).await;
+                if let Ok(c) = &out {
+                    state.dataset = Some(c.dataset.clone());
+                }
+                drop(reply.send(out));
             }
             TableMsg::Fork { plan, lease_id, reply } => {
+                let args = &state.args;
                 let out = async {
-                    let name = named_branch(state, lease_id)?;
-                    branches::create_exact(&state.uri, name, &plan).await
+                    let name = named_branch(args, lease_id)?;
+                    branches::create_exact(&args.uri, name, &plan).await
                 };
-                let span = info_span!("table.fork", table = %state.gate.name(), version = plan.parent_version);
-                drop(reply.send(out.instrument(span).await));
+                let span = info_span!("table.fork", table = %args.gate.name(), version = plan.parent_version);
+                let out = out.instrument(span).await;
+                if let Ok(ds) = &out {
+                    state.dataset = Some(ds.clone());
+                }
+                drop(reply.send(out));
             }
             TableMsg::Reclaim { lease_id, reply } => {
-                let out = async { branches::reclaim(&state.uri, named_branch(state, lease_id)?).await };
-                drop(reply.send(out.instrument(info_span!("table.reclaim", table = %state.gate.name())).await));
+                state.dataset = None;
+                let args = &state.args;
+                let out = async { branches::reclaim(&args.uri, named_branch(args, lease_id)?).await };
+                drop(reply.send(out.instrument(info_span!("table.reclaim", table = %args.gate.name())).await));
             }
         }
         Ok(())

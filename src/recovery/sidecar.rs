@@ -91,22 +91,6 @@ impl SidecarBody {
     pub fn object_name(&self) -> String {
         sidecar_name(&self.operation_id)
     }
-
-    /// The complete manifest delta: one update per table (confirmed values
-    /// once confirmed; the planned version before).
-    pub fn intended_delta(&self) -> Vec<TableUpdate> {
-        self.tables
-            .iter()
-            .map(|t| {
-                t.confirmed.clone().unwrap_or(TableUpdate {
-                    table_key: t.table_key.clone(),
-                    version: t.planned.target_version(),
-                    branch: t.table_branch.clone(),
-                    row_count: 0,
-                })
-            })
-            .collect()
-    }
 }
 
 /// Object name of operation `id`'s sidecar.

@@ -1,7 +1,10 @@
 //! A seeded simulator: random mixes of writes on several branches, branch
-//! create/delete, actor kills, writes that fail at a random saga boundary,
-//! and reopens, with every invariant checked after each step against a
-//! model of what must be visible.
+//! create/delete, kills of idle actors and of a table or branch actor while
+//! its commit or publish is in flight, writes that fail at a random saga
+//! boundary or after the k-th Lance write (a storage cut), and reopens, with
+//! every invariant checked after each step against a model of what must be
+//! visible. Most writes touch two tables (a Person and a Company), so a
+//! partial write would show as one without the other.
 //!
 //! CI runs [`SEEDS`]; a long run takes its seeds and steps from the
 //! environment:
@@ -12,13 +15,18 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use object_store::path::Path;
 use omnigraph::recovery::invariants;
 use omnigraph::{Graph, OmniError, Omnigraph, ReadTarget, WriteOptions, result_rows};
 use serde_json::Map;
 
 use super::{serial, shut_down};
+use crate::intercept::{Policy, injected};
+use crate::lance_hook;
 
 /// Seeds CI runs, each for [`STEPS`] steps.
 const SEEDS: [u64; 4] = [1, 7, 42, 2026];
@@ -55,8 +63,9 @@ impl Rng {
     }
 }
 
-/// What must be visible: per live branch, the Person names written by the
-/// simulation (the base data is the same everywhere and not tracked).
+/// What must be visible: per live branch, the entities written by the
+/// simulation as `Person:<name>` / `Company:<name>` (the base data is the
+/// same everywhere and not tracked).
 #[derive(Debug, Default)]
 struct Model {
     branches: BTreeMap<String, BTreeSet<String>>,
@@ -75,18 +84,104 @@ fn seeds_and_steps() -> (Vec<u64>, usize) {
     (seeds, steps)
 }
 
-async fn person_names(g: &Graph, branch: &str) -> BTreeSet<String> {
-    let q = "query q() { match { $p: Person } return { $p.name } }";
-    let r = g.query(q, None, Map::new(), &ReadTarget::Branch(branch.into())).await.expect("read");
-    result_rows(&r)
-        .into_iter()
-        .filter_map(|row| row.values().next().and_then(|v| v.as_str()).map(String::from))
-        .collect()
+async fn entities(g: &Graph, branch: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for ty in ["Person", "Company"] {
+        let q = format!("query q() {{ match {{ $x: {ty} }} return {{ $x.name }} }}");
+        let r = g.query(&q, None, Map::new(), &ReadTarget::Branch(branch.into())).await.expect("read");
+        out.extend(
+            result_rows(&r)
+                .into_iter()
+                .filter_map(|row| row.values().next().and_then(|v| v.as_str()).map(|n| format!("{ty}:{n}"))),
+        );
+    }
+    out
 }
 
+/// One write touching two tables: a Person and a Company named `name`.
 async fn insert(g: &Graph, branch: &str, name: &str) -> Result<omnigraph::WriteOutcome, OmniError> {
-    let src = format!(r#"query q() {{ insert Person {{ name: "{name}", age: 1 }} }}"#);
+    let src =
+        format!(r#"query q() {{ insert Person {{ name: "{name}", age: 1 }} insert Company {{ name: "{name}" }} }}"#);
     g.mutate(&src, None, Map::new(), &WriteOptions { branch: branch.into(), ..WriteOptions::default() }).await
+}
+
+/// What [`insert`] adds to the model.
+fn written(name: &str) -> [String; 2] {
+    [format!("Person:{name}"), format!("Company:{name}")]
+}
+
+/// Kills `victim` at the first Lance write whose path contains `within` and
+/// one of `any_of` (the actor's handler is then cancelled at its next
+/// await: mid-commit or mid-publish), once.
+#[derive(Debug)]
+struct KillAt {
+    within: String,
+    any_of: &'static [&'static str],
+    victim: std::sync::Mutex<Option<ractor::ActorCell>>,
+    fired: AtomicBool,
+}
+
+impl KillAt {
+    fn new(within: String, any_of: &'static [&'static str]) -> Arc<Self> {
+        Arc::new(KillAt { within, any_of, victim: Default::default(), fired: AtomicBool::new(false) })
+    }
+
+    fn aim(&self, victim: ractor::ActorCell) {
+        *self.victim.lock().expect("victim") = Some(victim);
+    }
+}
+
+impl Policy for KillAt {
+    fn write(&self, path: &Path) -> object_store::Result<()> {
+        let p = path.as_ref();
+        let hit = p.contains(&self.within) && (self.any_of.is_empty() || self.any_of.iter().any(|n| p.contains(n)));
+        if hit && let Some(victim) = self.victim.lock().expect("victim").as_ref() {
+            if !self.fired.swap(true, Ordering::SeqCst) {
+                victim.kill();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Lance writes after the first `limit` fail (a storage cut mid-write).
+#[derive(Debug)]
+struct CutAfter {
+    limit: usize,
+    seen: AtomicUsize,
+}
+
+impl Policy for CutAfter {
+    fn write(&self, _path: &Path) -> object_store::Result<()> {
+        if self.seen.fetch_add(1, Ordering::SeqCst) >= self.limit {
+            return Err(injected("Lance write after the cut"));
+        }
+        Ok(())
+    }
+}
+
+/// Run an [`insert`] of `name` on `branch` with `policy` on Lance's I/O.
+async fn insert_under<P: Policy>(g: &Graph, branch: &str, name: &str, policy: Arc<P>) -> Result<(), OmniError> {
+    lance_hook::route(Some(policy));
+    let out = insert(g, branch, name).await;
+    lance_hook::route::<KillAt>(None);
+    out.map(drop)
+}
+
+/// Kill `branch`'s (idle) actor and return its successor's cell: the new
+/// incarnation opens the manifest afresh, so through the current I/O hook.
+async fn fresh_branch_actor(g: &Graph, branch: &str) -> ractor::ActorCell {
+    let old = g.runtime().branch_actor(branch).await.expect("branch actor").get_cell();
+    old.kill();
+    wait_stopped(&old).await;
+    g.runtime().branch_actor(branch).await.expect("branch actor").get_cell()
+}
+
+/// The dataset path of `table_key` as pinned on `branch`.
+async fn table_path(g: &Graph, branch: &str, table_key: &str) -> (String, String) {
+    let view = g.runtime().view(branch).await.expect("view");
+    let location = view.state.tables[table_key].location.clone();
+    (g.root().child_uri(&location), location)
 }
 
 /// Every invariant, on every live branch: pin == HEAD, no stray fork, no
@@ -95,7 +190,7 @@ async fn check(g: &Graph, model: &Model, base: &BTreeSet<String>, context: &str)
     for (branch, names) in &model.branches {
         let v = invariants::violations(g.root(), branch).await.expect("check");
         assert!(v.is_empty(), "{context}: {branch}: {v:?}");
-        let now = person_names(g, branch).await;
+        let now = entities(g, branch).await;
         let expected: BTreeSet<String> = base.union(names).cloned().collect();
         assert_eq!(now, expected, "{context}: {branch} shows the wrong rows");
     }
@@ -105,7 +200,7 @@ async fn check(g: &Graph, model: &Model, base: &BTreeSet<String>, context: &str)
 async fn run(seed: u64, steps: usize) -> Vec<String> {
     let (_dir, loc, ..) = super::setup(super::Op::MutationInsert).await;
     let mut g = Omnigraph::open(&loc).await.expect("open");
-    let base = person_names(&g, "main").await;
+    let base = entities(&g, "main").await;
     let mut rng = Rng::new(seed);
     let mut model = Model::default();
     model.branches.insert("main".into(), BTreeSet::new());
@@ -114,14 +209,18 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
         let branches: Vec<String> = model.branches.keys().cloned().collect();
         let branch = rng.pick(&branches).clone();
         let name = format!("s{seed}n{step}");
-        let line = match rng.below(10) {
+        let line = match rng.below(13) {
             0..=3 => {
                 insert(&g, &branch, &name).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: insert: {e}"));
-                model.branches.entry(branch.clone()).or_default().insert(name.clone());
-                format!("insert {name} on {branch}")
+                model.branches.entry(branch.clone()).or_default().extend(written(&name));
+                format!("write {name} on {branch}")
             }
             4 => {
-                let mine: Vec<String> = model.branches[&branch].iter().cloned().collect();
+                let mine: Vec<String> = model.branches[&branch]
+                    .iter()
+                    .filter_map(|e| e.strip_prefix("Person:"))
+                    .map(String::from)
+                    .collect();
                 if mine.is_empty() {
                     continue;
                 }
@@ -129,8 +228,8 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 let src = format!(r#"query q() {{ delete Person where name = "{victim}" }}"#);
                 let o = WriteOptions { branch: branch.clone(), ..WriteOptions::default() };
                 g.mutate(&src, None, Map::new(), &o).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
-                model.branches.entry(branch.clone()).or_default().remove(&victim);
-                format!("delete {victim} on {branch}")
+                model.branches.entry(branch.clone()).or_default().remove(&format!("Person:{victim}"));
+                format!("remove {victim} on {branch}")
             }
             5 if model.branches.len() < 5 => {
                 let child = format!("sim{step}");
@@ -155,7 +254,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 assert!(out.is_err(), "seed {seed} step {step}: {point} did not fail the write");
                 g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
                 if visible {
-                    model.branches.entry(branch.clone()).or_default().insert(name.clone());
+                    model.branches.entry(branch.clone()).or_default().extend(written(&name));
                 }
                 format!("insert {name} on {branch} failing at {boundary} (visible after recovery: {visible})")
             }
@@ -169,6 +268,52 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 actor.kill();
                 wait_stopped(&actor).await;
                 format!("kill actor {id} (serving {branch})")
+            }
+            9 => {
+                // The Person table's actor dies while committing: the sidecar
+                // is still Armed, so recovery rolls the whole write back.
+                let (uri, location) = table_path(&g, &branch, "node:Person").await;
+                let victim = g.runtime().table_actor(&uri, &branch).await.expect("table actor").get_cell();
+                // Its commit's transaction and manifest files (staging data
+                // files happens in the saga, before the commit).
+                let policy = KillAt::new(location, &["_transactions", "_versions", "_refs"]);
+                policy.aim(victim.clone());
+                let out = insert_under(&g, &branch, &name, policy.clone()).await;
+                assert!(policy.fired.load(Ordering::SeqCst), "seed {seed} step {step}: the commit never wrote");
+                assert!(out.is_err(), "seed {seed} step {step}: a write whose table actor died succeeded");
+                wait_stopped(&victim).await;
+                g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                format!("insert {name} on {branch}, its table actor killed mid-commit (rolled back)")
+            }
+            10 => {
+                // The branch actor dies while publishing: the effects are
+                // confirmed, so recovery rolls the write forward.
+                let policy = KillAt::new("__manifest".into(), &[]);
+                lance_hook::route(Some(policy.clone()));
+                let victim = fresh_branch_actor(&g, &branch).await;
+                policy.aim(victim.clone());
+                let out = insert_under(&g, &branch, &name, policy.clone()).await;
+                assert!(policy.fired.load(Ordering::SeqCst), "seed {seed} step {step}: the publish never wrote");
+                assert!(out.is_err(), "seed {seed} step {step}: a write whose branch actor died succeeded");
+                wait_stopped(&victim).await;
+                g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                model.branches.entry(branch.clone()).or_default().extend(written(&name));
+                format!("insert {name} on {branch}, its branch actor killed mid-publish (rolled forward)")
+            }
+            11 => {
+                // Lance writes fail after the k-th; the process restarts and
+                // recovers: the write shows whole or not at all.
+                let limit = 1 + rng.below(8);
+                let _ = insert_under(&g, &branch, &name, Arc::new(CutAfter { limit, seen: AtomicUsize::new(0) })).await;
+                shut_down(g).await;
+                g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: reopen: {e}"));
+                let now = entities(&g, &branch).await;
+                let [p, c] = written(&name);
+                assert_eq!(now.contains(&p), now.contains(&c), "seed {seed} step {step}: half a write is visible");
+                if now.contains(&p) {
+                    model.branches.entry(branch.clone()).or_default().extend(written(&name));
+                }
+                format!("insert {name} on {branch}, Lance writes cut after {limit} (visible: {})", now.contains(&p))
             }
             _ => {
                 shut_down(g).await;
@@ -201,7 +346,18 @@ async fn simulate_random_writers_branches_kills_and_failures() {
     for seed in &seeds {
         let log = run(*seed, steps).await;
         total += log.len();
-        let kinds = ["insert", "delete ", "create", "delete branch", "failing", "kill", "reopen"];
+        let kinds = [
+            "write ",
+            "remove ",
+            "create",
+            "delete branch",
+            "failing",
+            "kill actor",
+            "mid-commit",
+            "mid-publish",
+            "cut after",
+            "reopen",
+        ];
         let mix: Vec<String> =
             kinds.iter().map(|k| format!("{k}: {}", log.iter().filter(|l| l.contains(k)).count())).collect();
         println!("simulator seed {seed}: {} steps, 0 violations ({})", log.len(), mix.join(", "));

@@ -15,7 +15,13 @@ use crate::common::social_graph;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn restarts(rt: &Runtime) -> u64 {
-    rt.supervisor().call(|reply| SupervisorMsg::Restarts { reply }, None).await.expect("call").unwrap()
+    rt.supervisor()
+        .await
+        .expect("supervisor")
+        .call(|reply| SupervisorMsg::Restarts { reply }, None)
+        .await
+        .expect("call")
+        .unwrap()
 }
 
 #[tokio::test]
@@ -260,4 +266,74 @@ async fn actor_counters_show_leases_restarts_and_passes() {
     let before = stats.reconciler_passes;
     rt.reconcile_soon().await.expect("ask for a pass");
     wait_for_stats(&rt, "a reconciler pass", |s| s.reconciler_passes > before).await;
+}
+
+/// Released by the test to let [`blocking_pass`] finish.
+static PASS_MAY_END: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+/// Set once [`blocking_pass`] runs.
+static PASS_STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A reconciler pass that holds the reconciler's handler until released.
+fn blocking_pass(_rt: Arc<Runtime>) -> futures::future::BoxFuture<'static, ()> {
+    Box::pin(async {
+        PASS_STARTED.store(true, Ordering::SeqCst);
+        drop(PASS_MAY_END.acquire().await);
+    })
+}
+
+/// A request to a busy actor shows in its mailbox count until answered, and
+/// the counters stay readable while the actor is busy (stats never ask it).
+#[tokio::test]
+async fn a_request_to_a_busy_actor_shows_in_its_mailbox() {
+    let (_dir, g) = social_graph().await;
+    let root = g.root().clone();
+    drop(g);
+    let rt = Runtime::for_root(&root, blocking_pass).await.expect("tree");
+    rt.reconcile_soon().await.expect("ask for a pass");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !PASS_STARTED.load(Ordering::SeqCst) {
+        assert!(tokio::time::Instant::now() < deadline, "the pass never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let listing = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.pending_sidecars().await })
+    };
+    let reconciler = |s: &omnigraph::actors::runtime::TreeStats| {
+        s.actors.iter().find(|a| a.actor == "reconciler").map(|a| a.mailbox)
+    };
+    wait_for_stats(&rt, "the listing queued behind the pass", |s| reconciler(s) == Some(1)).await;
+    assert_eq!(rt.stats().await.expect("stats").reconciler_passes, 0, "the pass has not completed");
+    PASS_MAY_END.add_permits(1);
+    assert_eq!(listing.await.expect("join").expect("listing"), Vec::<String>::new());
+    wait_for_stats(&rt, "the mailbox empty and the pass counted", |s| {
+        reconciler(s) == Some(0) && s.reconciler_passes == 1
+    })
+    .await;
+}
+
+/// The root supervisor is supervised: killed, it comes back (counted), with
+/// the same gates, so a lease held across the restart still excludes a
+/// second writer, and writes work again afterwards.
+#[tokio::test]
+async fn a_killed_root_supervisor_restarts_with_its_gates() {
+    let (_dir, g) = social_graph().await;
+    let rt = g.runtime().clone();
+    let held = rt.lease_branch("main").await.expect("lease");
+    rt.supervisor().await.expect("supervisor").kill();
+    wait_for_stats(&rt, "the supervisor restarted", |s| s.supervisor_restarts == 1).await;
+    let waiter = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.lease_branch("main").await.map(drop) })
+    };
+    let main = |s: &omnigraph::actors::runtime::TreeStats| s.actors.iter().find(|a| a.actor == "branch:main").cloned();
+    wait_for_stats(&rt, "the held lease still excludes the next", |s| {
+        main(s).is_some_and(|m| m.alive && (m.leases_held, m.leases_queued) == (1, 1))
+    })
+    .await;
+    drop(held);
+    waiter.await.expect("join").expect("granted once released");
+    let src = r#"query q() { insert Person { name: "Zed", age: 3 } }"#;
+    let out = g.mutate(src, None, serde_json::Map::new(), &Default::default()).await.expect("a write after restart");
+    assert_eq!(out.nodes_affected, 1);
 }

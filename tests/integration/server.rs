@@ -108,6 +108,8 @@ async fn every_route_answers_its_success_path() {
         actors.iter().any(|a| a["actor"] == "branch:main" && a["alive"] == true && a["restarts"] == 0),
         "{verbose}"
     );
+    assert!(actors.iter().all(|a| a["mailbox"].is_u64()), "{verbose}");
+    assert_eq!(verbose["graphs"]["g"]["supervisor_restarts"], 0, "{verbose}");
     assert!(verbose["graphs"]["g"]["reconciler_passes"].is_u64(), "{verbose}");
     let (st, doc, _) = call("GET", &format!("{}/openapi.json", s.base), None, None).await;
     assert_eq!(st, 200);

@@ -199,3 +199,48 @@ fn the_pure_core_depends_on_no_storage_crate() {
     let offenders: Vec<&&str> = deps.iter().filter(|d| storage.iter().any(|s| d.starts_with(s))).collect();
     assert!(offenders.is_empty(), "omnigraph-core depends on storage/runtime crates: {offenders:?}");
 }
+
+/// The storage primitives that move a table's HEAD, a ref or the manifest,
+/// and the only files outside their defining module that may call them: the
+/// actor owning that table, ref or branch (which checks the caller's lease
+/// first). Everything else reaches them through the actors.
+const OWNED_PRIMITIVES: &[(&str, &[&str])] = &[
+    ("commit_exact(", &["actors/table.rs"]),
+    ("branches::create_exact(", &["actors/table.rs", "actors/branch.rs"]),
+    ("branches::delete_exact(", &["actors/branch.rs"]),
+    ("branches::reclaim(", &["actors/table.rs"]),
+    ("publish_from(", &["actors/branch.rs"]),
+    ("publisher::publish(", &[]),
+];
+
+#[test]
+fn commit_and_publish_primitives_are_called_only_by_their_owning_actor() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let defining = [src.join("engine/storage"), src.join("engine/manifest")];
+    let mut offenders = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for file in files_with_suffix(&src, ".rs") {
+        if defining.iter().any(|d| file.starts_with(d)) {
+            continue;
+        }
+        let rel = file.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        let text = std::fs::read_to_string(&file).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for (primitive, owners) in OWNED_PRIMITIVES {
+                if code.contains(primitive) {
+                    seen.insert(*primitive);
+                    if !owners.contains(&rel.as_str()) {
+                        offenders.push(format!("src/{rel}:{}: {primitive}", n + 1));
+                    }
+                }
+            }
+        }
+    }
+    // Each owner really calls its primitive: the rule cannot pass because a
+    // name changed and the scan matches nothing.
+    for (primitive, owners) in OWNED_PRIMITIVES {
+        assert!(owners.is_empty() || seen.contains(primitive), "no call of {primitive} found: renamed?");
+    }
+    assert!(offenders.is_empty(), "storage primitives called outside their owning actor:\n{}", offenders.join("\n"));
+}

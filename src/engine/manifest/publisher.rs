@@ -17,7 +17,10 @@ use crate::protocol::{OmniError, Result};
 /// Retries on Lance write contention, each re-reading the manifest.
 pub const PUBLISHER_RETRY_BUDGET: usize = 5;
 
-/// A new version pointer for one table.
+/// A new version pointer for one table. Built only by
+/// [`TableUpdate::committed`] (a write's landed transaction) or
+/// [`TableUpdate::recovered`] (a version recovery found on storage): the
+/// sealed field keeps every other code path from inventing a pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableUpdate {
     /// `node:<Type>` / `edge:<Type>`.
@@ -28,17 +31,35 @@ pub struct TableUpdate {
     pub branch: Option<String>,
     /// Live rows at that version.
     pub row_count: u64,
+    #[serde(skip)]
+    sealed: Sealed,
 }
+
+/// Private to this module: only its constructors can build a [`TableUpdate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Sealed;
 
 impl TableUpdate {
     /// The pointer to a transaction that landed (the only way from a write to
     /// a publishable update).
     pub fn committed(table_key: &str, branch: Option<&str>, txn: &CommittedTxn) -> Self {
+        Self::at(table_key, branch, txn.version, txn.row_count)
+    }
+
+    /// The pointer recovery or repair publishes for a version it read back
+    /// from storage (a roll-back's restore, an adopted drift): never a
+    /// version a write planned but did not observe.
+    pub fn recovered(table_key: &str, branch: Option<&str>, version: u64, row_count: u64) -> Self {
+        Self::at(table_key, branch, version, row_count)
+    }
+
+    fn at(table_key: &str, branch: Option<&str>, version: u64, row_count: u64) -> Self {
         TableUpdate {
             table_key: table_key.to_string(),
-            version: txn.version,
+            version,
             branch: branch.filter(|b| *b != "main").map(str::to_string),
-            row_count: txn.row_count,
+            row_count,
+            sealed: Sealed,
         }
     }
 }

@@ -123,6 +123,12 @@ pub async fn head_version(uri: &str, branch: Option<&str>) -> Result<u64> {
     Ok(open_table(uri, branch, None).await?.version().version)
 }
 
+/// The latest version of the ref `ds` is open on (a version probe: the
+/// handle stays at its checked-out version).
+pub async fn latest_version(ds: &Dataset) -> Result<u64> {
+    ds.latest_version_id().await.map_err(|e| OmniError::storage(format!("probing the head of {}", ds.uri()), e))
+}
+
 /// Number of live rows at the dataset's checked-out version.
 pub async fn row_count(ds: &Dataset) -> Result<u64> {
     let n = ds.count_rows(None).await.map_err(|e| OmniError::storage(format!("counting rows of {}", ds.uri()), e))?;

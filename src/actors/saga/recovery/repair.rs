@@ -81,12 +81,7 @@ pub async fn repair(rt: &Runtime, confirm: bool, force: bool) -> Result<RepairRe
         let ds =
             table::open_table(&rt.root().child_uri(&entry.location), entry.branch.as_deref(), Some(d.head)).await?;
         let row_count = table::row_count(&ds).await?;
-        updates.push(TableUpdate {
-            table_key: d.table_key.clone(),
-            version: d.head,
-            branch: entry.branch.clone(),
-            row_count,
-        });
+        updates.push(TableUpdate::recovered(&d.table_key, entry.branch.as_deref(), d.head, row_count));
     }
     let request = PublishRequest {
         branch: "main".into(),

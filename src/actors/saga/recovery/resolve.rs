@@ -313,12 +313,7 @@ async fn roll_back(
         };
         let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
         let row_count = table::row_count(&ds).await?;
-        updates.push(TableUpdate {
-            table_key: t.table_key.clone(),
-            version: head,
-            branch: t.table_branch.clone(),
-            row_count,
-        });
+        updates.push(TableUpdate::recovered(&t.table_key, t.table_branch.as_deref(), head, row_count));
         outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head - 1, to_version: pinned });
         expected.insert(t.table_key.clone(), pinned);
     }
