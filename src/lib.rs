@@ -3,9 +3,11 @@
 //!
 //! The embedded API is [`Omnigraph`] → [`Graph`]. Layout:
 //! - [`actors`]: the actor tree (supervisor, schema / branch / table actors, reconciler);
-//! - [`engine`]: compilers, catalog, manifest + publisher, init, Lance storage adapter;
-//! - [`recovery`]: recovery sidecars;
-//! - [`protocol`]: errors, actor messages and other wire types;
+//! - [`engine`]: manifest + publisher, init, queries, the Lance storage adapter
+//!   (the pure languages, catalog, rows and validation from `omnigraph-core`);
+//! - [`recovery`]: recovery's pure parts (sidecars, classification, audit, invariants);
+//! - [`protocol`]: errors and diagnostics (the wire types);
+//! - [`wire`]: the JSON shapes the CLI and the daemon answer with;
 //! - [`server`]: the HTTP daemon.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
@@ -25,6 +27,6 @@ pub use engine::loader::LoadMode;
 pub use engine::query::QueryResult;
 pub use graph::{
     CommitInfo, Graph, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot, TableSnapshot,
-    WriteOptions, result_rows,
+    WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use omnigraph::{
     CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
-    WriteOptions, WriteOutcome, result_rows,
+    WriteOptions, WriteOutcome, result_rows, wire,
 };
 
 #[derive(Parser)]
@@ -114,6 +114,10 @@ enum Command {
         /// Concurrent writes allowed per actor before 429.
         #[arg(long, default_value_t = 16)]
         max_inflight_writes: usize,
+        /// The graph the flat routes (`/snapshot`, `/query`, …) serve when
+        /// several are served (with one, it is that one).
+        #[arg(long)]
+        default_graph: Option<String>,
     },
     /// Inspect recovery: pending sidecars and the audit log.
     Recovery {
@@ -405,9 +409,10 @@ async fn run(command: Command) -> Result<Outcome> {
 async fn run_branch(command: BranchCommand) -> Result<()> {
     match command {
         BranchCommand::Create { from, json, name, graph } => {
-            let info = Omnigraph::open(&graph).await?.branch_create(&name, &from).await?;
+            let g = Omnigraph::open(&graph).await?;
+            let info = g.branch_create(&name, &from).await?;
             if json {
-                return print_json(&info);
+                return print_json(&wire::branch_created_json(&info, &from, g.root().uri()));
             }
             println!("created branch {name} from {from} at {}", info.head_commit_id.as_deref().unwrap_or("-"));
             Ok(())
@@ -424,9 +429,10 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             Ok(())
         }
         BranchCommand::Delete { json, name, graph } => {
-            let deleted = Omnigraph::open(&graph).await?.branch_delete(&name).await?;
+            let g = Omnigraph::open(&graph).await?;
+            let deleted = g.branch_delete(&name).await?;
             if json {
-                return print_json(&deleted);
+                return print_json(&wire::branch_deleted_json(&deleted, g.root().uri()));
             }
             println!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
             Ok(())
@@ -441,19 +447,19 @@ async fn run_command(command: Command) -> Result<()> {
             let g = Omnigraph::init(&graph, &source).await?;
             let snap = g.snapshot("main").await?;
             if json {
-                return print_json(&snap);
+                return print_json(&wire::snapshot_json(&snap));
             }
             println!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
             Ok(())
         }
         Command::Snapshot { branch, json, graph } => {
             let snap = read_only(&graph).await?.snapshot(&branch).await?;
-            if json { print_json(&snap) } else { print_snapshot(&snap) }
+            if json { print_json(&wire::snapshot_json(&snap)) } else { print_snapshot(&snap) }
         }
         Command::Commit { command: CommitCommand::List { branch, limit, json, graph } } => {
             let commits = read_only(&graph).await?.commits(&branch, limit).await?;
             if json {
-                return print_json(&commits);
+                return print_json(&commits.iter().map(wire::commit_json).collect::<Vec<_>>());
             }
             commits.iter().for_each(print_commit_line);
             Ok(())
@@ -461,7 +467,7 @@ async fn run_command(command: Command) -> Result<()> {
         Command::Branch { command } => run_branch(command).await,
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let c = read_only(&graph).await?.commit(&id).await?;
-            if json { print_json(&c) } else { print_commit(&c) }
+            if json { print_json(&wire::commit_json(&c)) } else { print_commit(&c) }
         }
         Command::Load { data, mode, quiet, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
@@ -489,7 +495,11 @@ async fn run_command(command: Command) -> Result<()> {
             if show {
                 eprintln!();
             }
-            print_write(&out?, write.json)
+            let out = out?;
+            if write.json {
+                return print_json(&wire::load_json(&out, g.root().uri(), mode.as_str(), &write.branch));
+            }
+            print_write(&out)
         }
         Command::Query { source, params, params_file, branch, commit, format, json, graph } => {
             let text = source.text()?;
@@ -504,14 +514,21 @@ async fn run_command(command: Command) -> Result<()> {
             let format = if json { "json".to_string() } else { format };
             let g = read_only(&graph).await?;
             let result = g.query(&text, source.name.as_deref(), params, &target).await?;
-            print_result(&result, &format)
+            let target = match &target {
+                ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
+                ReadTarget::Commit(c) => serde_json::json!({ "snapshot": c }),
+            };
+            print_result(&result, &format, source.name.as_deref(), target)
         }
         Command::Mutate { source, params, write, graph } => {
             let text = source.text()?;
             let params = parse_params(params.as_deref())?;
             let g = Omnigraph::open(&graph).await?;
             let out = g.mutate(&text, source.name.as_deref(), params, &write.options()).await?;
-            print_write(&out, write.json)
+            if write.json {
+                return print_json(&wire::mutation_json(&out, &write.branch, source.name.as_deref()));
+            }
+            print_write(&out)
         }
         Command::Recovery { command: RecoveryCommand::List { read_only, json, graph } } => {
             let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
@@ -576,8 +593,8 @@ async fn run_command(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes } => {
-            serve(bind, graphs, unauthenticated, max_inflight_writes).await
+        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes, default_graph } => {
+            serve(ServeArgs { bind, graphs, unauthenticated, max_inflight: max_inflight_writes, default_graph }).await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
         Command::Schema { command: SchemaCommand::Show { json, graph } } => {
@@ -657,10 +674,7 @@ fn parse_params(text: Option<&str>) -> Result<serde_json::Map<String, serde_json
     }
 }
 
-fn print_write(out: &WriteOutcome, json: bool) -> Result<()> {
-    if json {
-        return print_json(out);
-    }
+fn print_write(out: &WriteOutcome) -> Result<()> {
     println!("nodes affected: {}", out.nodes_affected);
     println!("edges affected: {}", out.edges_affected);
     println!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
@@ -675,15 +689,14 @@ fn cell_text(v: &serde_json::Value) -> String {
     }
 }
 
-fn print_result(r: &QueryResult, format: &str) -> Result<()> {
+/// Print a read's result; JSON rows keep their projection order.
+fn print_result(r: &QueryResult, format: &str, name: Option<&str>, target: serde_json::Value) -> Result<()> {
     let rows = result_rows(r);
     match format {
-        "json" => print_json(&serde_json::json!({
-            "columns": r.columns, "rows": rows, "row_count": rows.len(), "graph_commit_id": r.graph_commit_id,
-        })),
+        "json" => print_json(&wire::read_output(r, name, target)),
         "jsonl" => {
-            for row in &rows {
-                println!("{}", serde_json::Value::Object(row.clone()));
+            for row in wire::ordered_rows(r) {
+                println!("{}", serde_json::to_string(&row).map_err(|e| OmniError::Internal(e.to_string()))?);
             }
             Ok(())
         }
@@ -731,7 +744,17 @@ fn print_result(r: &QueryResult, format: &str) -> Result<()> {
 const EXAMPLE_SCHEMA: &str = include_str!("../examples/social.pg");
 const EXAMPLE_DATA: &str = include_str!("../examples/social.jsonl");
 
-async fn serve(bind: String, graphs: Vec<String>, unauthenticated: bool, max_inflight: usize) -> Result<()> {
+/// What `omnigraph serve` was asked for.
+struct ServeArgs {
+    bind: String,
+    graphs: Vec<String>,
+    unauthenticated: bool,
+    max_inflight: usize,
+    default_graph: Option<String>,
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let ServeArgs { bind, graphs, unauthenticated, max_inflight, default_graph } = args;
     let mut specs = Vec::new();
     for g in &graphs {
         let (id, root) =
@@ -753,6 +776,7 @@ async fn serve(bind: String, graphs: Vec<String>, unauthenticated: bool, max_inf
         auth: omnigraph::server::Auth::from_env()?,
         unauthenticated,
         max_inflight_writes_per_actor: max_inflight,
+        default_graph,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

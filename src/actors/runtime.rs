@@ -18,6 +18,7 @@ use super::supervisor::{ActorStats, ChildRef, Directory, SupervisorMsg};
 use lance::Dataset;
 
 use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
+use crate::engine::branch_name;
 use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::branches::CreatePlan;
@@ -345,6 +346,9 @@ impl Runtime {
 
     /// The actor of graph branch `branch`.
     pub async fn branch_actor(&self, branch: &str) -> Result<ActorRef<BranchMsg>> {
+        // Every path to a branch's state starts here: a hostile name stops
+        // before it names a storage path.
+        branch_name::validate_ref(branch)?;
         match self.child(ChildKey::Branch(branch.to_string())).await? {
             ChildRef::Branch(a) => Ok(a),
             _ => Err(OmniError::Internal("directory returned the wrong actor kind".into())),
@@ -353,6 +357,7 @@ impl Runtime {
 
     /// The actor of the table at `uri` on graph branch `branch`.
     pub async fn table_actor(&self, uri: &str, branch: &str) -> Result<ActorRef<TableMsg>> {
+        branch_name::validate_ref(branch)?;
         let key = ChildKey::Table { uri: uri.to_string(), branch: branch.to_string() };
         match self.child(key).await? {
             ChildRef::Table(a) => Ok(a),

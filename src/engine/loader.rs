@@ -44,6 +44,17 @@ pub enum LoadMode {
     Overwrite,
 }
 
+impl LoadMode {
+    /// The mode's name as users spell it (`append`, `merge`, `overwrite`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadMode::Append => "append",
+            LoadMode::Merge => "merge",
+            LoadMode::Overwrite => "overwrite",
+        }
+    }
+}
+
 impl std::str::FromStr for LoadMode {
     type Err = OmniError;
     fn from_str(s: &str) -> Result<Self> {

@@ -19,6 +19,8 @@ pub struct TableSnapshot {
     pub table_branch: Option<String>,
     /// Live rows at that version.
     pub row_count: u64,
+    /// The table's dataset path, relative to the graph root.
+    pub table_path: String,
 }
 
 /// What a branch head shows: every table's pin, the head commit, the stamp.
@@ -49,6 +51,8 @@ pub struct CommitInfo {
     pub actor: Option<String>,
     /// RFC 3339 creation time.
     pub created_at: String,
+    /// Creation time in microseconds since the Unix epoch.
+    pub created_at_us: i64,
     /// `__manifest` version it produced.
     pub manifest_version: u64,
     /// Graph branch it was made on.
@@ -66,6 +70,7 @@ impl From<&CommitRow> for CommitInfo {
             merged_parent_commit_id: c.merged_parent.clone(),
             actor: c.actor.clone(),
             created_at,
+            created_at_us: c.created_at_us,
             manifest_version: c.manifest_version,
             branch: c.branch.clone(),
         }
@@ -135,6 +140,7 @@ pub(super) fn snapshot_of(view: &ManifestView) -> Snapshot {
             version: t.version,
             table_branch: t.branch.clone(),
             row_count: t.row_count,
+            table_path: t.location.clone(),
         })
         .collect();
     Snapshot {

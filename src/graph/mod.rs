@@ -3,12 +3,14 @@
 //! tree; the CLI and the HTTP daemon are front ends over this handle.
 //!
 //! One module per concern: [`history`] (snapshots, commits, merge base),
-//! [`branches`], [`writes`], [`reads`] and [`recovery`].
+//! [`branches`], [`writes`], [`reads`] and [`recovery`]; [`wire`] holds the
+//! JSON shapes the CLI and the daemon answer with.
 
 mod branches;
 mod history;
 mod reads;
 mod recovery;
+pub mod wire;
 mod writes;
 
 use std::sync::Arc;

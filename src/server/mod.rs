@@ -3,6 +3,7 @@
 //! [`crate::Graph`] handle the CLI uses.
 
 pub mod auth;
+mod middleware;
 mod routes;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,9 @@ pub struct ServerConfig {
     pub unauthenticated: bool,
     /// Concurrent writes allowed per actor before 429.
     pub max_inflight_writes_per_actor: usize,
+    /// The graph the flat routes (`/snapshot`, `/query`, …) serve; `None`
+    /// picks the only graph when there is one, else flat routes are 404.
+    pub default_graph: Option<String>,
 }
 
 /// Shared state of the running daemon.
@@ -79,7 +83,18 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
     let addr: SocketAddr = listener.local_addr().map_err(|e| OmniError::Internal(e.to_string()))?;
     println!("OMNIGRAPH_LISTEN_ADDR={addr}");
     info!(%addr, graphs = state.graphs.len(), "serving");
-    axum::serve(listener, routes::router(state))
+    let default_graph = match &config.default_graph {
+        Some(id) if !state.graphs.contains_key(id) => {
+            return Err(OmniError::BadRequest(format!("--default-graph `{id}` is not among the served graphs")));
+        }
+        Some(id) => Some(id.clone()),
+        None if state.graphs.len() == 1 => state.graphs.keys().next().cloned(),
+        None => None,
+    };
+    let app = tower::ServiceExt::map_request(routes::router(state), move |req| {
+        middleware::flat_to_graph(default_graph.as_deref(), req)
+    });
+    axum::serve(listener, axum::ServiceExt::<axum::extract::Request>::into_make_service(app))
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|e| OmniError::Internal(e.to_string()))

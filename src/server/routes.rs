@@ -12,11 +12,12 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::AppState;
+use super::{AppState, middleware};
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
-use crate::graph::{Graph, ReadTarget, WriteOptions, result_rows};
+use crate::graph::{Graph, ReadTarget, WriteOptions, wire};
 use crate::protocol::OmniError;
+use crate::protocol::error::status_code;
 
 /// Default request body limit.
 const BODY_LIMIT: usize = 1024 * 1024;
@@ -43,6 +44,10 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
+    ("get", "/graphs/{id}/healthz", "Liveness of one graph"),
+    ("post", "/graphs/{id}/read", "Deprecated alias of /query"),
+    ("post", "/graphs/{id}/change", "Deprecated alias of /mutate"),
+    ("post", "/graphs/{id}/ingest", "Deprecated alias of /load"),
 ];
 
 /// An OpenAPI 3 document of [`ROUTES`].
@@ -88,23 +93,15 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
         .route("/graphs/{id}/recovery", get(recovery))
+        .route("/graphs/{id}/healthz", get(graph_healthz))
+        // Older clients' names for query, mutate and load (deprecated there too).
+        .route("/graphs/{id}/read", post(query).layer(axum::middleware::from_fn(deprecated)))
+        .route("/graphs/{id}/change", post(mutate).layer(axum::middleware::from_fn(deprecated)))
+        .route("/graphs/{id}/ingest", post(load_json).layer(load_limit).layer(axum::middleware::from_fn(deprecated)))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(axum::middleware::from_fn(log_request))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::json_errors))
+        .layer(axum::middleware::from_fn(middleware::log_request))
         .with_state(state)
-}
-
-/// One `tracing` span per request with a fresh request id; the write sagas'
-/// spans (carrying the operation id) nest inside it.
-async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    use tracing::Instrument;
-    let request_id = ulid::Ulid::new().to_string();
-    let span = tracing::info_span!("http", %request_id, method = %req.method(), path = %req.uri().path());
-    let started = std::time::Instant::now();
-    let resp = next.run(req).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::info!(status = resp.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request")
-    });
-    resp
 }
 
 /// Any failure of a request, rendered as `{error, code?, <typed detail>}`.
@@ -149,7 +146,7 @@ fn bad(message: impl Into<String>) -> ApiError {
 fn body(b: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
     b.map_err(|r| ApiError::Status {
         status: r.status(),
-        code: "bad_request",
+        code: status_code(r.status().as_u16()),
         message: r.body_text(),
         retry_after: None,
     })
@@ -180,7 +177,7 @@ impl AppState {
         if *n >= self.max_inflight {
             return Err(ApiError::Status {
                 status: StatusCode::TOO_MANY_REQUESTS,
-                code: "too_many_requests",
+                code: status_code(429),
                 message: format!("actor `{actor}` already has {} writes in flight", *n),
                 retry_after: Some(1),
             });
@@ -227,6 +224,31 @@ async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Q
     Ok(axum::Json(out))
 }
 
+/// Marks a deprecated alias's answers (`Deprecation: true`, and a `Link` to
+/// the route that replaces it), as the reference server does.
+async fn deprecated(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let successor = match req.uri().path().rsplit('/').next() {
+        Some("read") => "query",
+        Some("change") => "mutate",
+        _ => "load",
+    };
+    let mut resp = next.run(req).await;
+    let headers = resp.headers_mut();
+    headers.insert("deprecation", axum::http::HeaderValue::from_static("true"));
+    if let Ok(v) = axum::http::HeaderValue::from_str(&format!("<{successor}>; rel=\"successor-version\"")) {
+        headers.insert(header::LINK, v);
+    }
+    resp
+}
+
+/// Liveness of one graph (a client whose base URL is the graph's prefix).
+async fn graph_healthz(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    s.graph(&id)?;
+    Ok(axum::Json(
+        json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP, "graph_id": id}),
+    ))
+}
+
 async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
     s.actor(&headers)?;
     let graphs: Vec<Value> = s.graphs.iter().map(|(id, (root, _))| json!({"graph_id": id, "uri": root})).collect();
@@ -248,7 +270,7 @@ async fn snapshot(
 ) -> ApiResult {
     s.actor(&headers)?;
     let snap = s.graph(&id)?.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
-    Ok(axum::Json(snapshot_output(&snap)))
+    Ok(axum::Json(wire::snapshot_json(&snap)))
 }
 
 #[derive(Deserialize)]
@@ -270,7 +292,7 @@ async fn query(
     Path(id): Path<String>,
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
-) -> ApiResult {
+) -> Result<Response, ApiError> {
     s.actor(&headers)?;
     let q: QueryBody = json_body(b)?;
     let target = match (q.commit, q.branch) {
@@ -278,15 +300,12 @@ async fn query(
         (None, b) => ReadTarget::Branch(b.unwrap_or_else(|| "main".into())),
     };
     let r = s.graph(&id)?.query(&q.query, q.name.as_deref(), q.params, &target).await?;
-    let rows = result_rows(&r);
     let target = match &target {
         ReadTarget::Branch(b) => json!({ "branch": b }),
         ReadTarget::Commit(c) => json!({ "snapshot": c }),
     };
-    Ok(axum::Json(json!({
-        "query_name": q.name, "target": target, "columns": r.columns, "rows": rows, "row_count": rows.len(),
-        "graph_commit_id": r.graph_commit_id,
-    })))
+    // Serialized from the struct, so each row keeps its projection order.
+    Ok(axum::Json(wire::read_output(&r, q.name.as_deref(), target)).into_response())
 }
 
 #[derive(Deserialize)]
@@ -313,49 +332,7 @@ async fn run_mutation(
     let _slot = s.admit(&actor)?;
     let opts = WriteOptions { branch: m.branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit };
     let out = s.graph(&id)?.mutate(&m.query, m.name.as_deref(), m.params, &opts).await?;
-    Ok(axum::Json(write_output(&out)))
-}
-
-/// A commit in the field names existing clients read (`CommitOutput`), plus
-/// this server's own names for the same values.
-fn commit_output(c: &crate::CommitInfo) -> Value {
-    let mut v = serde_json::to_value(c).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("graph_commit_id".into(), json!(c.commit_id));
-        obj.insert("graph_branch".into(), json!(c.branch));
-        obj.insert("graph_manifest_version".into(), json!(c.manifest_version));
-        obj.insert("actor_id".into(), json!(c.actor));
-    }
-    v
-}
-
-/// A snapshot in the field names existing clients read, plus this server's own.
-fn snapshot_output(snap: &crate::Snapshot) -> Value {
-    let mut v = serde_json::to_value(snap).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut() {
-        let datasets: Vec<Value> = snap
-            .tables
-            .iter()
-            .map(|t| {
-                json!({
-                    "type_key": t.table_key, "dataset_version": t.version,
-                    "row_count": t.row_count, "dataset_branch": t.table_branch,
-                })
-            })
-            .collect();
-        obj.insert("graph_branch".into(), json!(snap.branch));
-        obj.insert("graph_manifest_version".into(), json!(snap.manifest_version));
-        obj.insert("internal_schema_version".into(), json!(snap.storage_stamp));
-        obj.insert("datasets".into(), json!(datasets));
-    }
-    v
-}
-
-fn write_output(out: &crate::WriteOutcome) -> Value {
-    json!({
-        "graph_commit_id": out.commit_id, "nodes_affected": out.nodes_affected,
-        "edges_affected": out.edges_affected, "tables": out.tables,
-    })
+    Ok(axum::Json(wire::mutation_json(&out, &opts.branch, m.name.as_deref())))
 }
 
 async fn mutate(
@@ -420,7 +397,7 @@ async fn run_load(
     };
     let opts = WriteOptions { branch: branch.clone(), actor: Some(actor.clone()), if_commit: None };
     let out = g.load(data, mode, &opts).await?;
-    let mut body = write_output(&out);
+    let mut body = wire::load_json(&out, g.root().uri(), mode.as_str(), &branch);
     if let Some(obj) = body.as_object_mut() {
         obj.insert("branch".into(), json!(branch));
         obj.insert("base_branch".into(), json!(to.from));
@@ -461,7 +438,7 @@ async fn load_ndjson(
     if !content_type.starts_with("application/x-ndjson") {
         return Err(ApiError::Status {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code: "bad_request",
+            code: status_code(415),
             message: format!("expected Content-Type application/x-ndjson, got `{content_type}`"),
             retry_after: None,
         });
@@ -497,10 +474,9 @@ async fn branch_create(
     let g = s.graph(&id)?;
     let from = req.from.unwrap_or_else(|| "main".into());
     let info = g.branch_create(&req.name, &from).await?;
-    Ok(axum::Json(json!({
-        "name": info.name, "from": from, "uri": g.root().uri(), "actor_id": actor,
-        "head_commit_id": info.head_commit_id,
-    })))
+    let mut body = wire::branch_created_json(&info, &from, g.root().uri());
+    body["actor_id"] = json!(actor);
+    Ok(axum::Json(body))
 }
 
 async fn branch_delete(
@@ -510,11 +486,11 @@ async fn branch_delete(
 ) -> ApiResult {
     let actor = s.actor(&headers)?;
     let _slot = s.admit(&actor)?;
-    let deleted = s.graph(&id)?.branch_delete(&name).await?;
-    Ok(axum::Json(json!({
-        "name": deleted.name, "actor_id": actor, "forks_reclaimed": deleted.forks_reclaimed,
-        "orphans_discarded": deleted.orphans_discarded,
-    })))
+    let g = s.graph(&id)?;
+    let deleted = g.branch_delete(&name).await?;
+    let mut body = wire::branch_deleted_json(&deleted, g.root().uri());
+    body["actor_id"] = json!(actor);
+    Ok(axum::Json(body))
 }
 
 async fn commits(
@@ -525,7 +501,7 @@ async fn commits(
 ) -> ApiResult {
     s.actor(&headers)?;
     let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), q.limit).await?;
-    Ok(axum::Json(json!({ "commits": list.iter().map(commit_output).collect::<Vec<_>>() })))
+    Ok(axum::Json(json!({ "commits": list.iter().map(wire::commit_json).collect::<Vec<_>>() })))
 }
 
 async fn commit(
@@ -535,7 +511,7 @@ async fn commit(
 ) -> ApiResult {
     s.actor(&headers)?;
     let c = s.graph(&id)?.commit(&commit).await?;
-    Ok(axum::Json(commit_output(&c)))
+    Ok(axum::Json(wire::commit_json(&c)))
 }
 
 async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

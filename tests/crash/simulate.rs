@@ -294,11 +294,13 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 policy.aim(victim.clone());
                 let out = insert_under(&g, &branch, &name, policy.clone()).await;
                 assert!(policy.fired.load(Ordering::SeqCst), "seed {seed} step {step}: the publish never wrote");
-                assert!(out.is_err(), "seed {seed} step {step}: a write whose branch actor died succeeded");
                 wait_stopped(&victim).await;
                 g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
                 model.branches.entry(branch.clone()).or_default().extend(written(&name));
-                format!("insert {name} on {branch}, its branch actor killed mid-publish (rolled forward)")
+                // The kill may also land after the publish was answered, in
+                // the manifest compaction that follows it: the write stands.
+                let when = if out.is_ok() { "in the compaction after its publish" } else { "mid-publish" };
+                format!("insert {name} on {branch}, its branch actor killed {when} (visible)")
             }
             11 => {
                 // Lance writes fail after the k-th; the process restarts and

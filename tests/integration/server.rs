@@ -156,7 +156,7 @@ async fn every_route_answers_its_success_path() {
     assert_eq!(stale.status().as_u16(), 412);
     let v: Value = serde_json::from_str(&stale.text().await.expect("text")).expect("json");
     assert_eq!(v["precondition_failure"]["expected"], json!(head));
-    assert!(v.get("code").is_none(), "412 omits code");
+    assert_eq!(v["code"], "precondition_failed", "every error carries a code");
     let fresh = client
         .post(&url)
         .header("authorization", format!("Bearer {TOKEN}"))

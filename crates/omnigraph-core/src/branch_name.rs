@@ -52,6 +52,14 @@ pub fn validate(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Check that `name` may name an existing branch (a read or write target, a
+/// base to branch from): `main`, or any name [`validate`] accepts. Every
+/// target is checked before it reaches storage, so a hostile name is a
+/// `BadRequest`, never a storage error.
+pub fn validate_ref(name: &str) -> Result<()> {
+    if name == MAIN { Ok(()) } else { validate(name) }
+}
+
 /// Whether `a` is `b` or a path ancestor or descendant of it.
 pub fn overlaps(a: &str, b: &str) -> bool {
     let prefix_of = |p: &str, q: &str| q.len() > p.len() && q.starts_with(p) && q.as_bytes()[p.len()] == b'/';

@@ -251,6 +251,7 @@ impl<'a> Armed<'a> {
             Err(e) => return Err(at.after_arm(e)),
         };
         let forked = staged.iter().any(|t| t.forked);
+        let rows_written = staged.iter().map(|t| (t.table_key.clone(), t.txn.rows_written())).collect();
         let mut landed = Vec::with_capacity(staged.len());
         for t in staged {
             let planned = t.txn.identity();
@@ -286,6 +287,7 @@ impl<'a> Armed<'a> {
             })();
             fired.map_err(|e| at.after_arm(e))?;
         }
+        let counts = Counts { nodes: counts.0, edges: counts.1, rows_written };
         Ok(Committed { at, token, expected, counts, landed, leases, sidecar, _live })
     }
 }
@@ -321,7 +323,7 @@ pub struct Committed<'a> {
     at: Attempt<'a>,
     token: AuthorityToken,
     expected: BTreeMap<String, u64>,
-    counts: (u64, u64),
+    counts: Counts,
     landed: Vec<TableUpdate>,
     leases: LeaseSet,
     sidecar: ArmedSidecar,
@@ -351,7 +353,7 @@ pub struct Confirmed<'a> {
     at: Attempt<'a>,
     token: AuthorityToken,
     expected: BTreeMap<String, u64>,
-    counts: (u64, u64),
+    counts: Counts,
     landed: Vec<TableUpdate>,
     leases: LeaseSet,
     sidecar: ConfirmedSidecar,
@@ -406,7 +408,7 @@ fn check_expectations(expected: &BTreeMap<String, u64>, landed: &[TableUpdate]) 
 /// The commit is visible; the sidecar is left to delete.
 pub struct Published<'a> {
     at: Attempt<'a>,
-    counts: (u64, u64),
+    counts: Counts,
     landed: Vec<TableUpdate>,
     leases: LeaseSet,
     sidecar: ConfirmedSidecar,
@@ -421,7 +423,13 @@ impl Published<'_> {
         let span = info_span!("saga.finish", operation_id = %at.operation_id());
         sidecar.finish(&at.store).instrument(span).await;
         drop(leases);
-        Finished { commit_id: at.lineage.commit_id, nodes_affected: counts.0, edges_affected: counts.1, tables: landed }
+        Finished {
+            commit_id: at.lineage.commit_id,
+            nodes_affected: counts.nodes,
+            edges_affected: counts.edges,
+            tables: landed,
+            rows_written: counts.rows_written,
+        }
     }
 }
 
@@ -436,4 +444,13 @@ pub struct Finished {
     pub edges_affected: u64,
     /// New table pointers.
     pub tables: Vec<TableUpdate>,
+    /// Rows written into new data files, per table key.
+    pub rows_written: BTreeMap<String, u64>,
+}
+
+/// What a write changed, carried from the commit to [`Finished`].
+struct Counts {
+    nodes: u64,
+    edges: u64,
+    rows_written: BTreeMap<String, u64>,
 }

@@ -57,6 +57,8 @@ pub struct WriteOutcome {
     pub edges_affected: u64,
     /// New table pointers.
     pub tables: Vec<TableUpdate>,
+    /// Rows written into new data files, per table key (a delete writes none).
+    pub rows_written: std::collections::BTreeMap<String, u64>,
 }
 
 /// Run the saga; `prepare` is called once per attempt with a fresh capture.
@@ -129,7 +131,13 @@ where
     let attempt = Attempt::new(rt, intent.kind, &intent.branch, lineage);
     let prepared = pipeline::Prepared::new(attempt, token, pins, plan, leases)?;
     if prepared.is_empty() {
-        return Ok(WriteOutcome { commit_id: None, nodes_affected: 0, edges_affected: 0, tables: vec![] });
+        return Ok(WriteOutcome {
+            commit_id: None,
+            nodes_affected: 0,
+            edges_affected: 0,
+            tables: vec![],
+            rows_written: Default::default(),
+        });
     }
     let armed = prepared.lease().await?.revalidate().await?.arm(intent.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await;
@@ -138,6 +146,7 @@ where
         nodes_affected: done.nodes_affected,
         edges_affected: done.edges_affected,
         tables: done.tables,
+        rows_written: done.rows_written,
     })
 }
 

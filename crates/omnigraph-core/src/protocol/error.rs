@@ -158,16 +158,13 @@ impl OmniError {
         }
     }
 
-    /// The `code` of the JSON error body, as existing clients know it
-    /// (omitted for 412 and 503, which clients detect by status and field).
-    pub fn code(&self) -> Option<&'static str> {
-        match self.http_status() {
-            400 | 413 => Some("bad_request"),
-            401 => Some("unauthorized"),
-            404 => Some("not_found"),
-            409 => Some("conflict"),
-            412 | 503 => None,
-            _ => Some("internal"),
+    /// The `code` of the JSON error body: one per status ([`status_code`]),
+    /// except that a 503 tells a pending recovery (`recovery_required`) from
+    /// an actor that did not answer (`unavailable`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            OmniError::RecoveryRequired { .. } => "recovery_required",
+            _ => status_code(self.http_status()),
         }
     }
 
@@ -182,10 +179,7 @@ impl OmniError {
 
     /// The JSON body `{error, code, <typed detail>}` shared by HTTP and `--json`.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut body = serde_json::json!({ "error": self.to_string() });
-        if let (Some(code), Some(obj)) = (self.code(), body.as_object_mut()) {
-            obj.insert("code".into(), code.into());
-        }
+        let mut body = serde_json::json!({ "error": self.to_string(), "code": self.code() });
         let detail = match self {
             OmniError::Compile { file, diag } => serde_json::json!({
                 "file": file, "line": diag.pos.line, "column": diag.pos.column,
@@ -215,5 +209,24 @@ impl OmniError {
             obj.extend(extra);
         }
         body
+    }
+}
+
+/// The `code` every error answer with `status` carries, so a client can
+/// branch on it without parsing the message.
+pub fn status_code(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "bad_request",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        409 => "conflict",
+        412 => "precondition_failed",
+        413 => "payload_too_large",
+        415 => "unsupported_media_type",
+        429 => "rate_limited",
+        503 => "unavailable",
+        _ => "internal",
     }
 }

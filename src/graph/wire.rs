@@ -1,0 +1,174 @@
+//! The JSON shapes answers take, shared by `omnigraph serve` and the CLI's
+//! `--json`, so both spell every field the same way. Each carries the field
+//! names existing Omnigraph clients read (`graph_commit_id`,
+//! `affected_nodes`, `created_at` in epoch microseconds, …) beside this
+//! project's own names for the same values.
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::{Value, json};
+
+use super::{CommitInfo, Snapshot};
+use crate::actors::saga::branch_control::{BranchInfo, DeletedBranch};
+use crate::actors::saga::write::WriteOutcome;
+use crate::engine::query::QueryResult;
+
+/// One result row: its columns in projection order (a JSON object whose keys
+/// keep the order the query returned them in).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderedRow(pub Vec<(String, Value)>);
+
+impl Serialize for OrderedRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+/// Every row of `r`, columns in projection order.
+pub fn ordered_rows(r: &QueryResult) -> Vec<OrderedRow> {
+    let mut out = Vec::new();
+    for batch in &r.batches {
+        for i in 0..batch.num_rows() {
+            let row = r
+                .columns
+                .iter()
+                .zip(batch.columns())
+                .map(|(name, col)| (name.clone(), crate::engine::rows::json_at(col.as_ref(), i)))
+                .collect();
+            out.push(OrderedRow(row));
+        }
+    }
+    out
+}
+
+/// A read's answer (`ReadOutput`).
+#[derive(Debug, Serialize)]
+pub struct ReadOutput {
+    /// The query run (when named).
+    pub query_name: Option<String>,
+    /// `{branch}` or `{snapshot}`: what was read.
+    pub target: Value,
+    /// Column names in projection order.
+    pub columns: Vec<String>,
+    /// The rows.
+    pub rows: Vec<OrderedRow>,
+    /// Number of rows.
+    pub row_count: usize,
+    /// The commit the read saw.
+    pub graph_commit_id: String,
+}
+
+/// The answer to a read of `target` (`{"branch": …}` or `{"snapshot": …}`).
+pub fn read_output(r: &QueryResult, query_name: Option<&str>, target: Value) -> ReadOutput {
+    let rows = ordered_rows(r);
+    ReadOutput {
+        query_name: query_name.map(str::to_string),
+        target,
+        columns: r.columns.clone(),
+        row_count: rows.len(),
+        rows,
+        graph_commit_id: r.graph_commit_id.clone(),
+    }
+}
+
+/// A commit (`CommitOutput`): `created_at` in epoch microseconds, the
+/// RFC 3339 text as `created_at_iso`.
+pub fn commit_json(c: &CommitInfo) -> Value {
+    json!({
+        "graph_commit_id": c.commit_id, "commit_id": c.commit_id,
+        "graph_branch": c.branch, "branch": c.branch,
+        "parent_commit_id": c.parent_commit_id, "merged_parent_commit_id": c.merged_parent_commit_id,
+        "actor_id": c.actor, "actor": c.actor,
+        "created_at": c.created_at_us, "created_at_iso": c.created_at,
+        "graph_manifest_version": c.manifest_version, "manifest_version": c.manifest_version,
+    })
+}
+
+/// A branch head's snapshot: `graph_branch`, `graph_manifest_version`,
+/// `datasets[]` as clients read them, and `tables[]` with each table's path
+/// and version.
+pub fn snapshot_json(snap: &Snapshot) -> Value {
+    let tables: Vec<Value> = snap
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "table_key": t.table_key, "table_path": t.table_path, "table_version": t.version,
+                "version": t.version, "table_branch": t.table_branch, "row_count": t.row_count,
+            })
+        })
+        .collect();
+    let datasets: Vec<Value> = snap
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "type_key": t.table_key, "dataset_version": t.version,
+                "row_count": t.row_count, "dataset_branch": t.table_branch,
+            })
+        })
+        .collect();
+    json!({
+        "branch": snap.branch, "graph_branch": snap.branch,
+        "head_commit_id": snap.head_commit_id,
+        "manifest_version": snap.manifest_version, "graph_manifest_version": snap.manifest_version,
+        "storage_stamp": snap.storage_stamp, "internal_schema_version": snap.storage_stamp,
+        "tables": tables, "datasets": datasets,
+    })
+}
+
+/// A mutation's answer (`ChangeOutput`) on `branch`.
+pub fn mutation_json(out: &WriteOutcome, branch: &str, query_name: Option<&str>) -> Value {
+    json!({
+        "graph_commit_id": out.commit_id, "commit_id": out.commit_id, "branch": branch, "query_name": query_name,
+        "affected_nodes": out.nodes_affected, "affected_edges": out.edges_affected,
+        "nodes_affected": out.nodes_affected, "edges_affected": out.edges_affected,
+        "tables": out.tables,
+    })
+}
+
+/// A load's answer (`IngestOutput`) into the graph at `uri`: `tables[]`
+/// says, per table, the rows this load wrote (`rows_loaded`) and the
+/// table's live total after it (`row_count`).
+pub fn load_json(out: &WriteOutcome, uri: &str, mode: &str, branch: &str) -> Value {
+    let tables: Vec<Value> = out
+        .tables
+        .iter()
+        .map(|t| {
+            json!({
+                "table_key": t.table_key, "version": t.version, "branch": t.branch, "row_count": t.row_count,
+                "rows_loaded": out.rows_written.get(&t.table_key).copied().unwrap_or(0),
+            })
+        })
+        .collect();
+    json!({
+        "uri": uri, "mode": mode, "branch": branch, "graph_commit_id": out.commit_id, "commit_id": out.commit_id,
+        "affected_nodes": out.nodes_affected, "affected_edges": out.edges_affected,
+        "nodes_affected": out.nodes_affected, "edges_affected": out.edges_affected,
+        "tables": tables,
+    })
+}
+
+/// A created branch, in the graph at `uri`.
+pub fn branch_created_json(info: &BranchInfo, from: &str, uri: &str) -> Value {
+    json!({
+        "name": info.name, "from": from, "uri": uri, "head_commit_id": info.head_commit_id,
+        "from_manifest_version": info.from_manifest_version, "created_at": info.created_at,
+    })
+}
+
+/// A deleted branch, in the graph at `uri`.
+/// (Reclaimed forks are named by their table path relative to the root.)
+pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {
+    let prefix = format!("{}/", uri.trim_end_matches('/'));
+    let forks: Vec<&str> =
+        deleted.forks_reclaimed.iter().map(|f| f.strip_prefix(&prefix).unwrap_or(f.as_str())).collect();
+    json!({
+        "name": deleted.name, "uri": uri, "forks_reclaimed": forks,
+        "orphans_discarded": deleted.orphans_discarded,
+    })
+}
