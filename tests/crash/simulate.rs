@@ -119,11 +119,19 @@ struct KillAt {
     any_of: &'static [&'static str],
     victim: std::sync::Mutex<Option<ractor::ActorCell>>,
     fired: AtomicBool,
+    /// The write it fired at (for the failure message).
+    at: std::sync::Mutex<String>,
 }
 
 impl KillAt {
     fn new(within: String, any_of: &'static [&'static str]) -> Arc<Self> {
-        Arc::new(KillAt { within, any_of, victim: Default::default(), fired: AtomicBool::new(false) })
+        Arc::new(KillAt {
+            within,
+            any_of,
+            victim: Default::default(),
+            fired: AtomicBool::new(false),
+            at: Default::default(),
+        })
     }
 
     fn aim(&self, victim: ractor::ActorCell) {
@@ -137,6 +145,7 @@ impl Policy for KillAt {
         let hit = p.contains(&self.within) && (self.any_of.is_empty() || self.any_of.iter().any(|n| p.contains(n)));
         if hit && let Some(victim) = self.victim.lock().expect("victim").as_ref() {
             if !self.fired.swap(true, Ordering::SeqCst) {
+                *self.at.lock().expect("at") = p.to_string();
                 victim.kill();
             }
         }
@@ -280,7 +289,8 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 policy.aim(victim.clone());
                 let out = insert_under(&g, &branch, &name, policy.clone()).await;
                 assert!(policy.fired.load(Ordering::SeqCst), "seed {seed} step {step}: the commit never wrote");
-                assert!(out.is_err(), "seed {seed} step {step}: a write whose table actor died succeeded");
+                let at = policy.at.lock().expect("at").clone();
+                assert!(out.is_err(), "seed {seed} step {step}: a write whose table actor died (at {at}) succeeded");
                 wait_stopped(&victim).await;
                 g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
                 format!("insert {name} on {branch}, its table actor killed mid-commit (rolled back)")

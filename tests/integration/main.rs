@@ -8,11 +8,13 @@
 mod actors;
 mod branches;
 mod cli;
+mod clients;
 mod common;
 mod cookbooks;
 mod docs_examples;
 mod faults;
 mod foundation;
+mod hostile;
 #[path = "../support/intercept.rs"]
 mod intercept;
 mod publisher;

@@ -7,18 +7,18 @@ use serde_json::{Value, json};
 
 use crate::common::{SOCIAL_PG, temp_graph_dir};
 
-const TOKEN: &str = "s3cret-token";
+pub(crate) const TOKEN: &str = "s3cret-token";
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-    loc: String,
+    pub(crate) base: String,
+    pub(crate) _dir: tempfile::TempDir,
+    pub(crate) loc: String,
 }
 
 impl Server {
     /// The daemon's stderr so far (for failure messages).
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
     }
 }
@@ -31,7 +31,7 @@ impl Drop for Server {
 }
 
 /// Start `omnigraph serve` on a fresh graph loaded with the example data.
-async fn start() -> Server {
+pub(crate) async fn start() -> Server {
     let (dir, loc) = temp_graph_dir();
     {
         let g = omnigraph::Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
@@ -57,7 +57,7 @@ async fn start() -> Server {
     Server { child, base: format!("http://{addr}"), _dir: dir, loc }
 }
 
-async fn call(
+pub(crate) async fn call(
     method: &str,
     url: &str,
     token: Option<&str>,
@@ -82,13 +82,13 @@ async fn call(
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)), headers)
 }
 
-async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
     let (st, v, _) =
         call("POST", &format!("{}{path}", s.base), Some(TOKEN), Some(("application/json", body.to_string()))).await;
     (st, v)
 }
 
-async fn get(s: &Server, path: &str) -> (u16, Value) {
+pub(crate) async fn get(s: &Server, path: &str) -> (u16, Value) {
     let (st, v, _) = call("GET", &format!("{}{path}", s.base), Some(TOKEN), None).await;
     (st, v)
 }

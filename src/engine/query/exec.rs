@@ -1,8 +1,9 @@
 //! Building and running the DataFusion plan of one read query.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Array, RecordBatch};
 use arrow_schema::DataType;
 use datafusion::common::JoinType;
@@ -156,28 +157,29 @@ impl Planner<'_> {
     }
 
     /// Bounded reachability with set semantics: each (source, destination)
-    /// pair once, for any path length in `min..=max`.
+    /// pair once, for any walk length in `min..=max`. Evaluated level by
+    /// level in memory (never as a plan nested `max` joins deep, which
+    /// overflowed the stack), and it stops as soon as further levels can add
+    /// nothing: the levels repeat with some period once a level's pair set
+    /// equals an earlier one's, so after one full period past `min` every
+    /// later level is already counted.
     async fn expand_hops(&self, one: DataFrame, t: &TraversalIr, tag: &str) -> Result<DataFrame> {
         let (s, d) = (format!("{tag}.s"), format!("{tag}.d"));
-        let step_tag = self.fresh("step");
-        let (ss, sd) = (format!("{step_tag}.s"), format!("{step_tag}.d"));
-        let step = one.clone().select(vec![ident(&s).alias(&ss), ident(&d).alias(&sd)]).map_err(df_err)?;
-        let mut frontier = one.clone().distinct().map_err(df_err)?;
-        let mut reached = if t.min_hops <= 1 { Some(frontier.clone()) } else { None };
-        for depth in 2..=t.max_hops {
-            frontier = frontier
-                .join_on(step.clone(), JoinType::Inner, [ident(&d).eq(ident(&ss))])
-                .and_then(|j| j.select(vec![ident(&s), ident(&sd).alias(&d)]))
-                .and_then(|j| j.distinct())
-                .map_err(df_err)?;
-            if depth >= t.min_hops {
-                reached = Some(match reached {
-                    None => frontier.clone(),
-                    Some(r) => r.union_distinct(frontier.clone()).map_err(df_err)?,
-                });
-            }
-        }
-        reached.ok_or_else(|| OmniError::Internal(format!("hop range {}..{} is empty", t.min_hops, t.max_hops)))
+        let batches = one.select(vec![ident(&s), ident(&d)]).and_then(|f| f.distinct()).map_err(df_err)?;
+        let batches = batches.collect().await.map_err(df_err)?;
+        let step = pairs_of(&batches)?;
+        let reached = walk_levels(&step, t.min_hops, t.max_hops);
+        let schema = Arc::new(arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new(&s, DataType::Utf8, true),
+            arrow_schema::Field::new(&d, DataType::Utf8, true),
+        ]));
+        let (src, dst): (Vec<&str>, Vec<&str>) = reached.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(arrow_array::StringArray::from(src)), Arc::new(arrow_array::StringArray::from(dst))],
+        )
+        .map_err(|e| OmniError::Internal(format!("building the reached pairs: {e}")))?;
+        self.ctx.read_batch(batch).map_err(df_err)
     }
 
     /// The binding frame of a match pattern.
@@ -537,5 +539,90 @@ fn json_to_scalar_guess(v: &Json) -> datafusion::scalar::ScalarValue {
         Json::String(s) => S::Utf8(Some(s.clone())),
         Json::Null => S::Null,
         other => S::Utf8(Some(other.to_string())),
+    }
+}
+
+/// The (source, destination) id pairs of a two-column string frame.
+fn pairs_of(batches: &[RecordBatch]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let col = |i: usize| {
+            let c = arrow::compute::cast(b.column(i), &DataType::Utf8)
+                .map_err(|e| OmniError::Internal(format!("hop ids as text: {e}")))?;
+            Ok::<_, OmniError>(c)
+        };
+        let (a, z) = (col(0)?, col(1)?);
+        let (a, z) = (a.as_string::<i32>(), z.as_string::<i32>());
+        for i in 0..b.num_rows() {
+            if a.is_valid(i) && z.is_valid(i) {
+                out.push((a.value(i).to_string(), z.value(i).to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every pair joined by a walk of `min..=max` steps over `step`, level by
+/// level, stopping early once the levels repeat and a whole period past
+/// `min` has been counted (see [`Planner::expand_hops`]).
+fn walk_levels(step: &[(String, String)], min: u32, max: u32) -> BTreeSet<(String, String)> {
+    let mut next: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (a, z) in step {
+        next.entry(a.as_str()).or_default().push(z.as_str());
+    }
+    let mut level: BTreeSet<(String, String)> = step.iter().cloned().collect();
+    let mut seen: HashMap<BTreeSet<(String, String)>, u32> = HashMap::new();
+    let mut reached = BTreeSet::new();
+    let mut stop_at = max;
+    for depth in 1..=max {
+        if depth >= min {
+            reached.extend(level.iter().cloned());
+        }
+        if depth >= stop_at || level.is_empty() {
+            break;
+        }
+        if let Some(first) = seen.insert(level.clone(), depth) {
+            // Levels repeat every `p` from `first` on: once `p` consecutive
+            // levels at or past `min` are counted, every later one was.
+            let p = depth - first;
+            stop_at = stop_at.min(depth.max(min.max(first) + p - 1));
+        }
+        let mut following = BTreeSet::new();
+        for (a, z) in &level {
+            for z2 in next.get(z.as_str()).into_iter().flatten() {
+                following.insert((a.clone(), (*z2).to_string()));
+            }
+        }
+        level = following;
+    }
+    reached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::walk_levels;
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn walks_count_each_length_in_range_and_stop_at_the_fixpoint() {
+        let chain = pairs(&[("a", "b"), ("b", "c"), ("c", "d")]);
+        assert_eq!(walk_levels(&chain, 2, 2), pairs(&[("a", "c"), ("b", "d")]).into_iter().collect());
+        assert_eq!(walk_levels(&chain, 1, 3).len(), 6);
+        assert!(walk_levels(&chain, 4, 9).is_empty());
+        // A 2-cycle: odd lengths give a↔b, even lengths give a→a, b→b; a
+        // huge bound ends after one period.
+        let cycle = pairs(&[("a", "b"), ("b", "a")]);
+        assert_eq!(walk_levels(&cycle, 1, u32::MAX).len(), 4);
+        assert_eq!(walk_levels(&cycle, 2, 2), pairs(&[("a", "a"), ("b", "b")]).into_iter().collect());
+        // Past `min` only: min = 5 on the 2-cycle still sees both parities.
+        assert_eq!(walk_levels(&cycle, 5, u32::MAX).len(), 4);
+        assert_eq!(walk_levels(&cycle, 5, 5), pairs(&[("a", "b"), ("b", "a")]).into_iter().collect());
+        // A 3-cycle with min 4: lengths 4, 5, 6 give all three shifts.
+        let tri = pairs(&[("a", "b"), ("b", "c"), ("c", "a")]);
+        assert_eq!(walk_levels(&tri, 4, 1_000_000).len(), 9);
+        assert_eq!(walk_levels(&tri, 4, 4).len(), 3);
     }
 }
