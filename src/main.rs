@@ -446,8 +446,11 @@ async fn run_command(command: Command) -> Result<()> {
             let source = read_file(&schema)?;
             let g = Omnigraph::init(&graph, &source).await?;
             let snap = g.snapshot("main").await?;
+            let warnings = schema_warnings(&schema, &source, !json);
             if json {
-                return print_json(&wire::snapshot_json(&snap));
+                let mut out = wire::snapshot_json(&snap);
+                out["warnings"] = serde_json::json!(warnings);
+                return print_json(&out);
             }
             println!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
             Ok(())
@@ -643,7 +646,11 @@ fn print_commit(c: &CommitInfo) -> Result<()> {
 async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option<String>) -> Result<Outcome> {
     let source = read_file(query)?;
     let catalog = match (schema, graph) {
-        (Some(pg), _) => omnigraph::engine::schema_store::SchemaState::compile(&read_file(&pg)?)?.catalog,
+        (Some(pg), _) => {
+            let text = read_file(&pg)?;
+            schema_warnings(&pg, &text, !json);
+            omnigraph::engine::schema_store::SchemaState::compile(&text)?.catalog
+        }
         (None, Some(g)) => read_only(&g).await?.schema().await?.catalog.clone(),
         (None, None) => return Err(OmniError::BadRequest("lint needs --schema FILE or a GRAPH".into())),
     };
@@ -663,6 +670,22 @@ async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option
         println!("{} queries, {} errors", report.queries.len(), report.errors);
     }
     Ok(if report.errors > 0 { Outcome::Reported(2) } else { Outcome::Done })
+}
+
+/// The schema's warnings (unknown annotations), printed to stderr as
+/// `warning  FILE:LINE:COL: [W01] …` when `print`; returned for `--json`.
+fn schema_warnings(file: &str, source: &str, print: bool) -> Vec<serde_json::Value> {
+    let warnings = omnigraph::engine::lang::catalog::warnings::schema_warnings(source);
+    warnings
+        .iter()
+        .map(|d| {
+            let code = d.code.as_deref().unwrap_or("W01");
+            if print {
+                eprintln!("warning  {file}:{}:{}: [{code}] {}", d.pos.line, d.pos.column, d.message);
+            }
+            serde_json::json!({"file": file, "line": d.pos.line, "column": d.pos.column, "code": code, "message": d.message})
+        })
+        .collect()
 }
 
 fn parse_params(text: Option<&str>) -> Result<serde_json::Map<String, serde_json::Value>> {

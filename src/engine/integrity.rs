@@ -23,17 +23,18 @@ pub async fn unique_against_committed(
     uniques: &[Vec<String>],
     rows: &[EntityRow],
     replaced: &HashSet<String>,
+    lines: Option<&[u32]>,
 ) -> Result<()> {
     let written: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
     let schema = ds.schema();
     for set in uniques.iter().filter(|s| !s.is_empty()) {
-        let mut by_tuple: HashMap<String, &str> = HashMap::new();
+        let mut by_tuple: HashMap<String, usize> = HashMap::new();
         let mut firsts: Vec<Value> = Vec::new();
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
             let tuple: Option<Vec<Value>> = set.iter().map(|c| r.column(c).filter(|v| !v.is_null())).collect();
             if let Some(tuple) = tuple {
                 firsts.push(tuple[0].clone());
-                by_tuple.insert(Value::Array(tuple).to_string(), &r.id);
+                by_tuple.insert(Value::Array(tuple).to_string(), i);
             }
         }
         if by_tuple.is_empty() {
@@ -49,12 +50,14 @@ pub async fn unique_against_committed(
             let tuple: Option<Vec<Value>> = set.iter().map(|c| committed.column(c).filter(|v| !v.is_null())).collect();
             let Some(tuple) = tuple else { continue };
             let key = Value::Array(tuple).to_string();
-            let Some(mine) = by_tuple.get(&key) else { continue };
+            let Some(&i) = by_tuple.get(&key) else { continue };
+            let mine = &rows[i].id;
             let live =
                 committed.id != *mine && !written.contains(committed.id.as_str()) && !replaced.contains(&committed.id);
             if live {
+                let at = lines.and_then(|l| l.get(i)).map(|n| format!("line {n}: ")).unwrap_or_default();
                 return Err(OmniError::BadRequest(format!(
-                    "@unique({}) violated on {type_name}: {key} is already held by `{}` (writing `{mine}`)",
+                    "{at}@unique({}) violated on {type_name}: {key} is already held by `{}` (writing `{mine}`)",
                     set.join(", "),
                     committed.id
                 )));

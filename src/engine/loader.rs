@@ -76,6 +76,9 @@ pub struct TableLoad {
     pub is_edge: bool,
     /// The rows, as Arrow in the type's catalog schema.
     pub batches: Vec<RecordBatch>,
+    /// The input line of each row, in batch order (errors found after
+    /// parsing still name the line).
+    pub lines: Vec<u32>,
     /// Every id loaded.
     pub ids: HashSet<String>,
     /// Edges: each source node → the ids of its loaded edges.
@@ -85,6 +88,8 @@ pub struct TableLoad {
     /// Per single-column `@unique` string property: value → id holding it.
     pub unique_values: HashMap<String, HashMap<String, String>>,
     pending: Vec<EntityRow>,
+    /// The line each pending row came from (validation errors name it).
+    pending_lines: Vec<usize>,
 }
 
 impl TableLoad {
@@ -113,8 +118,8 @@ pub fn parse(catalog: &Catalog, reader: impl BufRead) -> Result<ParsedLoad> {
 pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &dyn Fn(u64)) -> Result<ParsedLoad> {
     let mut parser = JsonlParser::new(catalog);
     let mut out = ParsedLoad::default();
-    for record in parser.parse_reader(reader) {
-        let record = record?;
+    for record in parser.parse_reader_numbered(reader) {
+        let (line_no, record) = record?;
         let is_edge = record.is_edge();
         let type_name = record.type_name().to_string();
         let key = if is_edge { layout::edge_key(&type_name) } else { layout::node_key(&type_name) };
@@ -122,6 +127,7 @@ pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &d
         part.pending.push(match record {
             LoadRecord::Node { row, .. } | LoadRecord::Edge { row, .. } => row,
         });
+        part.pending_lines.push(line_no);
         if part.pending.len() >= CHUNK_ROWS {
             flush(catalog, part)?;
         }
@@ -142,21 +148,26 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
         return Ok(());
     }
     let rows = std::mem::take(&mut part.pending);
+    let lines = std::mem::take(&mut part.pending_lines);
     let def = catalog
         .type_def(&part.type_name)
         .ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", part.type_name)))?;
-    let (schema, uniques) = match def {
-        TypeDef::Node(n) => {
-            validate::validate_node_rows(n, &rows)?;
-            (n.arrow_schema(), &n.uniques)
-        }
-        TypeDef::Edge(e) => {
-            validate::validate_edge_rows(e, &rows)?;
-            (e.arrow_schema(), &e.uniques)
-        }
+    let (validator, schema, uniques) = match def {
+        TypeDef::Node(n) => (validate::Validator::for_node(n)?, n.arrow_schema(), &n.uniques),
+        TypeDef::Edge(e) => (validate::Validator::for_edge(e)?, e.arrow_schema(), &e.uniques),
     };
-    validate::check_unique_within(&part.type_name, &rows, uniques)?;
-    for r in &rows {
+    // Each violation names the line of the row that broke the rule.
+    let line_of = |id: &str| rows.iter().position(|r| r.id == id).and_then(|i| lines.get(i)).copied();
+    let at_line = |v: validate::Violation| match line_of(&v.id) {
+        Some(n) => OmniError::BadRequest(format!("line {n}: {v}")),
+        None => OmniError::from(v),
+    };
+    for (row, line) in rows.iter().zip(&lines) {
+        validator.check_row(row).map_err(|v| OmniError::BadRequest(format!("line {line}: {v}")))?;
+    }
+    validator.check_unique(&rows).map_err(at_line)?;
+    validate::check_unique_within(&part.type_name, &rows, uniques).map_err(at_line)?;
+    for (r, line) in rows.iter().zip(&lines) {
         part.ids.insert(r.id.clone());
         if let Some(src) = &r.src {
             part.by_src.entry(src.clone()).or_default().push(r.id.clone());
@@ -169,7 +180,7 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
                 let seen = part.unique_values.entry(set[0].clone()).or_default();
                 if let Some(other) = seen.insert(v.clone(), r.id.clone()) {
                     return Err(OmniError::BadRequest(format!(
-                        "@unique({}) violated on {}: `{v}` is held by both `{other}` and `{}`",
+                        "line {line}: @unique({}) violated on {}: `{v}` is held by both `{other}` and `{}`",
                         set[0], part.type_name, r.id
                     )));
                 }
@@ -177,6 +188,7 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
         }
     }
     part.batches.push(rows::to_batch_for(&part.type_name, &schema, &rows)?);
+    part.lines.extend(lines.iter().map(|&n| u32::try_from(n).unwrap_or(u32::MAX)));
     Ok(())
 }
 
@@ -213,9 +225,12 @@ async fn check_unique(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> R
             continue;
         }
         let ds = capture.pinned(key).await?;
+        let mut offset = 0;
         for batch in &part.batches {
             let rows = rows::from_batch(batch);
-            integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, &part.ids).await?;
+            let lines = part.lines.get(offset..offset + rows.len());
+            offset += rows.len();
+            integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, &part.ids, lines).await?;
         }
     }
     Ok(())

@@ -227,6 +227,7 @@ async fn validate_changeset(staging: &MutationStaging<'_>, catalog: &Catalog) ->
                 uniques,
                 &rows,
                 &t.deleted.iter().cloned().collect(),
+                None,
             )
             .await?;
         }

@@ -259,3 +259,27 @@ fn a_hundred_cli_mutations_print_no_panic() {
     assert!(panics.is_empty(), "{} of 100 mutations printed a panic:\n{}", panics.len(), panics.join("\n"));
     assert_eq!(persons(), Some(loaded + 100), "every mutation landed");
 }
+
+/// A misspelt known annotation compiles (unknown ones are custom metadata)
+/// but `init` and `lint` warn, naming the closest known name.
+#[test]
+fn init_and_lint_warn_about_a_misspelt_annotation() {
+    let (dir, loc) = temp_graph_dir();
+    let schema = dir.path().join("s.pg");
+    std::fs::write(&schema, "node A @indx {\n  name: String @key @uniqe\n}\n").expect("schema");
+    let schema = schema.to_string_lossy().to_string();
+    let out = omnigraph(&["init", "--schema", &schema, &loc]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("s.pg:1:8: [W01]") && err.contains("did you mean `@index`?"), "{err}");
+    assert!(err.contains("did you mean `@unique`?"), "{err}");
+    let query = dir.path().join("q.gq");
+    std::fs::write(&query, "query q() { match { $a: A } return { $a.name } }").expect("query");
+    let out = omnigraph(&["lint", "--query", &query.to_string_lossy(), "--schema", &schema]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("did you mean `@index`?"), "{}", stderr(&out));
+    let (_d2, loc2) = temp_graph_dir();
+    let out = omnigraph(&["init", "--schema", &schema, "--json", &loc2]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(v["warnings"].as_array().map(Vec::len), Some(2), "{v}");
+}

@@ -143,6 +143,24 @@ async fn validation_rules_refuse_with_no_effect() {
         .expect_err("enum");
     assert!(err.to_string().contains("role"), "{err}");
     assert_eq!(pins(&g).await, before);
+    // A load's validation errors name the line of the row that broke the rule.
+    let lines = [
+        (
+            r#"{"type": "Person", "data": {"name": "r", "age": 200}}"#,
+            "line 2: type `Person`, id `r`, property `age`: violates @range(age, 0..150)",
+        ),
+        (r#"{"type": "Person", "data": {"name": "s", "email": "alice@example.com"}}"#, "line 2: @unique(email)"),
+        (
+            r#"{"type": "Person", "data": {"name": "t", "role": "pilot"}}"#,
+            "line 2: type `Person`, id `t`, property `role`",
+        ),
+    ];
+    for (second, needle) in lines {
+        let data = format!("{}\n{second}\n", r#"{"type": "Person", "data": {"name": "q", "age": 3}}"#);
+        let err = g.load(data.as_bytes(), LoadMode::Merge, &opts()).await.expect_err("invalid line 2");
+        assert!(err.to_string().contains(needle), "{second}: {err}");
+    }
+    assert_eq!(pins(&g).await, before);
     assert_consistent(&g).await;
 }
 

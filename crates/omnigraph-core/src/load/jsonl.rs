@@ -245,6 +245,15 @@ impl<'c> JsonlParser<'c> {
         &'p mut self,
         reader: R,
     ) -> impl Iterator<Item = Result<LoadRecord, OmniError>> + 'p {
+        self.parse_reader_numbered(reader).map(|r| r.map(|(_, record)| record))
+    }
+
+    /// [`Self::parse_reader`], each record with its 1-based line number (so
+    /// later checks can name the line too).
+    pub fn parse_reader_numbered<'p, R: BufRead + 'p>(
+        &'p mut self,
+        reader: R,
+    ) -> impl Iterator<Item = Result<(usize, LoadRecord), OmniError>> + 'p {
         let mut lines = reader.lines().enumerate();
         let mut done = false;
         std::iter::from_fn(move || {
@@ -254,7 +263,7 @@ impl<'c> JsonlParser<'c> {
                 match line {
                     Ok(text) => match self.parse_line(line_no, &text) {
                         Ok(None) => continue,
-                        Ok(Some(record)) => return Some(Ok(record)),
+                        Ok(Some(record)) => return Some(Ok((line_no, record))),
                         Err(e) => return Some(Err(e)),
                     },
                     Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {

@@ -15,6 +15,7 @@ pub mod id;
 pub mod key;
 pub mod rules;
 pub mod types;
+pub mod warnings;
 
 pub use types::{
     AnnotationArg, AnnotationValue, Card, CheckConstraint, CustomAnnotation, EdgeType, EmbedSpec, InterfaceType, Meta,

@@ -52,3 +52,5 @@ pub const BAD_ANNOTATION: &str = "S23";
 pub const BAD_VECTOR_DIM: &str = "S24";
 /// An enum lists the same value twice.
 pub const DUPLICATE_ENUM_VALUE: &str = "S25";
+/// Warning: an unknown annotation (kept as custom metadata; maybe a typo).
+pub const UNKNOWN_ANNOTATION: &str = "W01";

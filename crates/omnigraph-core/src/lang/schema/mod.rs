@@ -32,6 +32,7 @@
 //! | S23  | both    | known annotation with wrong arguments, or repeated |
 //! | S24  | parse   | `Vector(N)` dimension out of range |
 //! | S25  | parse   | duplicate enum value |
+//! | W01  | warning | unknown annotation (kept as custom metadata; the closest known name is suggested) |
 
 pub mod ast;
 pub mod codes;
