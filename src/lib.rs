@@ -26,7 +26,7 @@ pub use actors::saga::write::WriteOutcome;
 pub use engine::loader::LoadMode;
 pub use engine::query::QueryResult;
 pub use graph::{
-    CommitInfo, Graph, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot, TableSnapshot,
-    WriteOptions, result_rows, wire,
+    CommitInfo, Export, Graph, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot,
+    TableSnapshot, WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -119,6 +119,23 @@ enum Command {
         #[arg(long)]
         default_graph: Option<String>,
     },
+    /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
+    Export {
+        /// Branch to export (default main).
+        #[arg(long, conflicts_with = "commit")]
+        branch: Option<String>,
+        /// Export the graph as of this commit instead.
+        #[arg(long)]
+        commit: Option<String>,
+        /// Only this node or edge type (repeatable).
+        #[arg(long = "type")]
+        types: Vec<String>,
+        /// Write to this file instead of stdout.
+        #[arg(long)]
+        out: Option<String>,
+        /// The graph.
+        graph: String,
+    },
     /// Inspect recovery: pending sidecars and the audit log.
     Recovery {
         #[command(subcommand)]
@@ -364,7 +381,7 @@ impl Command {
             Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
             Command::Query { json, format, .. } => *json || format == "json",
             Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
-            Command::Serve { .. } => false,
+            Command::Serve { .. } | Command::Export { .. } => false,
             Command::Branch {
                 command:
                     BranchCommand::Create { json, .. }
@@ -375,6 +392,31 @@ impl Command {
             Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
         }
     }
+}
+
+/// Stream an export to `out` (or stdout); a summary line goes to stderr.
+async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Option<&str>) -> Result<()> {
+    use std::io::Write;
+    let g = read_only(graph).await?;
+    let export = g.export(target, types).await?;
+    let mut sink: Box<dyn Write> = match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| OmniError::BadRequest(format!("cannot write {path}: {e}")))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let (summary, written) = tokio::join!(export.run(tx), async {
+        while let Some(chunk) = rx.recv().await {
+            sink.write_all(&chunk?).map_err(|e| OmniError::BadRequest(format!("writing the export: {e}")))?;
+        }
+        sink.flush().map_err(|e| OmniError::BadRequest(format!("writing the export: {e}")))
+    });
+    written?;
+    let summary = summary?;
+    let rows: u64 = summary.rows.values().sum();
+    eprintln!("exported {rows} rows from {} tables", summary.rows.len());
+    Ok(())
 }
 
 async fn read_only(graph: &str) -> Result<Graph> {
@@ -454,6 +496,13 @@ async fn run_command(command: Command) -> Result<()> {
             }
             println!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
             Ok(())
+        }
+        Command::Export { branch, commit, types, out, graph } => {
+            let target = match commit {
+                Some(c) => ReadTarget::Commit(c),
+                None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
+            };
+            run_export(&graph, &target, &types, out.as_deref()).await
         }
         Command::Snapshot { branch, json, graph } => {
             let snap = read_only(&graph).await?.snapshot(&branch).await?;

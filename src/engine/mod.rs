@@ -7,6 +7,7 @@
 pub use omnigraph_core::{branch_name, lang, load, rows, validate};
 
 pub mod committed;
+pub mod export;
 pub mod init;
 pub mod integrity;
 pub mod layout;

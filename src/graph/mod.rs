@@ -7,6 +7,7 @@
 //! JSON shapes the CLI and the daemon answer with.
 
 mod branches;
+mod export;
 mod history;
 mod reads;
 mod recovery;
@@ -23,6 +24,7 @@ use crate::engine::manifest;
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
 use crate::protocol::{OmniError, Result};
+pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};

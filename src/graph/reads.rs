@@ -8,7 +8,7 @@ use crate::protocol::{OmniError, Result};
 
 impl Graph {
     /// The manifest snapshot a read target names, and its commit id.
-    async fn snapshot_for(&self, target: &ReadTarget) -> Result<(ManifestView, String)> {
+    pub(super) async fn snapshot_for(&self, target: &ReadTarget) -> Result<(ManifestView, String)> {
         match target {
             ReadTarget::Branch(b) => {
                 let view = self.rt.view(b).await?;

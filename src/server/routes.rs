@@ -45,6 +45,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/schema", "The accepted schema"),
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
     ("get", "/graphs/{id}/healthz", "Liveness of one graph"),
+    ("post", "/graphs/{id}/export", "Stream a branch head or a commit as load-ready NDJSON"),
     ("post", "/graphs/{id}/read", "Deprecated alias of /query"),
     ("post", "/graphs/{id}/change", "Deprecated alias of /mutate"),
     ("post", "/graphs/{id}/ingest", "Deprecated alias of /load"),
@@ -94,6 +95,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/schema", get(schema))
         .route("/graphs/{id}/recovery", get(recovery))
         .route("/graphs/{id}/healthz", get(graph_healthz))
+        .route("/graphs/{id}/export", post(export))
         // Older clients' names for query, mutate and load (deprecated there too).
         .route("/graphs/{id}/read", post(query).layer(axum::middleware::from_fn(deprecated)))
         .route("/graphs/{id}/change", post(mutate).layer(axum::middleware::from_fn(deprecated)))
@@ -524,4 +526,49 @@ async fn recovery(State(s): State<Arc<AppState>>, Path(id): Path<String>, header
     s.actor(&headers)?;
     let status = s.graph(&id)?.recovery_status().await?;
     Ok(axum::Json(serde_json::to_value(status).unwrap_or_default()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportBody {
+    branch: Option<String>,
+    #[serde(alias = "commit")]
+    snapshot: Option<String>,
+    #[serde(default)]
+    type_names: Vec<String>,
+    #[serde(default)]
+    table_keys: Vec<String>,
+}
+
+/// NDJSON of every (or the named) table, streamed batch by batch; the
+/// request is checked (branch, commit, types) before the first byte.
+async fn export(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    s.actor(&headers)?;
+    let req: ExportBody = if b.as_ref().is_ok_and(|b| b.is_empty()) {
+        ExportBody { branch: None, snapshot: None, type_names: vec![], table_keys: vec![] }
+    } else {
+        json_body(b)?
+    };
+    let target = match (req.snapshot, req.branch) {
+        (Some(c), _) => ReadTarget::Commit(c),
+        (None, b) => ReadTarget::Branch(b.unwrap_or_else(|| "main".into())),
+    };
+    let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
+    let plan = s.graph(&id)?.export(&target, &types).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tokio::spawn(async move {
+        if let Err(e) = plan.run(tx.clone()).await {
+            // Mid-stream: the client sees the body end abnormally.
+            let _ = tx.send(Err(e)).await;
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let mut resp = Response::new(axum::body::Body::from_stream(stream));
+    resp.headers_mut().insert(header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/x-ndjson"));
+    Ok(resp)
 }

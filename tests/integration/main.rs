@@ -12,6 +12,7 @@ mod clients;
 mod common;
 mod cookbooks;
 mod docs_examples;
+mod export;
 mod faults;
 mod foundation;
 mod hostile;

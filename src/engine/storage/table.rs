@@ -147,6 +147,15 @@ pub async fn scan(ds: &Dataset, filter: Option<&str>) -> Result<Vec<RecordBatch>
     stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))
 }
 
+/// Every row at the dataset's checked-out version, as a stream of scan
+/// batches (nothing is collected: memory stays at about one batch).
+pub async fn scan_stream(ds: &Dataset) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+    use futures::StreamExt;
+    let uri = ds.uri().to_string();
+    let stream = ds.scan().try_into_stream().await.map_err(|e| OmniError::storage(format!("scanning {uri}"), e))?;
+    Ok(stream.map(move |b| b.map_err(|e| OmniError::storage(format!("scanning {uri}"), e))).boxed())
+}
+
 /// Read only `columns` of every row at the dataset's checked-out version.
 pub async fn scan_columns(ds: &Dataset, columns: &[&str]) -> Result<Vec<RecordBatch>> {
     let ctx = || format!("scanning {}", ds.uri());
