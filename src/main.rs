@@ -498,10 +498,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Export { branch, commit, types, out, graph } => {
-            let target = match commit {
-                Some(c) => ReadTarget::Commit(c),
-                None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
-            };
+            let target = ReadTarget::of(commit, branch);
             run_export(&graph, &target, &types, out.as_deref()).await
         }
         Command::Snapshot { branch, json, graph } => {
@@ -559,10 +556,7 @@ async fn run_command(command: Command) -> Result<()> {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
                 None => parse_params(params.as_deref())?,
             };
-            let target = match commit {
-                Some(c) => ReadTarget::Commit(c),
-                None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
-            };
+            let target = ReadTarget::of(commit, branch);
             let format = if json { "json".to_string() } else { format };
             let g = read_only(&graph).await?;
             let result = g.query(&text, source.name.as_deref(), params, &target).await?;

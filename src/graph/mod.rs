@@ -93,6 +93,17 @@ pub enum ReadTarget {
     Commit(String),
 }
 
+impl ReadTarget {
+    /// The commit when one is given, else the branch (default main): how
+    /// the CLI's `--branch`/`--commit` and the HTTP bodies pick a target.
+    pub fn of(commit: Option<String>, branch: Option<String>) -> Self {
+        match commit {
+            Some(c) => ReadTarget::Commit(c),
+            None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
+        }
+    }
+}
+
 impl Default for ReadTarget {
     fn default() -> Self {
         ReadTarget::Branch("main".into())

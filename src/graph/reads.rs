@@ -62,21 +62,10 @@ impl Graph {
     }
 }
 
-/// Every row of a result as a JSON object keyed by column name.
+/// Every row of a result as a JSON object keyed by column name (keys sorted;
+/// [`super::wire::ordered_rows`] keeps the projection order).
 pub fn result_rows(r: &crate::engine::query::QueryResult) -> Vec<serde_json::Map<String, serde_json::Value>> {
-    let mut out = Vec::new();
-    for batch in &r.batches {
-        for i in 0..batch.num_rows() {
-            let row = r
-                .columns
-                .iter()
-                .zip(batch.columns())
-                .map(|(name, col)| (name.clone(), crate::engine::rows::json_at(col.as_ref(), i)))
-                .collect();
-            out.push(row);
-        }
-    }
-    out
+    super::wire::ordered_rows(r).into_iter().map(|row| row.0.into_iter().collect()).collect()
 }
 
 /// Parse and typecheck `source`, picking query `name` (or the only one).

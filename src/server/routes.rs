@@ -297,10 +297,7 @@ async fn query(
 ) -> Result<Response, ApiError> {
     s.actor(&headers)?;
     let q: QueryBody = json_body(b)?;
-    let target = match (q.commit, q.branch) {
-        (Some(c), _) => ReadTarget::Commit(c),
-        (None, b) => ReadTarget::Branch(b.unwrap_or_else(|| "main".into())),
-    };
+    let target = ReadTarget::of(q.commit, q.branch);
     let r = s.graph(&id)?.query(&q.query, q.name.as_deref(), q.params, &target).await?;
     let target = match &target {
         ReadTarget::Branch(b) => json!({ "branch": b }),
@@ -554,10 +551,7 @@ async fn export(
     } else {
         json_body(b)?
     };
-    let target = match (req.snapshot, req.branch) {
-        (Some(c), _) => ReadTarget::Commit(c),
-        (None, b) => ReadTarget::Branch(b.unwrap_or_else(|| "main".into())),
-    };
+    let target = ReadTarget::of(req.snapshot, req.branch);
     let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
     let plan = s.graph(&id)?.export(&target, &types).await?;
     let (tx, rx) = tokio::sync::mpsc::channel(8);
