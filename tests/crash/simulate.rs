@@ -143,11 +143,12 @@ impl Policy for KillAt {
     fn write(&self, path: &Path) -> object_store::Result<()> {
         let p = path.as_ref();
         let hit = p.contains(&self.within) && (self.any_of.is_empty() || self.any_of.iter().any(|n| p.contains(n)));
-        if hit && let Some(victim) = self.victim.lock().expect("victim").as_ref() {
-            if !self.fired.swap(true, Ordering::SeqCst) {
-                *self.at.lock().expect("at") = p.to_string();
-                victim.kill();
-            }
+        if hit
+            && let Some(victim) = self.victim.lock().expect("victim").as_ref()
+            && !self.fired.swap(true, Ordering::SeqCst)
+        {
+            *self.at.lock().expect("at") = p.to_string();
+            victim.kill();
         }
         Ok(())
     }
