@@ -73,6 +73,14 @@ async fn sdk_calls(base: &str, tag: &str) {
     let (st, mutate, _, headers) = post_raw(&format!("{base}/mutate"), json!({"query": m})).await;
     assert_eq!((st, mutate["affected_nodes"].as_u64()), (200, Some(1)), "{tag}: {mutate}");
     assert!(headers.contains_key("x-request-id"), "{tag}: every answer carries a request id");
+    let echoed = reqwest::Client::new()
+        .get(format!("{base}/snapshot"))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("x-request-id", "client-req-42")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(echoed.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("client-req-42"), "{tag}");
 
     // /ingest and /load: uri, mode, and the rows this load wrote per table.
     let line = format!(r#"{{"type": "Company", "data": {{"name": "{tag}-co"}}}}"#);
