@@ -22,11 +22,14 @@ pub mod recovery;
 pub mod server;
 
 pub use actors::saga::branch_control::{BranchInfo, DeletedBranch};
+pub use actors::saga::merge::MergeReport;
 pub use actors::saga::write::WriteOutcome;
 pub use engine::loader::LoadMode;
+pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
 pub use engine::query::QueryResult;
+pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::{
-    CommitInfo, Export, Graph, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot,
-    TableSnapshot, WriteOptions, result_rows, wire,
+    CommitInfo, Export, Graph, MergeOptions, MergeResult, Omnigraph, OpenMode, PendingSidecar, ReadTarget,
+    RecoveryStatus, Snapshot, TableSnapshot, WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -273,6 +273,30 @@ enum BranchCommand {
         /// The graph.
         graph: String,
     },
+    /// Merge a branch's head into another (default main): one merge commit
+    /// on the target, or nothing when it is up to date. Conflicts are listed
+    /// together and nothing is written.
+    Merge {
+        /// The branch that receives the merge.
+        #[arg(long = "into", default_value = "main")]
+        into: String,
+        /// Delete the source branch after a successful merge.
+        #[arg(long)]
+        delete_branch: bool,
+        /// Report the outcome, per-table counts and conflicts; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Actor recorded on the merge commit.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the HTTP answer's fields).
+        #[arg(long)]
+        json: bool,
+        /// The branch merged.
+        source: String,
+        /// The graph.
+        graph: String,
+    },
     /// Delete a branch and every table fork made for it.
     Delete {
         /// Print JSON.
@@ -361,6 +385,11 @@ fn main() -> ExitCode {
                 println!("{}", e.to_json());
             } else {
                 eprintln!("error: {e}");
+                if let OmniError::MergeConflicts(conflicts) = &e {
+                    for c in conflicts {
+                        eprintln!("  {}: {}", c.kind.as_str(), c.message);
+                    }
+                }
             }
             e.exit_code() as u8
         }
@@ -386,7 +415,8 @@ impl Command {
                 command:
                     BranchCommand::Create { json, .. }
                     | BranchCommand::List { json, .. }
-                    | BranchCommand::Delete { json, .. },
+                    | BranchCommand::Delete { json, .. }
+                    | BranchCommand::Merge { json, .. },
             } => *json,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
             Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
@@ -470,6 +500,16 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             }
             Ok(())
         }
+        BranchCommand::Merge { into, delete_branch, dry_run, actor, json, source, graph } => {
+            let g = if dry_run { read_only(&graph).await? } else { Omnigraph::open(&graph).await? };
+            let opts = omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch };
+            let result = g.branch_merge(&source, &into, &opts).await?;
+            if json {
+                return print_json(&wire::merge_json(&result, actor.as_deref()));
+            }
+            print_merge(&result);
+            Ok(())
+        }
         BranchCommand::Delete { json, name, graph } => {
             let g = Omnigraph::open(&graph).await?;
             let deleted = g.branch_delete(&name).await?;
@@ -479,6 +519,28 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             println!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
             Ok(())
         }
+    }
+}
+
+fn print_merge(result: &omnigraph::MergeResult) {
+    let r = &result.report;
+    let what = if r.dry_run { "would merge" } else { "merged" };
+    match &r.graph_commit_id {
+        _ if r.outcome == omnigraph::MergeOutcome::AlreadyUpToDate => {
+            println!("{} is already up to date with {}", r.target, r.source)
+        }
+        Some(commit) => println!("{what} {} into {} ({}): commit {commit}", r.source, r.target, r.outcome.as_str()),
+        None => println!("{what} {} into {} ({})", r.source, r.target, r.outcome.as_str()),
+    }
+    for t in &r.tables {
+        let how = if t.adopted { ", adopted" } else { "" };
+        println!("  {:<24} +{} ~{} -{}{how}", t.table_key, t.inserted, t.updated, t.deleted);
+    }
+    if result.branch_deleted == Some(true) {
+        println!("deleted branch {}", r.source);
+    }
+    if let Some(e) = &result.branch_delete_error {
+        eprintln!("warning: merged, but branch {} was not deleted: {e}", r.source);
     }
 }
 

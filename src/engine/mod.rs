@@ -4,7 +4,7 @@
 //! rows, validation, JSONL parsing, branch names) live in `omnigraph-core`
 //! and are re-exported here under their old paths.
 
-pub use omnigraph_core::{branch_name, lang, load, rows, validate};
+pub use omnigraph_core::{branch_name, lang, load, rows, three_way, validate};
 
 pub mod committed;
 pub mod export;
@@ -14,6 +14,7 @@ pub mod layout;
 pub mod lint;
 pub mod loader;
 pub mod manifest;
+pub mod merge;
 pub mod mutation;
 pub mod query;
 pub mod schema_store;

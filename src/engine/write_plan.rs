@@ -89,30 +89,74 @@ impl Capture {
         plan: StagePlan,
     ) -> Result<Option<PreparedTable>> {
         let entry = self.table(table_key)?;
-        let target = self.target_branch();
-        let identity = TxnIdentity::mint(entry.version);
-        let effect = if entry.branch == target {
-            match table::stage(ds, plan, &identity.uuid).await? {
-                Some(staged) => TableEffect::Staged(Box::new(staged)),
-                None => return Ok(None),
-            }
-        } else {
-            if let StagePlan::Delete { predicate } = &plan
-                && table::count_matching(&ds, predicate).await? == 0
-            {
-                return Ok(None);
-            }
-            let fork = branches::plan(&self.uri(entry), entry.branch.as_deref(), entry.version).await?;
-            TableEffect::Fork { fork, plan, identity }
-        };
-        Ok(Some(PreparedTable {
-            table_key: table_key.to_string(),
-            uri: self.uri(entry),
-            pin: entry.version,
-            table_branch: target,
-            effect,
-        }))
+        prepare_chain(&self.root, table_key, entry, self.target_branch(), ds, vec![plan]).await
     }
+}
+
+/// Prepare an ordered chain of `plans` on the table `entry` pins, for the
+/// target ref `target` (`None` = main); `ds` is the table at its pin. The
+/// first transaction is staged now when the table already lives on the
+/// target ref; the rest (and, on a first touch, all of them) keep their plan
+/// and a pre-minted identity, to stage on the version the step before lands.
+/// `None` when the chain is empty or its only step changes nothing.
+pub async fn prepare_chain(
+    root: &Root,
+    table_key: &str,
+    entry: &TableEntry,
+    target: Option<String>,
+    ds: Arc<Dataset>,
+    plans: Vec<StagePlan>,
+) -> Result<Option<PreparedTable>> {
+    let mut plans = plans.into_iter();
+    let Some(first) = plans.next() else { return Ok(None) };
+    let identity = TxnIdentity::mint(entry.version);
+    let uri = root.child_uri(&entry.location);
+    let effect = if entry.branch == target {
+        match table::stage(ds, first, &identity.uuid).await? {
+            Some(staged) => TableEffect::Staged(Box::new(staged)),
+            None => return Ok(None),
+        }
+    } else {
+        if let StagePlan::Delete { predicate } = &first
+            && table::count_matching(&ds, predicate).await? == 0
+        {
+            return Ok(None);
+        }
+        let fork = branches::plan(&uri, entry.branch.as_deref(), entry.version).await?;
+        TableEffect::Fork { fork, plan: first, identity }
+    };
+    let then = plans
+        .enumerate()
+        .map(|(i, plan)| ChainStep { plan, identity: TxnIdentity::mint(entry.version + 1 + i as u64) })
+        .collect();
+    Ok(Some(PreparedTable {
+        table_key: table_key.to_string(),
+        uri,
+        pin: entry.version,
+        table_branch: target,
+        effect,
+        then,
+    }))
+}
+
+/// A later transaction of a table's chain: staged on the version the step
+/// before it lands, under an identity minted (and armed) up front.
+#[derive(Debug)]
+pub struct ChainStep {
+    /// What to stage.
+    pub plan: StagePlan,
+    /// The pre-minted identity (read version = the previous step's landing).
+    pub identity: TxnIdentity,
+}
+
+/// A table pointer a write publishes with no physical effect: a version
+/// already visible elsewhere (a merge adopting the source's state).
+#[derive(Debug, Clone)]
+pub struct PointerUpdate {
+    /// The manifest pin it replaces (the publish expects it).
+    pub expected_version: u64,
+    /// The pointer.
+    pub update: crate::engine::manifest::TableUpdate,
 }
 
 /// How one table's effect is held between prepare and commit.
@@ -147,6 +191,8 @@ pub struct PreparedTable {
     pub table_branch: Option<String>,
     /// The staged transaction, or the plan to stage after a first-touch fork.
     pub effect: TableEffect,
+    /// Further transactions committed after `effect`, contiguously.
+    pub then: Vec<ChainStep>,
 }
 
 impl PreparedTable {
@@ -156,6 +202,16 @@ impl PreparedTable {
             TableEffect::Staged(s) => s.identity(),
             TableEffect::Fork { identity, .. } => identity.clone(),
         }
+    }
+
+    /// Every pre-minted identity of the chain, in commit order.
+    pub fn chain(&self) -> Vec<TxnIdentity> {
+        std::iter::once(self.identity()).chain(self.then.iter().map(|s| s.identity.clone())).collect()
+    }
+
+    /// The version the table lands at once its whole chain committed.
+    pub fn landing_version(&self) -> u64 {
+        self.pin + 1 + self.then.len() as u64
     }
 
     /// The fork this effect needs first, if it is a first touch.
@@ -172,6 +228,8 @@ impl PreparedTable {
 pub struct Prepared {
     /// Staged effects, one per touched table.
     pub tables: Vec<PreparedTable>,
+    /// Pointers published without a physical effect.
+    pub pointers: Vec<PointerUpdate>,
     /// Node entities inserted, updated or deleted.
     pub nodes_affected: u64,
     /// Edge entities inserted, updated or deleted.

@@ -2,6 +2,7 @@
 
 use super::Graph;
 use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
+use crate::actors::saga::merge::{self, MergeReport, MergeRequest};
 use crate::protocol::{OmniError, Result};
 
 impl Graph {
@@ -23,6 +24,33 @@ impl Graph {
         branch_control::delete(&self.rt, name).await
     }
 
+    /// Merge the head of `source` into `target` (see `docs/branches.md`,
+    /// "Merge"): one commit on `target` whose second parent is that head, or
+    /// nothing when the target is up to date. Conflicts are refused all
+    /// together with [`OmniError::MergeConflicts`], before anything is written.
+    pub async fn branch_merge(&self, source: &str, target: &str, opts: &MergeOptions) -> Result<MergeResult> {
+        if !opts.dry_run {
+            self.require_writable()?;
+        }
+        let req = MergeRequest {
+            source: source.to_string(),
+            target: target.to_string(),
+            actor: opts.actor.clone(),
+            dry_run: opts.dry_run,
+        };
+        let report = merge::run(&self.rt, &req).await?;
+        let deleted = if opts.delete_branch && !opts.dry_run {
+            Some(merge::delete_merged_source(&self.rt, source).await)
+        } else {
+            None
+        };
+        Ok(MergeResult {
+            report,
+            branch_deleted: deleted.as_ref().map(|d| d.0),
+            branch_delete_error: deleted.and_then(|d| d.1),
+        })
+    }
+
     /// Create `name` from `from` unless it exists (what `load --from` does
     /// before loading). Returns whether this call created it.
     pub async fn ensure_branch(&self, name: &str, from: &str) -> Result<bool> {
@@ -38,4 +66,27 @@ impl Graph {
             Err(e) => Err(e),
         }
     }
+}
+
+/// How to merge.
+#[derive(Debug, Clone, Default)]
+pub struct MergeOptions {
+    /// Actor recorded on the merge commit.
+    pub actor: Option<String>,
+    /// Report the outcome, per-table counts and conflicts; write nothing.
+    pub dry_run: bool,
+    /// Delete the source branch after a successful merge (a failure to
+    /// delete does not fail the merge).
+    pub delete_branch: bool,
+}
+
+/// A merge's report, and what became of the source branch.
+#[derive(Debug, Clone)]
+pub struct MergeResult {
+    /// What the merge did.
+    pub report: MergeReport,
+    /// With `delete_branch`: whether the source was deleted.
+    pub branch_deleted: Option<bool>,
+    /// With `delete_branch`: why the source could not be deleted.
+    pub branch_delete_error: Option<String>,
 }

@@ -24,6 +24,7 @@ use crate::engine::manifest;
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
 use crate::protocol::{OmniError, Result};
+pub use branches::{MergeOptions, MergeResult};
 pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;

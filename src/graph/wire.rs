@@ -172,3 +172,18 @@ pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {
         "orphans_discarded": deleted.orphans_discarded,
     })
 }
+
+/// A merge's answer (HTTP `POST /branches/merge` and `branch merge --json`).
+pub fn merge_json(m: &crate::graph::MergeResult, actor: Option<&str>) -> Value {
+    let r = &m.report;
+    let mut out = json!({
+        "outcome": r.outcome, "graph_commit_id": r.graph_commit_id, "source": r.source, "target": r.target,
+        "source_commit_id": r.source_commit_id, "base_commit_id": r.base_commit_id, "tables": r.tables,
+        "dry_run": r.dry_run, "actor_id": actor,
+    });
+    if let Some(deleted) = m.branch_deleted {
+        out["branch_deleted"] = json!(deleted);
+        out["branch_delete_error"] = json!(m.branch_delete_error);
+    }
+    out
+}

@@ -19,10 +19,9 @@ pub struct Evidence {
     /// Lance HEAD on the ref the write targets; `None` for a first touch
     /// whose fork does not exist.
     pub head: Option<u64>,
-    /// The transaction at `pin + 1`, when HEAD is past the pin.
-    pub at_next: Option<TxnIdentity>,
-    /// The transaction at HEAD, when HEAD is past `pin + 1`.
-    pub at_head: Option<TxnIdentity>,
+    /// The transactions at `pin + 1`, `pin + 2`, … up to HEAD (at most one
+    /// more than the planned chain is long); `None` where Lance has none.
+    pub txns: Vec<Option<TxnIdentity>>,
     /// For a first touch: whether the existing fork is the planned one
     /// (same parent ref and inherited version).
     pub fork_matches: Option<bool>,
@@ -35,12 +34,22 @@ pub enum TableClass {
     NoMovement,
     /// A first touch whose fork exists at exactly the inherited version.
     UntouchedFork,
-    /// HEAD == pin + 1, carrying the planned transaction: ours, on top.
+    /// HEAD == pin + the chain's length, every version carrying the planned
+    /// transaction: the whole effect is ours, on top.
     RolledPastExpected {
         /// The HEAD version.
         head: u64,
     },
-    /// Our effect at pin + 1 with our compensating restore on top of it.
+    /// A contiguous prefix of the planned chain landed, and nothing else:
+    /// ours, incomplete (roll back only).
+    PartialChain {
+        /// The HEAD version.
+        head: u64,
+        /// How many of the chain's transactions landed.
+        landed: usize,
+    },
+    /// Our effect (all or a prefix of the chain) with our compensating
+    /// restore on top of it.
     Compensated {
         /// The HEAD version (the restore).
         head: u64,
@@ -73,6 +82,7 @@ impl fmt::Display for TableClass {
             TableClass::NoMovement => f.write_str("NoMovement"),
             TableClass::UntouchedFork => f.write_str("UntouchedFork"),
             TableClass::RolledPastExpected { head } => write!(f, "RolledPastExpected(v{head})"),
+            TableClass::PartialChain { head, landed } => write!(f, "PartialChain(v{head}, {landed} landed)"),
             TableClass::Compensated { head } => write!(f, "Compensated(v{head})"),
             TableClass::UnexpectedAtP1 => f.write_str("UnexpectedAtP1"),
             TableClass::UnexpectedMultistep { head } => write!(f, "UnexpectedMultistep(v{head})"),
@@ -81,9 +91,11 @@ impl fmt::Display for TableClass {
     }
 }
 
-/// Classify one table: `planned` is the sidecar's pre-minted identity and
-/// `compensation` the identity recovery's own restore would carry.
-pub fn classify(e: &Evidence, planned: &TxnIdentity, compensation: &TxnIdentity) -> TableClass {
+/// Classify one table: `chain` is the sidecar's pre-minted identities in
+/// commit order (one for a mutation or load), `compensation` the uuid
+/// recovery's own restore carries. Only a contiguous prefix of the chain is
+/// ever accepted as ours.
+pub fn classify(e: &Evidence, chain: &[TxnIdentity], compensation: &str) -> TableClass {
     if e.fork_matches == Some(false) {
         return TableClass::InvariantViolation("the branch ref is not the fork this write planned".into());
     }
@@ -94,15 +106,22 @@ pub fn classify(e: &Evidence, planned: &TxnIdentity, compensation: &TxnIdentity)
     if head == e.pin {
         return if e.fork_matches.is_some() { TableClass::UntouchedFork } else { TableClass::NoMovement };
     }
-    if e.at_next.as_ref() != Some(planned) {
-        return if head == e.pin + 1 { TableClass::UnexpectedAtP1 } else { TableClass::UnexpectedMultistep { head } };
+    let landed = chain.iter().zip(&e.txns).take_while(|(planned, found)| found.as_ref() == Some(*planned)).count();
+    let top = e.pin + landed as u64;
+    if landed > 0 && head == top {
+        return if landed == chain.len() {
+            TableClass::RolledPastExpected { head }
+        } else {
+            TableClass::PartialChain { head, landed }
+        };
     }
-    if head == e.pin + 1 {
-        return TableClass::RolledPastExpected { head };
-    }
+    let restore = TxnIdentity { read_version: top, uuid: compensation.to_string() };
     // A fork is never compensated by a restore (recovery removes it instead).
-    if head == e.pin + 2 && e.at_head.as_ref() == Some(compensation) && e.fork_matches.is_none() {
+    if landed > 0 && head == top + 1 && e.txns.get(landed) == Some(&Some(restore)) && e.fork_matches.is_none() {
         return TableClass::Compensated { head };
+    }
+    if landed == 0 && head == e.pin + 1 {
+        return TableClass::UnexpectedAtP1;
     }
     TableClass::UnexpectedMultistep { head }
 }
@@ -128,6 +147,11 @@ pub enum Decision {
 
 /// Decide over every table class (all-or-nothing).
 pub fn decide(confirmed: bool, authority_holds: bool, classes: &[(&str, TableClass)]) -> Decision {
+    if classes.is_empty() {
+        // Only pointers (a merge adopting published versions): nothing to
+        // compensate, so a confirmed intent under a live authority publishes.
+        return if confirmed && authority_holds { Decision::RollForward } else { Decision::NoMovement };
+    }
     if let Some((table, class)) = classes.iter().find(|(_, c)| c.is_foreign()) {
         return Decision::FailClosed(format!("{table}: {class}; kept for an operator"));
     }
@@ -147,52 +171,74 @@ pub fn decide(confirmed: bool, authority_holds: bool, classes: &[(&str, TableCla
 mod tests {
     use super::*;
 
+    const COMP: &str = "omni-rollback";
+
     fn id(read_version: u64, uuid: &str) -> TxnIdentity {
         TxnIdentity { read_version, uuid: uuid.into() }
     }
 
-    fn ev(head: Option<u64>, at_next: Option<TxnIdentity>, at_head: Option<TxnIdentity>) -> Evidence {
-        Evidence { pin: 5, head, at_next, at_head, fork_matches: None }
+    fn ev(head: Option<u64>, txns: &[TxnIdentity]) -> Evidence {
+        Evidence { pin: 5, head, txns: txns.iter().cloned().map(Some).collect(), fork_matches: None }
     }
 
     #[test]
     fn each_table_class() {
-        let (ours, comp) = (id(5, "ours"), id(6, "omni-rollback"));
-        assert_eq!(classify(&ev(Some(5), None, None), &ours, &comp), TableClass::NoMovement);
+        let ours = [id(5, "ours")];
+        let comp = id(6, COMP);
+        assert_eq!(classify(&ev(Some(5), &[]), &ours, COMP), TableClass::NoMovement);
+        assert_eq!(classify(&ev(Some(6), &ours), &ours, COMP), TableClass::RolledPastExpected { head: 6 });
+        assert_eq!(classify(&ev(Some(6), &[id(5, "x")]), &ours, COMP), TableClass::UnexpectedAtP1);
         assert_eq!(
-            classify(&ev(Some(6), Some(ours.clone()), None), &ours, &comp),
-            TableClass::RolledPastExpected { head: 6 }
-        );
-        assert_eq!(classify(&ev(Some(6), Some(id(5, "x")), None), &ours, &comp), TableClass::UnexpectedAtP1);
-        assert_eq!(
-            classify(&ev(Some(7), Some(ours.clone()), Some(comp.clone())), &ours, &comp),
+            classify(&ev(Some(7), &[ours[0].clone(), comp.clone()]), &ours, COMP),
             TableClass::Compensated { head: 7 }
         );
         assert_eq!(
-            classify(&ev(Some(7), Some(ours.clone()), Some(id(6, "other"))), &ours, &comp),
+            classify(&ev(Some(7), &[ours[0].clone(), id(6, "other")]), &ours, COMP),
             TableClass::UnexpectedMultistep { head: 7 }
         );
         assert_eq!(
-            classify(&ev(Some(8), Some(id(5, "x")), None), &ours, &comp),
+            classify(&ev(Some(8), &[id(5, "x"), id(6, "y")]), &ours, COMP),
             TableClass::UnexpectedMultistep { head: 8 }
         );
-        assert!(matches!(classify(&ev(Some(4), None, None), &ours, &comp), TableClass::InvariantViolation(_)));
+        assert!(matches!(classify(&ev(Some(4), &[]), &ours, COMP), TableClass::InvariantViolation(_)));
+    }
+
+    #[test]
+    fn only_a_contiguous_prefix_of_a_chain_is_ours() {
+        let chain = [id(5, "a"), id(6, "b"), id(7, "c")];
+        assert_eq!(classify(&ev(Some(8), &chain), &chain, COMP), TableClass::RolledPastExpected { head: 8 });
+        assert_eq!(classify(&ev(Some(7), &chain[..2]), &chain, COMP), TableClass::PartialChain { head: 7, landed: 2 });
+        assert_eq!(classify(&ev(Some(6), &chain[..1]), &chain, COMP), TableClass::PartialChain { head: 6, landed: 1 });
+        // A foreign step on top of our prefix.
+        assert_eq!(
+            classify(&ev(Some(7), &[chain[0].clone(), id(6, "foreign")]), &chain, COMP),
+            TableClass::UnexpectedMultistep { head: 7 }
+        );
+        // Our later step without the first: not a prefix.
+        assert_eq!(
+            classify(&ev(Some(7), &[id(5, "foreign"), chain[1].clone()]), &chain, COMP),
+            TableClass::UnexpectedMultistep { head: 7 }
+        );
+        // A prefix, then our restore: compensated, at any prefix length.
+        let restored = [chain[0].clone(), chain[1].clone(), id(7, COMP)];
+        assert_eq!(classify(&ev(Some(8), &restored), &chain, COMP), TableClass::Compensated { head: 8 });
+        let complete = [chain[0].clone(), chain[1].clone(), chain[2].clone(), id(8, COMP)];
+        assert_eq!(classify(&ev(Some(9), &complete), &chain, COMP), TableClass::Compensated { head: 9 });
+        // A restore recorded at the wrong read version is not ours.
+        let wrong = [chain[0].clone(), id(5, COMP)];
+        assert_eq!(classify(&ev(Some(7), &wrong), &chain, COMP), TableClass::UnexpectedMultistep { head: 7 });
     }
 
     #[test]
     fn first_touch_classes() {
-        let (ours, comp) = (id(5, "ours"), id(6, "omni-rollback"));
-        let fork = |head, matches| Evidence { fork_matches: Some(matches), ..ev(head, None, None) };
-        assert_eq!(
-            classify(&Evidence { fork_matches: None, ..ev(None, None, None) }, &ours, &comp),
-            TableClass::NoMovement
-        );
-        assert_eq!(classify(&fork(Some(5), true), &ours, &comp), TableClass::UntouchedFork);
-        assert!(matches!(classify(&fork(Some(5), false), &ours, &comp), TableClass::InvariantViolation(_)));
-        let owned = Evidence { at_next: Some(ours.clone()), ..fork(Some(6), true) };
-        assert_eq!(classify(&owned, &ours, &comp), TableClass::RolledPastExpected { head: 6 });
-        let restored = Evidence { at_head: Some(comp.clone()), ..Evidence { head: Some(7), ..owned } };
-        assert_eq!(classify(&restored, &ours, &comp), TableClass::UnexpectedMultistep { head: 7 });
+        let ours = [id(5, "ours")];
+        let fork = |head, matches, txns: &[TxnIdentity]| Evidence { fork_matches: Some(matches), ..ev(head, txns) };
+        assert_eq!(classify(&ev(None, &[]), &ours, COMP), TableClass::NoMovement);
+        assert_eq!(classify(&fork(Some(5), true, &[]), &ours, COMP), TableClass::UntouchedFork);
+        assert!(matches!(classify(&fork(Some(5), false, &[]), &ours, COMP), TableClass::InvariantViolation(_)));
+        assert_eq!(classify(&fork(Some(6), true, &ours), &ours, COMP), TableClass::RolledPastExpected { head: 6 });
+        let restored = fork(Some(7), true, &[ours[0].clone(), id(6, COMP)]);
+        assert_eq!(classify(&restored, &ours, COMP), TableClass::UnexpectedMultistep { head: 7 });
     }
 
     #[test]
@@ -205,6 +251,8 @@ mod tests {
         );
         assert!(matches!(decide(true, false, &t(ours.clone())), Decision::RollBack { .. }));
         assert!(matches!(decide(true, true, &t(TableClass::NoMovement)), Decision::RollBack { .. }));
+        let partial = TableClass::PartialChain { head: 6, landed: 1 };
+        assert!(matches!(decide(true, true, &t(partial)), Decision::RollBack { .. }));
         assert!(
             matches!(decide(true, true, &t(TableClass::UnexpectedAtP1)), Decision::FailClosed(m) if m.contains("UnexpectedAtP1"))
         );
@@ -212,5 +260,9 @@ mod tests {
         assert_eq!(decide(false, false, &none), Decision::NoMovement);
         let fork = vec![("a", TableClass::UntouchedFork), ("b", TableClass::NoMovement)];
         assert!(matches!(decide(false, true, &fork), Decision::RollBack { .. }));
+        // Pointer-only intents: publish when confirmed and the authority holds.
+        assert_eq!(decide(true, true, &[]), Decision::RollForward);
+        assert_eq!(decide(true, false, &[]), Decision::NoMovement);
+        assert_eq!(decide(false, true, &[]), Decision::NoMovement);
     }
 }

@@ -1,4 +1,6 @@
-//! Recovery sidecars (`__recovery/<operation_id>.json`), schema 3.
+//! Recovery sidecars (`__recovery/<operation_id>.json`): schema 3 for
+//! mutation and load, schema 4 for branch merge (per-table transaction
+//! chains and pointer-only updates).
 //!
 //! A writer arms a sidecar before its first effect and confirms it once every
 //! table landed exactly; recovery reads it to roll the write forward or back.
@@ -16,8 +18,10 @@ use crate::engine::storage::{Root, TxnIdentity};
 pub use crate::engine::write_plan::AuthorityToken;
 use crate::protocol::{OmniError, Result};
 
-/// The sidecar format this binary writes and reads.
+/// The sidecar format mutation and load write.
 pub const SIDECAR_SCHEMA_VERSION: u32 = 3;
+/// The sidecar format branch merge writes.
+pub const MERGE_SIDECAR_SCHEMA_VERSION: u32 = 4;
 
 /// Which writer armed the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +30,18 @@ pub enum WriterKind {
     Mutation,
     /// A JSONL load.
     Load,
+    /// A branch merge.
+    Merge,
+}
+
+impl WriterKind {
+    /// The sidecar schema this writer arms.
+    pub fn sidecar_schema(self) -> u32 {
+        match self {
+            WriterKind::Mutation | WriterKind::Load => SIDECAR_SCHEMA_VERSION,
+            WriterKind::Merge => MERGE_SIDECAR_SCHEMA_VERSION,
+        }
+    }
 }
 
 /// How far the write got.
@@ -50,6 +66,10 @@ pub struct SidecarTable {
     pub expected_version: u64,
     /// The pre-minted transaction identity (staged at `expected_version`).
     pub planned: TxnIdentity,
+    /// Schema 4: the chain's later transactions, each staged on the version
+    /// the one before lands (`expected_version + 1`, `+ 2`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<TxnIdentity>,
     /// Set at confirmation: the landed version and its row count.
     pub confirmed: Option<TableUpdate>,
     /// A first touch on a named branch: the fork of `table_branch` this write
@@ -84,6 +104,31 @@ pub struct SidecarBody {
     pub lineage: Lineage,
     /// Pre-minted id of the compensating commit if recovery rolls back.
     pub rollback_commit_id: String,
+    /// Schema 4: pointers the write publishes with no physical effect (a
+    /// merge adopting the source's published version), part of its delta.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pointers: Vec<SidecarPointer>,
+}
+
+/// A pointer-only table update of the intended manifest delta.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SidecarPointer {
+    /// The manifest pin it replaces.
+    pub expected_version: u64,
+    /// The pointer published.
+    pub update: TableUpdate,
+}
+
+impl SidecarTable {
+    /// Every pre-minted identity of this table's chain, in commit order.
+    pub fn identities(&self) -> Vec<TxnIdentity> {
+        std::iter::once(self.planned.clone()).chain(self.chain.iter().cloned()).collect()
+    }
+
+    /// The version this table lands at once its whole chain committed.
+    pub fn landing_version(&self) -> u64 {
+        self.expected_version + 1 + self.chain.len() as u64
+    }
 }
 
 impl SidecarBody {
@@ -135,7 +180,7 @@ impl SidecarStore {
     /// armed and the write must abort before any effect.
     pub async fn arm(&self, mut body: SidecarBody) -> Result<ArmedSidecar> {
         body.phase = EffectPhase::Armed;
-        body.schema_version = SIDECAR_SCHEMA_VERSION;
+        body.schema_version = body.writer_kind.sidecar_schema();
         self.write_verified(&body).await?;
         Ok(ArmedSidecar { body })
     }
@@ -163,9 +208,10 @@ impl SidecarStore {
             OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator"))
         })?;
         let version = value.get("schema_version").and_then(serde_json::Value::as_u64);
-        if version != Some(u64::from(SIDECAR_SCHEMA_VERSION)) {
+        let known = [SIDECAR_SCHEMA_VERSION, MERGE_SIDECAR_SCHEMA_VERSION];
+        if !version.is_some_and(|v| known.iter().any(|k| u64::from(*k) == v)) {
             return Err(OmniError::Internal(format!(
-                "sidecar {name} has schema version {version:?}; this binary reads {SIDECAR_SCHEMA_VERSION}; kept for an operator"
+                "sidecar {name} has schema version {version:?}; this binary reads {known:?}; kept for an operator"
             )));
         }
         let body = serde_json::from_value(value)

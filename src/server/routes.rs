@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, middleware};
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
-use crate::graph::{Graph, ReadTarget, WriteOptions, wire};
+use crate::graph::{Graph, MergeOptions, ReadTarget, WriteOptions, wire};
 use crate::protocol::OmniError;
 use crate::protocol::error::status_code;
 
@@ -40,6 +40,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/branches", "List branches"),
     ("post", "/graphs/{id}/branches", "Create a branch"),
     ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
+    ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
@@ -89,6 +90,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/load", post(load_json).layer(load_limit))
         .route("/graphs/{id}/load/ndjson", post(load_ndjson).layer(load_limit))
         .route("/graphs/{id}/branches", get(branches).post(branch_create))
+        .route("/graphs/{id}/branches/merge", post(branch_merge).delete(branch_delete_merge))
         .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
@@ -490,6 +492,39 @@ async fn branch_delete(
     let mut body = wire::branch_deleted_json(&deleted, g.root().uri());
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))
+}
+
+/// `DELETE /branches/merge` deletes a branch named `merge` (the merge
+/// route shadows the wildcard for that one name).
+async fn branch_delete_merge(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    branch_delete(State(s), Path((id, "merge".to_string())), headers).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MergeBody {
+    source: String,
+    target: Option<String>,
+    #[serde(default)]
+    delete_branch: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+async fn branch_merge(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let req: MergeBody = json_body(b)?;
+    let _slot = s.admit(&actor)?;
+    let g = s.graph(&id)?;
+    let target = req.target.unwrap_or_else(|| "main".into());
+    let opts = MergeOptions { actor: Some(actor.clone()), dry_run: req.dry_run, delete_branch: req.delete_branch };
+    let result = g.branch_merge(&req.source, &target, &opts).await?;
+    Ok(axum::Json(wire::merge_json(&result, Some(&actor))))
 }
 
 async fn commits(

@@ -48,15 +48,33 @@ enum Op {
     LoadAppend,
     LoadMerge,
     LoadOverwrite,
+    /// Merge the branch `feature` (an update, an insert and a delete that
+    /// cascades to edges) into the branch under test: upsert + delete chains.
+    Merge,
 }
 
-const OPS: [Op; 6] =
-    [Op::MutationInsert, Op::MutationUpdate, Op::MutationDelete, Op::LoadAppend, Op::LoadMerge, Op::LoadOverwrite];
+const OPS: [Op; 7] = [
+    Op::MutationInsert,
+    Op::MutationUpdate,
+    Op::MutationDelete,
+    Op::LoadAppend,
+    Op::LoadMerge,
+    Op::LoadOverwrite,
+    Op::Merge,
+];
+
+/// What the branch `feature` holds for [`Op::Merge`].
+const FEATURE_CHANGES: [&str; 3] = [
+    r#"query q() { update Person set { age: 77 } where name = "Bob" }"#,
+    r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#,
+    r#"query q() { delete Person where name = "Carol" }"#,
+];
 
 impl Op {
     fn prefix(self) -> &'static str {
         match self {
             Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete => "mutation",
+            Op::Merge => "merge",
             _ => "load",
         }
     }
@@ -91,6 +109,27 @@ impl Op {
             Op::LoadOverwrite => {
                 g.load("{\"type\": \"Company\", \"data\": {\"name\": \"Only\"}}\n".as_bytes(), LoadMode::Overwrite, &o)
                     .await
+            }
+            Op::Merge => {
+                let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
+                Ok(omnigraph::WriteOutcome {
+                    commit_id: r.report.graph_commit_id,
+                    nodes_affected: 0,
+                    edges_affected: 0,
+                    tables: vec![],
+                    rows_written: Default::default(),
+                })
+            }
+        }
+    }
+
+    /// What the graph needs before this op can run (the merge's source branch).
+    async fn prepare(self, g: &Graph) {
+        if let Op::Merge = self {
+            g.branch_create("feature", "main").await.expect("feature");
+            let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
+            for src in FEATURE_CHANGES {
+                g.mutate(src, None, Map::new(), &o).await.expect("feature change");
             }
         }
     }
@@ -176,23 +215,24 @@ async fn setup(op: Op) -> (tempfile::TempDir, String, Content, Content, Vec<Stri
 /// the content before, the content a clean run of `op` on `branch` produces,
 /// and the commits of `branch`.
 async fn setup_on(op: Op, branch: &str) -> (tempfile::TempDir, String, Content, Content, Vec<String>) {
-    async fn base(loc: &str, branch: &str) -> Graph {
+    async fn base(loc: &str, branch: &str, op: Op) -> Graph {
         let g = Omnigraph::init(loc, SCHEMA).await.expect("init");
         g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
         if branch != "main" {
             g.branch_create(branch, "main").await.expect("branch");
         }
+        op.prepare(&g).await;
         g
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let loc = dir.path().join("g").to_string_lossy().to_string();
-    let g = base(&loc, branch).await;
+    let g = base(&loc, branch, op).await;
     let before = counts_on(&g, branch).await;
     let commits: Vec<String> =
         g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     // The expected after-state, from a clean run on a scratch copy of the same data.
     let scratch = tempfile::tempdir().expect("tempdir");
-    let s = base(&scratch.path().join("g").to_string_lossy(), branch).await;
+    let s = base(&scratch.path().join("g").to_string_lossy(), branch, op).await;
     op.run_on(&s, branch).await.expect("clean run");
     let after = counts_on(&s, branch).await;
     drop(g);

@@ -22,6 +22,9 @@ use super::{
 const ACTOR_CRASHES: [&str; 4] =
     ["table.before_commit", "table.after_commit", "branch.before_publish", "branch.after_publish"];
 
+/// Points only a merge's multi-transaction table chains cross.
+const MERGE_CRASHES: [&str; 1] = ["merge.between_chain_steps"];
+
 /// Recovery points a roll-back crosses (after a crash that left effects of an Armed write).
 const ROLL_BACK_CRASHES: [&str; 7] = [
     "recovery.before_restore",
@@ -80,7 +83,12 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
             covered.insert(format!("{}.{b}", op.prefix()));
         }
     }
-    let named = CONTROL_CRASHES.iter().chain(&ACTOR_CRASHES).chain(&ROLL_BACK_CRASHES).chain(&ROLL_FORWARD_CRASHES);
+    let named = CONTROL_CRASHES
+        .iter()
+        .chain(&ACTOR_CRASHES)
+        .chain(&ROLL_BACK_CRASHES)
+        .chain(&ROLL_FORWARD_CRASHES)
+        .chain(&MERGE_CRASHES);
     covered.extend(named.map(|s| s.to_string()));
     let missing: Vec<&String> = registry.difference(&covered).collect();
     assert!(missing.is_empty(), "failpoints without a crash case: {missing:?}");
@@ -106,6 +114,24 @@ async fn crash_inside_the_commit_and_publish_handlers_recovers_clean() {
     println!("actor handler crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert!(report.iter().filter(|r| r.contains("branch.after_publish")).all(|r| r.ends_with("applied")));
     assert!(report.iter().filter(|r| r.contains("table.before_commit")).all(|r| r.ends_with("invisible")));
+}
+
+/// A merge dies between two transactions of a table's chain (after its
+/// upsert landed, before its delete): recovery accepts the contiguous
+/// prefix as the merge's own and rolls it back; on a fresh target it
+/// removes the fork the merge made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_between_the_transactions_of_a_merge_chain_recovers_clean() {
+    let _s = serial().await;
+    let mut report = Vec::new();
+    for point in MERGE_CRASHES {
+        for branch in ["main", "fresh"] {
+            let outcome = crash_case_on(Op::Merge, point, branch).await;
+            report.push(format!("Merge into {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("merge chain crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
 }
 
 /// Recovery itself dies at each of its points; the next open re-enters it and

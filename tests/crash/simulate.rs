@@ -1,5 +1,6 @@
 //! A seeded simulator: random mixes of writes on several branches, branch
-//! create/delete, kills of idle actors and of a table or branch actor while
+//! create/delete, merges of a branch into its parent (clean or failing at a
+//! saga boundary), kills of idle actors and of a table or branch actor while
 //! its commit or publish is in flight, writes that fail at a random saga
 //! boundary or after the k-th Lance write (a storage cut), and reopens, with
 //! every invariant checked after each step against a model of what must be
@@ -21,7 +22,7 @@ use std::time::Duration;
 
 use object_store::path::Path;
 use omnigraph::recovery::invariants;
-use omnigraph::{Graph, OmniError, Omnigraph, ReadTarget, WriteOptions, result_rows};
+use omnigraph::{Graph, MergeOptions, OmniError, Omnigraph, ReadTarget, WriteOptions, result_rows};
 use serde_json::Map;
 
 use super::{serial, shut_down};
@@ -70,6 +71,23 @@ impl Rng {
 struct Model {
     branches: BTreeMap<String, BTreeSet<String>>,
     parents: BTreeMap<String, String>,
+    /// Per branch: what it held when it last met its parent (at its
+    /// creation, or its head at its last merge into the parent): the merge base.
+    bases: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Model {
+    /// Merge `child` into its parent: the parent gains what the child added
+    /// since the base and loses what the child removed since then.
+    fn merge(&mut self, child: &str, parent: &str) {
+        let (src, base) = (self.branches[child].clone(), self.bases[child].clone());
+        let target = self.branches.entry(parent.to_string()).or_default();
+        target.extend(src.difference(&base).cloned());
+        for gone in base.difference(&src) {
+            target.remove(gone);
+        }
+        self.bases.insert(child.to_string(), src);
+    }
 }
 
 fn seeds_and_steps() -> (Vec<u64>, usize) {
@@ -219,7 +237,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
         let branches: Vec<String> = model.branches.keys().cloned().collect();
         let branch = rng.pick(&branches).clone();
         let name = format!("s{seed}n{step}");
-        let line = match rng.below(13) {
+        let line = match rng.below(14) {
             0..=3 => {
                 insert(&g, &branch, &name).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: insert: {e}"));
                 model.branches.entry(branch.clone()).or_default().extend(written(&name));
@@ -245,6 +263,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 let child = format!("sim{step}");
                 g.branch_create(&child, &branch).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
                 let names = model.branches[&branch].clone();
+                model.bases.insert(child.clone(), names.clone());
                 model.branches.insert(child.clone(), names);
                 model.parents.insert(child.clone(), branch.clone());
                 format!("create {child} from {branch}")
@@ -253,6 +272,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 g.branch_delete(&branch).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
                 model.branches.remove(&branch);
                 model.parents.remove(&branch);
+                model.bases.remove(&branch);
                 format!("delete branch {branch}")
             }
             7 => {
@@ -334,6 +354,31 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 }
                 format!("insert {name} on {branch}, Lance writes cut after {limit} (visible: {})", now.contains(&p))
             }
+            12 if model.parents.contains_key(&branch) => {
+                let parent = model.parents[&branch].clone();
+                let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                let point = fail_at.map(|(b, _)| format!("merge.{b}"));
+                if let Some(p) = &point {
+                    fail::cfg(p, "1*return").expect("cfg");
+                }
+                let out = g.branch_merge(&branch, &parent, &MergeOptions::default()).await;
+                if let Some(p) = &point {
+                    fail::remove(p);
+                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                }
+                // A failpoint a merge never reached (an up-to-date merge, or
+                // no table to commit) leaves it succeeding.
+                let visible = match (&out, fail_at) {
+                    (Ok(_), _) => true,
+                    (Err(_), Some((_, visible))) => visible,
+                    (Err(e), None) => panic!("seed {seed} step {step}: merge {branch} into {parent}: {e}"),
+                };
+                if visible {
+                    model.merge(&branch, &parent);
+                }
+                let how = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
+                format!("merge {branch} into {parent}{how} (visible: {visible})")
+            }
             _ => {
                 shut_down(g).await;
                 g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: reopen: {e}"));
@@ -375,6 +420,7 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "mid-commit",
             "mid-publish",
             "cut after",
+            "merge ",
             "reopen",
         ];
         let mix: Vec<String> =

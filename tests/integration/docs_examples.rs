@@ -75,6 +75,36 @@ fn the_branch_walkthrough_in_the_docs_runs() {
     assert!(ran >= 6, "ran only {ran} commands");
 }
 
+/// The merge walk-through in docs/branches.md runs as written and ends with
+/// both sides' changes on main.
+#[test]
+fn the_merge_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/branches.md");
+    let block = page
+        .split("```sh\n")
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("branch merge --dry-run review "))
+        .expect("the merge walk-through");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
+    for f in ["social.pg", "social.jsonl"] {
+        std::fs::copy(format!("{ex}/{f}"), dir.path().join(f)).expect("copy example");
+    }
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let mut last = String::new();
+    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
+        let words = shell_words(line);
+        let out = std::process::Command::new(bin).args(&words[1..]).current_dir(dir.path()).output().expect("run");
+        assert!(out.status.success(), "{line}: {}", String::from_utf8_lossy(&out.stderr));
+        last = String::from_utf8_lossy(&out.stdout).to_string();
+    }
+    let rows: Value = serde_json::from_str(&last).expect("query json");
+    let rows = rows["rows"].as_array().expect("rows").clone();
+    let age = |name: &str| rows.iter().find(|r| r["p.name"] == name).map(|r| r["p.age"].clone());
+    assert_eq!(age("Alice"), Some(serde_json::json!(32)), "{rows:?}");
+    assert_eq!(age("Mia"), Some(serde_json::json!(20)), "{rows:?}");
+}
+
 /// Split a command line on spaces, keeping '…' quoted words whole.
 fn shell_words(line: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -18,6 +18,7 @@ mod foundation;
 mod hostile;
 #[path = "../support/intercept.rs"]
 mod intercept;
+mod merge;
 mod publisher;
 mod queries;
 mod server;

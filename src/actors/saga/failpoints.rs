@@ -12,13 +12,14 @@
 use crate::recovery::sidecar::WriterKind;
 
 /// The writer kinds whose sagas cross [`saga_failpoint!`]s.
-pub const SAGA_WRITERS: [WriterKind; 2] = [WriterKind::Mutation, WriterKind::Load];
+pub const SAGA_WRITERS: [WriterKind; 3] = [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge];
 
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {
     match kind {
         WriterKind::Mutation => "mutation",
         WriterKind::Load => "load",
+        WriterKind::Merge => "merge",
     }
 }
 

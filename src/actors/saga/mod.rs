@@ -4,6 +4,7 @@
 
 pub mod branch_control;
 pub mod failpoints;
+pub mod merge;
 pub mod pipeline;
 pub mod recovery;
 pub mod revalidate;

@@ -23,16 +23,16 @@ use std::collections::BTreeMap;
 use tracing::{Instrument, info_span};
 
 use crate::actors::child_key::ChildKey;
-use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::{LiveOp, Runtime};
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
-use crate::engine::storage::{StagedTxn, table};
-use crate::engine::write_plan::{self, AuthorityToken, PreparedTable, TableEffect};
+use crate::engine::storage::{CommittedTxn, StagedTxn, table};
+use crate::engine::write_plan::{self, AuthorityToken, ChainStep, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::{
-    ArmedSidecar, ConfirmedSidecar, EffectPhase, SidecarBody, SidecarStore, SidecarTable, WriterKind,
+    ArmedSidecar, ConfirmedSidecar, EffectPhase, SidecarBody, SidecarPointer, SidecarStore, SidecarTable, WriterKind,
 };
-use crate::saga_failpoint;
+use crate::{named_failpoint, saga_failpoint};
 
 /// Who writes where: what every step of one attempt shares.
 pub struct Attempt<'a> {
@@ -96,9 +96,9 @@ impl<'a> Prepared<'a> {
         Ok(Prepared { at, token, pins, plan, leases })
     }
 
-    /// Whether the plan changes nothing (no table effect: no commit at all).
+    /// Whether the plan changes nothing (no table effect and no pointer).
     pub fn is_empty(&self) -> bool {
-        self.plan.tables.is_empty()
+        self.plan.tables.is_empty() && self.plan.pointers.is_empty()
     }
 
     /// Take the schema and branch gates (unless held), then every touched
@@ -182,6 +182,11 @@ impl<'a> Revalidated<'a> {
             tables: plan.tables.iter().map(sidecar_table).collect(),
             lineage: at.lineage.clone(),
             rollback_commit_id: ulid::Ulid::new().to_string(),
+            pointers: plan
+                .pointers
+                .iter()
+                .map(|p| SidecarPointer { expected_version: p.expected_version, update: p.update.clone() })
+                .collect(),
         };
         let live = at.rt.track_live(at.operation_id());
         let span = info_span!("saga.arm", operation_id = %at.operation_id());
@@ -204,6 +209,7 @@ fn sidecar_table(t: &PreparedTable) -> SidecarTable {
         table_branch: t.table_branch.clone(),
         expected_version: t.pin,
         planned: t.identity(),
+        chain: t.then.iter().map(|s| s.identity.clone()).collect(),
         confirmed: None,
         fork: t.fork().cloned(),
     }
@@ -228,6 +234,8 @@ struct ReadyTable {
     /// Whether this write created the ref (a first touch).
     forked: bool,
     txn: StagedTxn,
+    /// The chain's later steps, staged one by one on the version before.
+    then: Vec<ChainStep>,
 }
 
 impl<'a> Armed<'a> {
@@ -244,7 +252,14 @@ impl<'a> Armed<'a> {
     /// `ReadSetChanged` (the attempt may be prepared again).
     pub async fn commit(self) -> Result<Committed<'a>> {
         let Armed { at, token, plan, leases, sidecar, _live } = self;
-        let expected: BTreeMap<String, u64> = plan.tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
+        let mut expected: BTreeMap<String, u64> = plan.tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
+        let landing: BTreeMap<String, u64> =
+            plan.tables.iter().map(|t| (t.table_key.clone(), t.landing_version())).collect();
+        let mut pointers = Vec::with_capacity(plan.pointers.len());
+        for p in &plan.pointers {
+            expected.insert(p.update.table_key.clone(), p.expected_version);
+            pointers.push(p.update.clone());
+        }
         let counts = (plan.nodes_affected, plan.edges_affected);
         let staged = match stage_forks(&at, plan.tables, &leases).await {
             Ok(s) => s,
@@ -254,33 +269,17 @@ impl<'a> Armed<'a> {
         let rows_written = staged.iter().map(|t| (t.table_key.clone(), t.txn.rows_written())).collect();
         let mut landed = Vec::with_capacity(staged.len());
         for t in staged {
-            let planned = t.txn.identity();
-            let out = async {
-                let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
-                let committed = at.rt.commit(at.branch, t.txn, lease).await?;
-                // The exact-commit contract, asserted where it is relied on.
-                if committed.identity != planned || committed.version != planned.target_version() {
-                    return Err(OmniError::Internal(format!(
-                        "{}: landed {:?} at v{}, planned {planned:?} at v{}",
-                        t.table_key,
-                        committed.identity,
-                        committed.version,
-                        planned.target_version()
-                    )));
-                }
-                Ok(committed)
-            }
-            .await;
-            let committed = match out {
+            let (table_key, table_branch) = (t.table_key.clone(), t.table_branch.clone());
+            let committed = match commit_chain(&at, t, &leases).await {
                 Ok(c) => c,
                 Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() && !forked => {
                     // The exact guard refused before anything landed.
                     Armed { at, token, plan: Default::default(), leases, sidecar, _live }.discard().await?;
                     return Err(e);
                 }
-                Err(e) => return Err(at.after_arm(OmniError::Internal(format!("committing {}: {e}", t.table_key)))),
+                Err(e) => return Err(at.after_arm(OmniError::Internal(format!("committing {table_key}: {e}")))),
             };
-            landed.push(TableUpdate::committed(&t.table_key, t.table_branch.as_deref(), &committed));
+            landed.push(TableUpdate::committed(&table_key, table_branch.as_deref(), &committed));
             let fired: Result<()> = (|| {
                 saga_failpoint!(at.kind, "after_table_commit");
                 Ok(())
@@ -288,8 +287,49 @@ impl<'a> Armed<'a> {
             fired.map_err(|e| at.after_arm(e))?;
         }
         let counts = Counts { nodes: counts.0, edges: counts.1, rows_written };
-        Ok(Committed { at, token, expected, counts, landed, leases, sidecar, _live })
+        let plan = Landing { expected, landing, pointers };
+        Ok(Committed { at, token, plan, counts, landed, leases, sidecar, _live })
     }
+}
+
+/// Commit one table's chain through its table actor: the first transaction
+/// (staged already), then each later step staged on the version the one
+/// before landed, under its pre-minted identity. Each lands exactly at
+/// `read_version + 1` with its identity, or the chain stops with an error.
+async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Result<CommittedTxn> {
+    let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
+    let mut committed = commit_exactly(at, &t.table_key, t.txn, lease).await?;
+    for step in t.then {
+        named_failpoint!("merge.between_chain_steps");
+        let ChainStep { plan, identity } = step;
+        if identity.read_version != committed.version {
+            return Err(OmniError::Internal(format!(
+                "{}: chain step planned at v{} but the table is at v{}",
+                t.table_key, identity.read_version, committed.version
+            )));
+        }
+        let staged = table::stage(committed.dataset.clone(), plan, &identity.uuid)
+            .await?
+            .ok_or_else(|| OmniError::Internal(format!("{}: a planned chain step staged nothing", t.table_key)))?;
+        committed = commit_exactly(at, &t.table_key, staged, lease).await?;
+    }
+    Ok(committed)
+}
+
+/// Commit `txn` through its table actor and assert the exact-commit contract
+/// where it is relied on: the planned identity, at `read_version + 1`.
+async fn commit_exactly(at: &Attempt<'_>, table_key: &str, txn: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
+    let planned = txn.identity();
+    let committed = at.rt.commit(at.branch, txn, lease).await?;
+    if committed.identity != planned || committed.version != planned.target_version() {
+        return Err(OmniError::Internal(format!(
+            "{table_key}: landed {:?} at v{}, planned {planned:?} at v{}",
+            committed.identity,
+            committed.version,
+            planned.target_version()
+        )));
+    }
+    Ok(committed)
 }
 
 /// With the sidecar armed: create every first-touch fork at its exact
@@ -298,7 +338,7 @@ impl<'a> Armed<'a> {
 async fn stage_forks(at: &Attempt<'_>, tables: Vec<PreparedTable>, leases: &LeaseSet) -> Result<Vec<ReadyTable>> {
     let mut out = Vec::with_capacity(tables.len());
     for t in tables {
-        let PreparedTable { table_key, uri, table_branch, effect, .. } = t;
+        let PreparedTable { table_key, uri, table_branch, effect, then, .. } = t;
         let (forked, txn) = match effect {
             TableEffect::Staged(txn) => (false, *txn),
             TableEffect::Fork { fork, plan, identity } => {
@@ -313,16 +353,24 @@ async fn stage_forks(at: &Attempt<'_>, tables: Vec<PreparedTable>, leases: &Leas
                 (true, txn)
             }
         };
-        out.push(ReadyTable { table_key, uri, table_branch, forked, txn });
+        out.push(ReadyTable { table_key, uri, table_branch, forked, txn, then });
     }
     Ok(out)
+}
+
+/// What the publish must find and make visible: every pin it expects, where
+/// each chain lands, and the pointer-only updates.
+struct Landing {
+    expected: BTreeMap<String, u64>,
+    landing: BTreeMap<String, u64>,
+    pointers: Vec<TableUpdate>,
 }
 
 /// Every table landed exactly; the sidecar still says Armed.
 pub struct Committed<'a> {
     at: Attempt<'a>,
     token: AuthorityToken,
-    expected: BTreeMap<String, u64>,
+    plan: Landing,
     counts: Counts,
     landed: Vec<TableUpdate>,
     leases: LeaseSet,
@@ -333,7 +381,7 @@ pub struct Committed<'a> {
 impl<'a> Committed<'a> {
     /// Record each landed version in the sidecar: EffectsConfirmed.
     pub async fn confirm(self) -> Result<Confirmed<'a>> {
-        let Committed { at, token, expected, counts, landed, leases, sidecar, _live } = self;
+        let Committed { at, token, plan, counts, landed, leases, sidecar, _live } = self;
         let span = info_span!("saga.confirm", operation_id = %at.operation_id());
         let sidecar = match sidecar.confirm(&at.store, landed.clone()).instrument(span).await {
             Ok(s) => s,
@@ -344,7 +392,7 @@ impl<'a> Committed<'a> {
             Ok(())
         })();
         fired.map_err(|e| at.after_arm(e))?;
-        Ok(Confirmed { at, token, expected, counts, landed, leases, sidecar, _live })
+        Ok(Confirmed { at, token, plan, counts, landed, leases, sidecar, _live })
     }
 }
 
@@ -352,7 +400,7 @@ impl<'a> Committed<'a> {
 pub struct Confirmed<'a> {
     at: Attempt<'a>,
     token: AuthorityToken,
-    expected: BTreeMap<String, u64>,
+    plan: Landing,
     counts: Counts,
     landed: Vec<TableUpdate>,
     leases: LeaseSet,
@@ -364,12 +412,13 @@ impl<'a> Confirmed<'a> {
     /// Publish once through the branch actor: the landed pointers and the
     /// pre-minted commit, under the exact head the attempt captured.
     pub async fn publish(self) -> Result<Published<'a>> {
-        let Confirmed { at, token, expected, counts, landed, leases, sidecar, _live } = self;
-        check_expectations(&expected, &landed).map_err(|e| at.after_arm(e))?;
+        let Confirmed { at, token, plan, counts, mut landed, leases, sidecar, _live } = self;
+        check_expectations(&plan.landing, &landed).map_err(|e| at.after_arm(e))?;
+        landed.extend(plan.pointers);
         let request = PublishRequest {
             branch: at.branch.to_string(),
             updates: landed.clone(),
-            expected_versions: expected,
+            expected_versions: plan.expected,
             precondition: Precondition::ExactHead { branch_id: token.branch_id, head: token.graph_head },
             lineage: at.lineage.clone(),
         };
@@ -385,20 +434,20 @@ impl<'a> Confirmed<'a> {
     }
 }
 
-/// The publish expects exactly the pins the effects were staged at, and
-/// every landed pointer is one version past its pin.
-fn check_expectations(expected: &BTreeMap<String, u64>, landed: &[TableUpdate]) -> Result<()> {
+/// Every table with an effect landed, each exactly where its chain ends
+/// (its pin + the chain's length).
+fn check_expectations(landing: &BTreeMap<String, u64>, landed: &[TableUpdate]) -> Result<()> {
     let keys: Vec<&String> = landed.iter().map(|u| &u.table_key).collect();
-    if keys.len() != expected.len() || !keys.iter().all(|k| expected.contains_key(*k)) {
-        return Err(OmniError::Internal(format!("publish expectations {expected:?} do not cover the landed {keys:?}")));
+    if keys.len() != landing.len() || !keys.iter().all(|k| landing.contains_key(*k)) {
+        return Err(OmniError::Internal(format!("planned landings {landing:?} do not cover the landed {keys:?}")));
     }
     for u in landed {
-        if Some(u.version) != expected.get(&u.table_key).map(|pin| pin + 1) {
+        if Some(&u.version) != landing.get(&u.table_key) {
             return Err(OmniError::Internal(format!(
-                "{} landed at v{} but its pin is v{:?}",
+                "{} landed at v{} but its chain ends at v{:?}",
                 u.table_key,
                 u.version,
-                expected.get(&u.table_key)
+                landing.get(&u.table_key)
             )));
         }
     }

@@ -19,7 +19,8 @@ pub const PUBLISHER_RETRY_BUDGET: usize = 5;
 
 /// A new version pointer for one table. Built only by
 /// [`TableUpdate::committed`] (a write's landed transaction) or
-/// [`TableUpdate::recovered`] (a version recovery found on storage): the
+/// [`TableUpdate::recovered`] (a version recovery found on storage), or
+/// [`TableUpdate::adopted`] (a merge adopting a published version): the
 /// sealed field keeps every other code path from inventing a pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableUpdate {
@@ -51,6 +52,12 @@ impl TableUpdate {
     /// version a write planned but did not observe.
     pub fn recovered(table_key: &str, branch: Option<&str>, version: u64, row_count: u64) -> Self {
         Self::at(table_key, branch, version, row_count)
+    }
+
+    /// The pointer a merge adopts: a version the source branch already
+    /// published (`entry`), now made visible on the target with no data moved.
+    pub fn adopted(entry: &super::TableEntry) -> Self {
+        Self::at(&entry.table_key, entry.branch.as_deref(), entry.version, entry.row_count)
     }
 
     fn at(table_key: &str, branch: Option<&str>, version: u64, row_count: u64) -> Self {

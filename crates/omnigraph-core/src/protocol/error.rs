@@ -63,6 +63,11 @@ pub enum OmniError {
         reason: String,
     },
 
+    /// A branch merge met conflicts; nothing was written. Every conflict is
+    /// listed.
+    #[error("merge conflicts: {}", summarize_conflicts(.0))]
+    MergeConflicts(Vec<crate::three_way::MergeConflict>),
+
     /// The manifest publisher ran out of retries under write contention.
     #[error("manifest conflict: {0}")]
     ManifestConflict(String),
@@ -150,6 +155,7 @@ impl OmniError {
             | OmniError::ReadSetChanged { .. }
             | OmniError::ManifestConflict(_)
             | OmniError::BranchConflict { .. }
+            | OmniError::MergeConflicts(_)
             | OmniError::Drift { .. } => 409,
             OmniError::PreconditionFailed { .. } => 412,
             OmniError::ResourceLimitExceeded { .. } => 413,
@@ -200,6 +206,7 @@ impl OmniError {
             OmniError::BranchConflict { branch, reason } => serde_json::json!({
                 "branch_conflict": { "branch": branch, "reason": reason }
             }),
+            OmniError::MergeConflicts(conflicts) => serde_json::json!({ "merge_conflicts": conflicts }),
             OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
                 "recovery_required": { "operation_id": operation_id, "reason": reason }
             }),
@@ -210,6 +217,17 @@ impl OmniError {
         }
         body
     }
+}
+
+/// `3 conflicts (2 divergent_update, 1 orphan_edge): node:Person `p1`: …`.
+fn summarize_conflicts(conflicts: &[crate::three_way::MergeConflict]) -> String {
+    let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for c in conflicts {
+        *kinds.entry(c.kind.as_str()).or_default() += 1;
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let first = conflicts.first().map(|c| format!(": {}", c.message)).unwrap_or_default();
+    format!("{} ({}){first}", conflicts.len(), counts.join(", "))
 }
 
 /// The `code` every error answer with `status` carries, so a client can

@@ -15,7 +15,7 @@ use crate::actors::child_key::ChildKey;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{self, Lineage, ManifestView, Precondition, PublishRequest, TableUpdate};
-use crate::engine::storage::{TxnIdentity, table};
+use crate::engine::storage::table;
 use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
 use crate::recovery::audit::{self, AuditRow, RecoveryKind, TableOutcome};
@@ -88,7 +88,7 @@ fn restore_uuid(op: &str, table_key: &str) -> String {
 
 /// What Lance shows for table `t` of the sidecar (see [`classify`]).
 async fn evidence(t: &SidecarTable, branch: &str, pin: u64) -> Result<Evidence> {
-    let mut e = Evidence { pin, head: None, at_next: None, at_head: None, fork_matches: None };
+    let mut e = Evidence { pin, head: None, txns: vec![], fork_matches: None };
     if let Some(plan) = &t.fork {
         let Some(found) = table::list_branches(&t.table_path).await?.remove(branch) else { return Ok(e) };
         e.fork_matches = Some(found.parent_branch == plan.parent_branch && found.parent_version == plan.parent_version);
@@ -96,19 +96,17 @@ async fn evidence(t: &SidecarTable, branch: &str, pin: u64) -> Result<Evidence> 
     let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), None).await?;
     let head = ds.version().version;
     e.head = Some(head);
-    if head > pin {
-        e.at_next = table::transaction_at(&ds, pin + 1).await?;
-    }
-    if head > pin + 1 {
-        e.at_head = table::transaction_at(&ds, head).await?;
+    // The chain, plus one more version: room for our compensating restore.
+    let last = head.min(pin + 1 + t.chain.len() as u64 + 1);
+    for v in pin + 1..=last {
+        e.txns.push(table::transaction_at(&ds, v).await?);
     }
     Ok(e)
 }
 
 /// Classify table `t` of the sidecar of operation `op`.
 async fn observe(t: &SidecarTable, branch: &str, pin: u64, op: &str) -> Result<TableClass> {
-    let compensation = TxnIdentity { read_version: pin + 1, uuid: restore_uuid(op, &t.table_key) };
-    Ok(classify(&evidence(t, branch, pin).await?, &t.planned, &compensation))
+    Ok(classify(&evidence(t, branch, pin).await?, &t.identities(), &restore_uuid(op, &t.table_key)))
 }
 
 /// Each table of `body` with its pin and class, and the decision over them.
@@ -231,7 +229,7 @@ fn forward_outcomes(body: &SidecarBody) -> Vec<TableOutcome> {
         .map(|t| TableOutcome {
             table_key: t.table_key.clone(),
             from_version: t.expected_version,
-            to_version: t.confirmed.as_ref().map_or(t.planned.target_version(), |c| c.version),
+            to_version: t.confirmed.as_ref().map_or(t.landing_version(), |c| c.version),
         })
         .collect()
 }
@@ -243,11 +241,15 @@ async fn roll_forward(
     view: &ManifestView,
     leases: &LeaseSet,
 ) -> Result<Resolution> {
-    let updates: Vec<TableUpdate> = body.tables.iter().filter_map(|t| t.confirmed.clone()).collect();
+    let mut updates: Vec<TableUpdate> = body.tables.iter().filter_map(|t| t.confirmed.clone()).collect();
+    updates.extend(body.pointers.iter().map(|p| p.update.clone()));
+    let mut expected: BTreeMap<String, u64> =
+        body.tables.iter().map(|t| (t.table_key.clone(), t.expected_version)).collect();
+    expected.extend(body.pointers.iter().map(|p| (p.update.table_key.clone(), p.expected_version)));
     let request = PublishRequest {
         branch: body.branch.clone(),
         updates,
-        expected_versions: body.tables.iter().map(|t| (t.table_key.clone(), t.expected_version)).collect(),
+        expected_versions: expected,
         precondition: Precondition::ExactHead {
             branch_id: view.branch_id.clone(),
             head: body.token.graph_head.clone(),
@@ -277,7 +279,7 @@ async fn roll_back(
     for (t, pinned, o) in &observed {
         let owned = match o {
             TableClass::UntouchedFork => false,
-            TableClass::RolledPastExpected { head } if t.fork.is_some() => {
+            TableClass::RolledPastExpected { head } | TableClass::PartialChain { head, .. } if t.fork.is_some() => {
                 outcomes.push(TableOutcome {
                     table_key: t.table_key.clone(),
                     from_version: *head,
@@ -294,14 +296,14 @@ async fn roll_back(
     for (t, pinned, o) in observed {
         let head = match o {
             TableClass::NoMovement | TableClass::UntouchedFork => continue,
-            TableClass::RolledPastExpected { .. } if t.fork.is_some() => continue,
+            TableClass::RolledPastExpected { .. } | TableClass::PartialChain { .. } if t.fork.is_some() => continue,
             foreign @ (TableClass::UnexpectedAtP1
             | TableClass::UnexpectedMultistep { .. }
             | TableClass::InvariantViolation(_)) => {
                 return Err(OmniError::Internal(format!("roll-back reached a foreign table: {foreign}")));
             }
             TableClass::Compensated { head } => head,
-            TableClass::RolledPastExpected { head } => {
+            TableClass::RolledPastExpected { head } | TableClass::PartialChain { head, .. } => {
                 let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
                 let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
                 let lease = leases.require(&ChildKey::table(&t.table_path, &body.branch))?;

@@ -1,0 +1,108 @@
+//! Branch merge at scale: `cargo run --release --example bench_merge`
+//! (`OMNIGRAPH_BENCH_ROWS`, default 1,000,000 Person rows on main;
+//! `OMNIGRAPH_BENCH_CHANGES`, default 10,000 updated + 10,000 inserted on a branch).
+//!
+//! Prints one JSON object: the merge's wall time and peak RSS (the peak is
+//! reset before it starts), beside the raw-Lance floor of committing the
+//! same rows (one merge-insert on `id` into a bare copy of the table), and
+//! whether main holds exactly the expected rows afterwards.
+
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
+use std::time::Instant;
+
+use omnigraph::engine::storage::table;
+use omnigraph::{Graph, LoadMode, MergeOptions, Omnigraph, WriteOptions};
+use serde_json::json;
+
+const SCHEMA: &str = include_str!("social.pg");
+
+/// Peak resident set size of this process since the last reset, in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Reset the peak RSS to the current RSS (Linux `clear_refs` 5).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn person_lines(range: std::ops::Range<usize>, age: impl Fn(usize) -> usize) -> String {
+    range.map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{}}}}}\n", age(i))).collect()
+}
+
+/// The Person table of `branch`: its dataset at the pin.
+async fn person(g: &Graph, branch: &str) -> std::sync::Arc<lance::Dataset> {
+    let snap = g.snapshot(branch).await.expect("snapshot");
+    let t = snap.tables.iter().find(|t| t.table_key == "node:Person").expect("Person");
+    table::open_table(&g.root().child_uri(&t.table_path), t.table_branch.as_deref(), Some(t.version))
+        .await
+        .expect("open")
+}
+
+#[tokio::main]
+async fn main() {
+    let rows = env_usize("OMNIGRAPH_BENCH_ROWS", 1_000_000);
+    let changes = env_usize("OMNIGRAPH_BENCH_CHANGES", 10_000).min(rows);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let g = Omnigraph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
+    g.load(person_lines(0..rows, |i| i % 100).as_bytes(), LoadMode::Overwrite, &WriteOptions::default())
+        .await
+        .expect("load main");
+    g.branch_create("feature", "main").await.expect("branch");
+    let feature = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
+    // Updates of existing rows (age 1000) and new rows (age 2000), in load chunks.
+    let updates = person_lines(0..changes, |_| 1000);
+    let inserts = person_lines(rows..rows + changes, |_| 2000);
+    for chunk in [updates, inserts] {
+        let lines: Vec<&str> = chunk.lines().collect();
+        for part in lines.chunks(5_000) {
+            g.load(part.join("\n").as_bytes(), LoadMode::Merge, &feature).await.expect("load feature");
+        }
+    }
+
+    // The floor: one merge-insert of the same rows into a bare copy of main's table.
+    let changed = table::scan(&*person(&g, "feature").await, Some("age >= 1000")).await.expect("changed rows");
+    let all = table::scan(&*person(&g, "main").await, None).await.expect("main rows");
+    let bare_uri = dir.path().join("bare.lance").to_string_lossy().to_string();
+    let schema = changed[0].schema();
+    let all = arrow::compute::concat_batches(&schema, &all).expect("concat main");
+    let bare = table::create_table(&bare_uri, all).await.expect("bare");
+    let changed_batch = arrow::compute::concat_batches(&schema, &changed).expect("concat");
+    let floor = Instant::now();
+    table::merge_rows(bare, changed_batch, "id").await.map_err(|_| "floor merge").expect("floor");
+    let floor_secs = floor.elapsed().as_secs_f64();
+
+    reset_peak_rss();
+    let started = Instant::now();
+    let r = g.branch_merge("feature", "main", &MergeOptions::default()).await.expect("merge");
+    let merge_secs = started.elapsed().as_secs_f64();
+    let merge_peak_kib = peak_rss_kib();
+
+    let main_rows = table::row_count(&*person(&g, "main").await).await.expect("count");
+    let moved = table::scan(&*person(&g, "main").await, Some("age >= 1000")).await.expect("check");
+    let moved: usize = moved.iter().map(|b| b.num_rows()).sum();
+    println!(
+        "{}",
+        json!({
+            "bench": "branch_merge", "main_rows": rows, "updated": changes, "inserted": changes,
+            "outcome": r.report.outcome, "tables": r.report.tables,
+            "merge_secs": merge_secs, "merge_peak_rss_mib": merge_peak_kib / 1024,
+            "raw_lance_merge_insert_floor_secs": floor_secs,
+            "ratio_to_floor": merge_secs / floor_secs,
+            "main_rows_after": main_rows, "changed_rows_on_main": moved,
+            "correct": main_rows as usize == rows + changes && moved == 2 * changes,
+        })
+    );
+}

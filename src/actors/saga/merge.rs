@@ -1,0 +1,185 @@
+//! The branch-merge writer: merge the captured head of `source` into
+//! `target` as one commit on the target whose second parent is that head.
+//!
+//! ```text
+//! heal target → schema (shared) → branch gates {source, target} sorted
+//!   → capture both heads → merge base and outcome → per-table delta and
+//!   validation (no table gate) → effects as plans → the pipeline:
+//!   table gates → revalidate → arm (schema-4 sidecar) → commit each chain
+//!   → confirm → publish (exact target head) → finish
+//! ```
+//!
+//! Conflicts are reported all together before anything is written. A dry
+//! run stops after planning. Holding both branch gates from the capture on
+//! means neither head can move under the merge, and the source cannot be
+//! deleted while its pins are read.
+
+use serde::Serialize;
+use tracing::{Instrument, info_span, warn};
+
+use super::pipeline::{self, Attempt};
+use super::recovery::resolve::Mode;
+use super::recovery::sweep::{Scope, sweep};
+use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::runtime::Runtime;
+use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
+use crate::engine::merge::{self, Outcome, TableReport};
+use crate::engine::write_plan::AuthorityToken;
+use crate::protocol::{OmniError, Result};
+use crate::recovery::sidecar::WriterKind;
+
+/// What to merge.
+#[derive(Debug, Clone)]
+pub struct MergeRequest {
+    /// The branch whose head is merged.
+    pub source: String,
+    /// The branch that receives the merge commit.
+    pub target: String,
+    /// Actor recorded on the commit.
+    pub actor: Option<String>,
+    /// Plan and report only: no sidecar, no commit.
+    pub dry_run: bool,
+}
+
+/// What a merge did (or, for a dry run, would do).
+#[derive(Debug, Clone, Serialize)]
+pub struct MergeReport {
+    /// `already_up_to_date`, `fast_forward` or `merged`.
+    pub outcome: Outcome,
+    /// The merge commit (`None` when up to date or a dry run).
+    pub graph_commit_id: Option<String>,
+    /// The source branch.
+    pub source: String,
+    /// The target branch.
+    pub target: String,
+    /// The source head merged.
+    pub source_commit_id: String,
+    /// The merge base.
+    pub base_commit_id: String,
+    /// Per changed table: what the merge writes.
+    pub tables: Vec<TableReport>,
+    /// Whether nothing was written because this was a dry run.
+    pub dry_run: bool,
+}
+
+/// Merge `req.source` into `req.target`.
+pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
+    if req.source == req.target {
+        return Err(OmniError::BadRequest(format!("cannot merge branch `{}` into itself", req.source)));
+    }
+    let lineage = Lineage { merged_parent: None, ..Lineage::mint(req.actor.clone()) };
+    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "merge", source = %req.source, target = %req.target);
+    attempt(rt, req, lineage).instrument(span).await
+}
+
+async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Result<MergeReport> {
+    if !req.dry_run {
+        let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(&req.target)).await?;
+        if let Some(blocked) = healed.iter().find_map(|(_, r)| r.blocks(&req.target)) {
+            return Err(blocked);
+        }
+    }
+    let leases = lease_both(rt, &req.source, &req.target).await?;
+    let (source, target) = (rt.view(&req.source).await?, rt.view(&req.target).await?);
+    let schema = rt.schema().await?;
+    let head_of = |v: &ManifestView, b: &str| {
+        v.state
+            .effective_head(b)
+            .map(|c| c.commit_id.clone())
+            .ok_or_else(|| OmniError::Internal(format!("branch `{b}` has no commit")))
+    };
+    let (source_head, target_head) = (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
+    let mut commits = std::collections::BTreeMap::new();
+    commits.extend(source.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+    commits.extend(target.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
+    let mut report = MergeReport {
+        outcome,
+        graph_commit_id: None,
+        source: req.source.clone(),
+        target: req.target.clone(),
+        source_commit_id: source_head.clone(),
+        base_commit_id: base_id.clone(),
+        tables: vec![],
+        dry_run: req.dry_run,
+    };
+    if outcome == Outcome::AlreadyUpToDate {
+        return Ok(report);
+    }
+    let base = base_state(rt, &commits, &base_id, &target_head, &target).await?;
+    let target_ref = Some(req.target.clone()).filter(|b| b != "main");
+    let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
+    let merges =
+        merge::plan_tables(rt.root(), &schema.catalog, &base, &source.state, &target.state, target_ref.as_deref())
+            .instrument(plan_span)
+            .await?;
+    let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
+    conflicts.extend(merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges).await?);
+    if !conflicts.is_empty() {
+        return Err(OmniError::MergeConflicts(merge::sorted(conflicts)));
+    }
+    report.tables = merges.iter().map(merge::TableMerge::report).collect();
+    if req.dry_run {
+        return Ok(report);
+    }
+    let plan = merge::prepare(rt.root(), merges, target_ref).await?;
+    lineage.merged_parent = Some(source_head);
+    let token = AuthorityToken {
+        branch_id: target.branch_id.clone(),
+        graph_head: target.state.head(&req.target).map(str::to_string),
+        schema_identity: schema.identity.clone(),
+    };
+    let pins = target.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+    let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
+    let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
+    let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
+    let done = armed.commit().await?.confirm().await?.publish().await?.finish().await;
+    report.graph_commit_id = Some(done.commit_id);
+    Ok(report)
+}
+
+/// The schema gate (shared), then both branch gates in sorted order.
+async fn lease_both(rt: &Runtime, a: &str, b: &str) -> Result<LeaseSet> {
+    let mut leases = LeaseSet::default();
+    leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
+    let (first, second) = if a < b { (a, b) } else { (b, a) };
+    leases.push(rt.lease_branch(first).await?)?;
+    leases.push(rt.lease_branch(second).await?)?;
+    Ok(leases)
+}
+
+/// The tables visible at the merge base: the target's own state when the
+/// base is the target head, else the manifest of the base commit's branch at
+/// the base commit's version.
+async fn base_state(
+    rt: &Runtime,
+    commits: &std::collections::BTreeMap<String, manifest::CommitRow>,
+    base_id: &str,
+    target_head: &str,
+    target: &ManifestView,
+) -> Result<ManifestState> {
+    if base_id == target_head {
+        return Ok(target.state.clone());
+    }
+    let base = commits.get(base_id).ok_or_else(|| OmniError::Internal(format!("merge base {base_id} vanished")))?;
+    match manifest::load(rt.root(), &base.branch, Some(base.manifest_version)).await {
+        Ok(view) => Ok(view.state),
+        Err(OmniError::NotFound(_)) => Err(OmniError::BadRequest(format!(
+            "the merge base {base_id} was committed on branch `{}`, which no longer exists (or its version was \
+             cleaned up); merge through a branch that still holds it",
+            base.branch
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Delete `source` after a merge: a failure does not fail the merge.
+pub async fn delete_merged_source(rt: &Runtime, source: &str) -> (bool, Option<String>) {
+    match super::branch_control::delete(rt, source).await {
+        Ok(_) => (true, None),
+        Err(e) => {
+            warn!(branch = source, error = %e, "merged, but could not delete the source branch");
+            (false, Some(e.to_string()))
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Branch merge planning: the outcome over the commit DAG, each table's
+//! three-way delta, the merged result's validation, and the effects (a
+//! chain of staged transactions per table, or a pointer adopting the
+//! source's published version). Reads only: the merge writer
+//! (`actors::saga::merge`) carries the plan through the pipeline.
+//!
+//! Per table, over the base, source and target pins:
+//! - source unchanged (or equal to the target): nothing;
+//! - target unchanged and the source's version lives on a ref the target may
+//!   point at (main's, or the target's own): adopt the pointer, no data moves;
+//! - otherwise the delta against the target, as a chain on the target's ref
+//!   (forked first on a first touch): one upsert of the source rows, then
+//!   deletes of at most [`DELETE_CHUNK`] ids each.
+
+pub mod delta;
+pub mod validate;
+
+use std::collections::{BTreeMap, HashSet};
+
+use arrow_array::RecordBatch;
+use serde::Serialize;
+
+use crate::engine::committed::{self, sql_str};
+use crate::engine::lang::catalog::Catalog;
+use crate::engine::layout;
+use crate::engine::manifest::{CommitRow, ManifestState, TableEntry, TableUpdate, merge_base};
+use crate::engine::storage::{MergeMode, Root, StagePlan};
+use crate::engine::three_way::MergeConflict;
+use crate::engine::write_plan::{self, PointerUpdate, Prepared};
+use crate::protocol::{OmniError, Result};
+
+use delta::Delta;
+
+/// Ids per delete transaction of a merge chain (bounds the predicate).
+pub const DELETE_CHUNK: usize = 8_192;
+
+/// What a merge does, decided over the commit DAG.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The target already holds everything the source has: nothing written.
+    AlreadyUpToDate,
+    /// The target has nothing the source lacks: one commit on the target
+    /// takes the source's changes (the target ref is not moved to the source head).
+    FastForward,
+    /// Both changed since the base: one three-way merge commit.
+    Merged,
+}
+
+impl Outcome {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::AlreadyUpToDate => "already_up_to_date",
+            Outcome::FastForward => "fast_forward",
+            Outcome::Merged => "merged",
+        }
+    }
+}
+
+/// The merge base and outcome of merging the head `source` into `target`.
+/// `commits` holds both branches' commit DAGs.
+pub fn outcome(commits: &BTreeMap<String, CommitRow>, source: &str, target: &str) -> Result<(String, Outcome)> {
+    let dag: std::collections::HashMap<String, CommitRow> =
+        commits.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let base = merge_base::merge_base(&dag, source, target)
+        .ok_or_else(|| OmniError::BadRequest(format!("commits {source} and {target} share no history to merge")))?;
+    let outcome = if source == target || base == source {
+        Outcome::AlreadyUpToDate
+    } else if base == target {
+        Outcome::FastForward
+    } else {
+        Outcome::Merged
+    };
+    Ok((base, outcome))
+}
+
+/// One table's part of a merge.
+#[derive(Debug)]
+pub struct TableMerge {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// The target's pin.
+    pub target: TableEntry,
+    /// The source's pin.
+    pub source: TableEntry,
+    /// What changes, by id.
+    pub delta: Delta,
+    /// The source rows written (inserted and updated ids).
+    pub rows: Vec<RecordBatch>,
+    /// Whether the target adopts the source's pointer instead of writing.
+    pub adopt: bool,
+}
+
+/// A table's delta counts, as reported to clients.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableReport {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub table_key: String,
+    /// Entities the source adds to the target.
+    pub inserted: usize,
+    /// Entities whose source row replaces the target's.
+    pub updated: usize,
+    /// Entities removed from the target.
+    pub deleted: usize,
+    /// Whether the source's published version is adopted as is (no data written).
+    pub adopted: bool,
+}
+
+impl TableMerge {
+    /// The counts clients see.
+    pub fn report(&self) -> TableReport {
+        TableReport {
+            table_key: self.table_key.clone(),
+            inserted: self.delta.inserted.len(),
+            updated: self.delta.updated.len(),
+            deleted: self.delta.deleted.len(),
+            adopted: self.adopt,
+        }
+    }
+}
+
+/// Same version of the same data on the same ref.
+fn same(a: &TableEntry, b: &TableEntry) -> bool {
+    a.location == b.location && a.version == b.version && a.branch == b.branch
+}
+
+/// Plan one table. `target_ref` is the target's native ref (`None` = main).
+/// `None` when the merge leaves the table as the target has it.
+pub async fn plan_table(
+    root: &Root,
+    base: Option<&TableEntry>,
+    source: &TableEntry,
+    target: &TableEntry,
+    target_ref: Option<&str>,
+) -> Result<Option<TableMerge>> {
+    if same(source, target) || base.is_some_and(|b| same(b, source)) {
+        return Ok(None);
+    }
+    let source_ds = committed::open_pinned(root, source).await?;
+    let target_ds = committed::open_pinned(root, target).await?;
+    let target_prints = delta::fingerprints(&target_ds).await?;
+    let source_prints = delta::fingerprints(&source_ds).await?;
+    let base_prints = match base {
+        Some(b) if same(b, target) => None,
+        Some(b) => Some(delta::fingerprints(&*committed::open_pinned(root, b).await?).await?),
+        None => Some(Default::default()),
+    };
+    let delta = delta::classify(
+        &source.table_key,
+        base_prints.as_ref().unwrap_or(&target_prints),
+        &source_prints,
+        &target_prints,
+    );
+    if delta.is_empty() && delta.conflicts.is_empty() {
+        // Churn that cancels out (#473): the merged table is the target's.
+        return Ok(None);
+    }
+    // A pointer is adoptable when the target never changed the table, the
+    // source's version lives on a ref the target may keep reading (main's, or
+    // its own), and is newer than the target's: the manifest keeps the
+    // highest version per table, and each ref numbers its versions on.
+    let readable = source.branch.is_none() || source.branch.as_deref() == target_ref;
+    let adopt = base.is_some_and(|b| same(b, target)) && readable && source.version > target.version;
+    let wanted: HashSet<&str> = delta.inserted.iter().chain(&delta.updated).map(String::as_str).collect();
+    let rows = delta::rows_with_ids(&source_ds, &wanted).await?;
+    Ok(Some(TableMerge {
+        table_key: source.table_key.clone(),
+        target: target.clone(),
+        source: source.clone(),
+        delta,
+        rows,
+        adopt,
+    }))
+}
+
+/// The three pins of every table in the catalog, and each table's plan, in
+/// catalog order (nodes first).
+pub async fn plan_tables(
+    root: &Root,
+    catalog: &Catalog,
+    base: &ManifestState,
+    source: &ManifestState,
+    target: &ManifestState,
+    target_ref: Option<&str>,
+) -> Result<Vec<TableMerge>> {
+    let mut out = Vec::new();
+    for layout in layout::tables(catalog) {
+        let key = &layout.table_key;
+        let missing = |side: &str| OmniError::Internal(format!("{key} is not in the {side} manifest"));
+        let s = source.tables.get(key).ok_or_else(|| missing("source"))?;
+        let t = target.tables.get(key).ok_or_else(|| missing("target"))?;
+        if let Some(m) = plan_table(root, base.tables.get(key), s, t, target_ref).await? {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// The effects of a conflict-free merge: per table either a pointer or a
+/// chain (one upsert of the source rows, then the deletes in chunks).
+pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<String>) -> Result<Prepared> {
+    let mut prepared = Prepared::default();
+    for m in merges {
+        let changed = (m.delta.inserted.len() + m.delta.updated.len() + m.delta.deleted.len()) as u64;
+        if m.table_key.starts_with("edge:") {
+            prepared.edges_affected += changed;
+        } else {
+            prepared.nodes_affected += changed;
+        }
+        if m.adopt {
+            let update = TableUpdate::adopted(&m.source);
+            prepared.pointers.push(PointerUpdate { expected_version: m.target.version, update });
+            continue;
+        }
+        let mut plans = Vec::new();
+        if !m.rows.is_empty() {
+            plans.push(StagePlan::Merge { batches: m.rows, mode: MergeMode::Upsert });
+        }
+        let deleted: Vec<&String> = m.delta.deleted.iter().collect();
+        for chunk in deleted.chunks(DELETE_CHUNK) {
+            let ids: Vec<String> = chunk.iter().map(|id| sql_str(id)).collect();
+            plans.push(StagePlan::Delete { predicate: format!("id IN ({})", ids.join(", ")) });
+        }
+        let ds = committed::open_pinned(root, &m.target).await?;
+        let table = write_plan::prepare_chain(root, &m.table_key, &m.target, target_ref.clone(), ds, plans).await?;
+        prepared.tables.extend(table);
+    }
+    Ok(prepared)
+}
+
+/// Every conflict, in a stable order.
+pub fn sorted(mut conflicts: Vec<MergeConflict>) -> Vec<MergeConflict> {
+    conflicts.sort();
+    conflicts.dedup();
+    conflicts
+}

@@ -1,0 +1,186 @@
+//! Validation of a merge's result before anything is written: the merged
+//! graph is the target plus every table's delta, and it must keep the rules
+//! each write keeps (row rules, `@unique`, `@card`, edges between live
+//! nodes). Every broken rule becomes a [`MergeConflict`]; all are reported.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::engine::committed;
+use crate::engine::integrity;
+use crate::engine::lang::catalog::Catalog;
+use crate::engine::layout;
+use crate::engine::rows::{self, EntityRow};
+use crate::engine::storage::Root;
+use crate::engine::three_way::{ConflictKind, MergeConflict};
+use crate::engine::validate::Validator;
+use crate::protocol::{OmniError, Result};
+
+use super::TableMerge;
+
+/// The conflicts the merged result would have (empty = valid). `target`
+/// holds every table's target pin, for the tables the merge leaves alone.
+pub async fn merged_result(
+    root: &Root,
+    catalog: &Catalog,
+    target: &crate::engine::manifest::ManifestState,
+    merges: &[TableMerge],
+) -> Result<Vec<MergeConflict>> {
+    let by_key: HashMap<&str, &TableMerge> = merges.iter().map(|m| (m.table_key.as_str(), m)).collect();
+    let mut out = Vec::new();
+    for m in merges {
+        let written: Vec<EntityRow> = m.rows.iter().flat_map(rows::from_batch).collect();
+        let type_name = m.table_key.split_once(':').map_or(m.table_key.as_str(), |(_, n)| n);
+        rules(root, catalog, m, type_name, &written, &mut out).await?;
+        if let Some(edge) = catalog.edge(type_name) {
+            let card = (edge.card.min, edge.card.max);
+            let target_ds = committed::open_pinned(root, &m.target).await?;
+            let mut sources: HashSet<String> = written.iter().filter_map(|r| r.src.clone()).collect();
+            let removed: HashSet<&str> = m.delta.deleted.iter().map(String::as_str).collect();
+            for r in super::delta::rows_with_ids(&target_ds, &removed).await? {
+                sources.extend(rows::from_batch(&r).into_iter().filter_map(|e| e.src));
+            }
+            let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
+            if let Err(e) =
+                integrity::card_per_source(Some(&target_ds), type_name, card, &written, &gone, &sources).await
+            {
+                out.push(table_conflict(&m.table_key, ConflictKind::CardinalityViolation, e)?);
+            }
+            let ends = [(&edge.from_type, "src"), (&edge.to_type, "dst")];
+            for (node_type, end) in ends {
+                let wanted: Vec<(String, String)> = written
+                    .iter()
+                    .filter_map(|r| if end == "src" { r.src.clone() } else { r.dst.clone() }.map(|n| (r.id.clone(), n)))
+                    .collect();
+                let live = live_nodes(root, target, &by_key, node_type, wanted.iter().map(|(_, n)| n.clone())).await?;
+                for (edge_id, node) in wanted.iter().filter(|(_, n)| !live.contains(n)) {
+                    let msg = format!(
+                        "edge {type_name} `{edge_id}` {end} `{node}` is not a live {node_type} after the merge"
+                    );
+                    out.push(MergeConflict::new(&m.table_key, Some(edge_id), ConflictKind::OrphanEdge, msg));
+                }
+            }
+        }
+    }
+    out.extend(edges_of_deleted_nodes(root, catalog, target, &by_key).await?);
+    Ok(out)
+}
+
+/// Row rules (types, enums, `@range`, `@check`) and `@unique` of the written rows.
+async fn rules(
+    root: &Root,
+    catalog: &Catalog,
+    m: &TableMerge,
+    type_name: &str,
+    written: &[EntityRow],
+    out: &mut Vec<MergeConflict>,
+) -> Result<()> {
+    let def = catalog
+        .type_def(type_name)
+        .ok_or_else(|| OmniError::Internal(format!("{} is not in the catalog", m.table_key)))?;
+    let validator = Validator::for_type(def)?;
+    for row in written {
+        for v in validator.row_violations(row) {
+            out.push(MergeConflict::new(
+                &m.table_key,
+                Some(&row.id),
+                ConflictKind::ValueConstraintViolation,
+                v.to_string(),
+            ));
+        }
+    }
+    if let Err(v) = validator.check_unique(written) {
+        out.push(MergeConflict::new(&m.table_key, Some(&v.id), ConflictKind::UniqueViolation, v.to_string()));
+        return Ok(());
+    }
+    let uniques: Vec<Vec<String>> = match catalog.type_def(type_name) {
+        Some(crate::engine::lang::catalog::TypeDef::Node(n)) => n.uniques.clone(),
+        Some(crate::engine::lang::catalog::TypeDef::Edge(e)) => e.uniques.clone(),
+        None => vec![],
+    };
+    if uniques.is_empty() || written.is_empty() {
+        return Ok(());
+    }
+    // Held by a target row that stays: neither replaced nor deleted.
+    let ds = committed::open_pinned(root, &m.target).await?;
+    let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
+    if let Err(e) = integrity::unique_against_committed(&ds, type_name, &uniques, written, &gone, None).await {
+        out.push(table_conflict(&m.table_key, ConflictKind::UniqueViolation, e)?);
+    }
+    Ok(())
+}
+
+/// A rule's refusal (a `BadRequest` from the shared checks) as a conflict;
+/// any other error is a real failure.
+fn table_conflict(table_key: &str, kind: ConflictKind, e: OmniError) -> Result<MergeConflict> {
+    match e {
+        OmniError::BadRequest(msg) => Ok(MergeConflict::new(table_key, None, kind, msg)),
+        other => Err(other),
+    }
+}
+
+/// Which of `ids` are live `node_type` nodes after the merge: written by the
+/// merge, or held by the target and not deleted by it.
+async fn live_nodes(
+    root: &Root,
+    target: &crate::engine::manifest::ManifestState,
+    merges: &HashMap<&str, &TableMerge>,
+    node_type: &str,
+    ids: impl Iterator<Item = String>,
+) -> Result<HashSet<String>> {
+    let key = layout::node_key(node_type);
+    let merge = merges.get(key.as_str());
+    let ids: Vec<String> = ids.collect::<HashSet<_>>().into_iter().collect();
+    let mut live = HashSet::new();
+    let mut probe = Vec::new();
+    for id in ids {
+        match merge {
+            Some(m) if m.delta.inserted.contains(&id) || m.delta.updated.contains(&id) => {
+                live.insert(id);
+            }
+            Some(m) if m.delta.deleted.contains(&id) => {}
+            _ => probe.push(id),
+        }
+    }
+    if !probe.is_empty() {
+        let entry =
+            target.tables.get(&key).ok_or_else(|| OmniError::Internal(format!("{key} is not in the target")))?;
+        let ds = committed::open_pinned(root, entry).await?;
+        live.extend(committed::existing_ids(&ds, &probe).await?);
+    }
+    Ok(live)
+}
+
+/// Target edges the merge keeps whose endpoint node the merge deletes.
+async fn edges_of_deleted_nodes(
+    root: &Root,
+    catalog: &Catalog,
+    target: &crate::engine::manifest::ManifestState,
+    merges: &HashMap<&str, &TableMerge>,
+) -> Result<Vec<MergeConflict>> {
+    let mut out = Vec::new();
+    for edge in &catalog.edges {
+        let key = layout::edge_key(&edge.name);
+        let edge_merge = merges.get(key.as_str());
+        let Some(entry) = target.tables.get(&key) else { continue };
+        for (node_type, end) in [(&edge.from_type, "src"), (&edge.to_type, "dst")] {
+            let Some(node_merge) = merges.get(layout::node_key(node_type).as_str()) else { continue };
+            if node_merge.delta.deleted.is_empty() {
+                continue;
+            }
+            let deleted: Vec<String> = node_merge.delta.deleted.iter().cloned().collect();
+            let ds = committed::open_pinned(root, entry).await?;
+            for (node, edge_ids) in committed::edges_by_endpoint(&ds, end, &deleted).await? {
+                // An edge the merge deletes or rewrites is judged by its merged row.
+                let kept = edge_ids.into_iter().filter(|id| {
+                    edge_merge.is_none_or(|m| !m.delta.deleted.contains(id) && !m.delta.updated.contains(id))
+                });
+                for id in kept {
+                    let msg =
+                        format!("edge {} `{id}` keeps {end} `{node}`, a {node_type} the merge deletes", edge.name);
+                    out.push(MergeConflict::new(&key, Some(&id), ConflictKind::OrphanEdge, msg));
+                }
+            }
+        }
+    }
+    Ok(out)
+}

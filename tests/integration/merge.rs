@@ -1,0 +1,497 @@
+//! Branch merge: the truth table of one change on each side, every conflict
+//! kind, nested branches, edges with their endpoints, parallel merges, dry
+//! runs, and the CLI and HTTP surfaces.
+
+use std::collections::BTreeMap;
+
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::table;
+use omnigraph::recovery::{invariants, list_pending};
+use omnigraph::{ConflictKind, Graph, MergeOptions, MergeOutcome, OmniError, WriteOptions};
+use serde_json::Map;
+
+use crate::common::loaded_social_graph;
+
+fn on(branch: &str) -> WriteOptions {
+    WriteOptions { branch: branch.into(), ..WriteOptions::default() }
+}
+
+async fn mutate(g: &Graph, branch: &str, src: &str) {
+    g.mutate(src, None, Map::new(), &on(branch)).await.unwrap_or_else(|e| panic!("{src} on {branch}: {e}"));
+}
+
+/// One change a branch makes (on the example graph: Alice, Bob, Carol, Acme;
+/// Knows Alice→Bob and Bob→Carol; WorksAt Alice→Acme and Carol→Acme).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Noop,
+    AddEve30,
+    AddEve31,
+    RemoveCarol,
+    SetBobAge40,
+    SetBobAge41,
+    SetCarolAge50,
+    AddEdgeCarolAlice,
+    RemoveAliceEdges,
+    NetZero,
+}
+
+const CHANGES: [Change; 10] = [
+    Change::Noop,
+    Change::AddEve30,
+    Change::AddEve31,
+    Change::RemoveCarol,
+    Change::SetBobAge40,
+    Change::SetBobAge41,
+    Change::SetCarolAge50,
+    Change::AddEdgeCarolAlice,
+    Change::RemoveAliceEdges,
+    Change::NetZero,
+];
+
+impl Change {
+    async fn apply(self, g: &Graph, branch: &str) {
+        let statements: &[&str] = match self {
+            Change::Noop => &[],
+            Change::AddEve30 => &[r#"query q() { insert Person { name: "Eve", age: 30 } }"#],
+            Change::AddEve31 => &[r#"query q() { insert Person { name: "Eve", age: 31 } }"#],
+            Change::RemoveCarol => &[r#"query q() { delete Person where name = "Carol" }"#],
+            Change::SetBobAge40 => &[r#"query q() { update Person set { age: 40 } where name = "Bob" }"#],
+            Change::SetBobAge41 => &[r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
+            Change::SetCarolAge50 => &[r#"query q() { update Person set { age: 50 } where name = "Carol" }"#],
+            Change::AddEdgeCarolAlice => &[r#"query q() { insert Knows { from: "Carol", to: "Alice" } }"#],
+            Change::RemoveAliceEdges => &[r#"query q() { delete Knows where from = "Alice" }"#],
+            Change::NetZero => &[
+                r#"query q() { insert Person { name: "Zed", age: 5 } }"#,
+                r#"query q() { delete Person where name = "Zed" }"#,
+            ],
+        };
+        for s in statements {
+            mutate(g, branch, s).await;
+        }
+    }
+}
+
+/// What merging a source change into a target change must give.
+#[derive(Debug, PartialEq)]
+enum Expect {
+    UpToDate,
+    /// A fast-forward or a merge whose result equals both changes applied in turn.
+    Outcome(MergeOutcome),
+    Conflict(ConflictKind),
+}
+
+fn expected(source: Change, target: Change) -> Expect {
+    use Change::*;
+    match (source, target) {
+        (Noop, _) => Expect::UpToDate,
+        (_, Noop) => Expect::Outcome(MergeOutcome::FastForward),
+        (AddEve30, AddEve31) | (AddEve31, AddEve30) => Expect::Conflict(ConflictKind::DivergentInsert),
+        (SetBobAge40, SetBobAge41) | (SetBobAge41, SetBobAge40) => Expect::Conflict(ConflictKind::DivergentUpdate),
+        (RemoveCarol, SetCarolAge50) | (SetCarolAge50, RemoveCarol) => Expect::Conflict(ConflictKind::DeleteVsUpdate),
+        (RemoveCarol, AddEdgeCarolAlice) | (AddEdgeCarolAlice, RemoveCarol) => {
+            Expect::Conflict(ConflictKind::OrphanEdge)
+        }
+        _ => Expect::Outcome(MergeOutcome::Merged),
+    }
+}
+
+/// Every table's rows without their ids (edges inserted on two branches get
+/// different ids), sorted: equal content = equal graph.
+async fn content(g: &Graph, branch: &str) -> BTreeMap<String, Vec<String>> {
+    let view = manifest::load(g.root(), branch, None).await.expect("view");
+    let mut out = BTreeMap::new();
+    for t in view.state.tables.values() {
+        let ds = table::open_table(&g.root().child_uri(&t.location), t.branch.as_deref(), Some(t.version))
+            .await
+            .expect("open");
+        let mut rows: Vec<String> = table::scan(&ds, None)
+            .await
+            .expect("scan")
+            .iter()
+            .flat_map(omnigraph::engine::rows::from_batch)
+            .map(|r| format!("{:?} {:?} {:?}", r.src, r.dst, r.props))
+            .collect();
+        rows.sort();
+        out.insert(t.table_key.clone(), rows);
+    }
+    out
+}
+
+async fn assert_clean(g: &Graph, branch: &str) {
+    let v = invariants::violations(g.root(), branch).await.expect("check");
+    assert!(v.is_empty(), "{branch}: {v:?}");
+}
+
+/// The 10 × 10 truth table: each cell puts one change on a source branch and
+/// one on a target branch (both from main), merges source into target and
+/// checks the outcome, and for every non-conflict the merged graph against
+/// an oracle branch that applied both changes one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_merge_truth_table_of_one_change_per_side() {
+    let (_dir, g) = loaded_social_graph().await;
+    let mut cells = 0;
+    for (i, s) in CHANGES.iter().enumerate() {
+        for (j, t) in CHANGES.iter().enumerate() {
+            let (src, dst, oracle) = (format!("s{i}x{j}"), format!("t{i}x{j}"), format!("o{i}x{j}"));
+            for b in [&src, &dst, &oracle] {
+                g.branch_create(b, "main").await.expect("branch");
+            }
+            s.apply(&g, &src).await;
+            t.apply(&g, &dst).await;
+            if matches!(expected(*s, *t), Expect::Outcome(_)) {
+                s.apply(&g, &oracle).await;
+                t.apply(&g, &oracle).await;
+            }
+            let before = content(&g, &dst).await;
+            let cell = format!("source {s:?} into target {t:?}");
+            let got = g.branch_merge(&src, &dst, &MergeOptions::default()).await;
+            match (expected(*s, *t), got) {
+                (Expect::UpToDate, Ok(r)) => {
+                    assert_eq!(r.report.outcome, MergeOutcome::AlreadyUpToDate, "{cell}");
+                    assert!(r.report.graph_commit_id.is_none(), "{cell}: an up-to-date merge writes nothing");
+                    assert_eq!(content(&g, &dst).await, before, "{cell}");
+                }
+                (Expect::Outcome(outcome), Ok(r)) => {
+                    assert_eq!(r.report.outcome, outcome, "{cell}");
+                    let commit = r.report.graph_commit_id.clone().expect("a merge commit");
+                    let head = &g.commits(&dst, Some(1)).await.expect("commits")[0];
+                    assert_eq!(head.commit_id, commit, "{cell}");
+                    assert_eq!(
+                        head.merged_parent_commit_id.as_deref(),
+                        Some(r.report.source_commit_id.as_str()),
+                        "{cell}"
+                    );
+                    assert_eq!(content(&g, &dst).await, content(&g, &oracle).await, "{cell}: merged graph");
+                }
+                (Expect::Conflict(kind), Err(OmniError::MergeConflicts(conflicts))) => {
+                    assert!(conflicts.iter().any(|c| c.kind == kind), "{cell}: {conflicts:?}");
+                    assert_eq!(content(&g, &dst).await, before, "{cell}: a refused merge writes nothing");
+                }
+                (want, got) => panic!("{cell}: expected {want:?}, got {got:?}"),
+            }
+            assert_clean(&g, &dst).await;
+            assert!(list_pending(g.root()).await.expect("list").is_empty(), "{cell}: a sidecar was left");
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, 100);
+}
+
+/// A branch of a branch merges into its parent, then the parent into main;
+/// each merge is one commit with the merged head as second parent, and a
+/// fast-forward is still a new commit on the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_branches_merge_into_their_parent_then_main() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("team", "main").await.expect("team");
+    mutate(&g, "team", r#"query q() { insert Person { name: "Tess", age: 33 } }"#).await;
+    g.branch_create("team-alice", "team").await.expect("nested");
+    mutate(&g, "team-alice", r#"query q() { insert Knows { from: "Tess", to: "Alice" } }"#).await;
+    mutate(&g, "team-alice", r#"query q() { update Person set { age: 32 } where name = "Alice" }"#).await;
+    mutate(&g, "main", r#"query q() { insert Company { name: "Initech" } }"#).await;
+
+    let into_team = g.branch_merge("team-alice", "team", &MergeOptions::default()).await.expect("into team");
+    assert_eq!(into_team.report.outcome, MergeOutcome::FastForward);
+    let team_head = g.commits("team", Some(1)).await.expect("commits")[0].clone();
+    assert_eq!(team_head.merged_parent_commit_id.as_deref(), Some(into_team.report.source_commit_id.as_str()));
+    assert_ne!(team_head.commit_id, into_team.report.source_commit_id, "a fast-forward is a new commit");
+
+    let into_main = g.branch_merge("team", "main", &MergeOptions::default()).await.expect("into main");
+    assert_eq!(into_main.report.outcome, MergeOutcome::Merged);
+    let src = "query q() { match { $a: Person $a knows $b } return { $a.name, $b.name } order { $a.name asc } }";
+    let r = g.query(src, None, Map::new(), &omnigraph::ReadTarget::Branch("main".into())).await.expect("query");
+    let pairs: Vec<String> = omnigraph::result_rows(&r)
+        .iter()
+        .map(|row| format!("{}>{}", row["a.name"].as_str().unwrap_or(""), row["b.name"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(pairs, ["Alice>Bob", "Bob>Carol", "Tess>Alice"]);
+    let names = content(&g, "main").await["node:Company"].len();
+    assert_eq!(names, 2, "main kept its own change (Initech) beside the merged ones");
+    for b in ["main", "team", "team-alice"] {
+        assert_clean(&g, b).await;
+    }
+    // Merging again changes nothing.
+    let again = g.branch_merge("team", "main", &MergeOptions::default()).await.expect("again");
+    assert_eq!(again.report.outcome, MergeOutcome::AlreadyUpToDate);
+    // After the merge, the merged branches can go; main keeps the data.
+    let before = content(&g, "main").await;
+    g.branch_delete("team-alice").await.expect("delete nested");
+    g.branch_delete("team").await.expect("delete team");
+    assert_eq!(content(&g, "main").await, before);
+    assert_clean(&g, "main").await;
+}
+
+/// A merge into a branch whose tables the source changed and the target did
+/// not adopts the source's published versions: no data is rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn main_merged_into_a_branch_adopts_unchanged_tables_by_pointer() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    mutate(&g, "feature", r#"query q() { insert Company { name: "Initech" } }"#).await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+    let r = g.branch_merge("main", "feature", &MergeOptions::default()).await.expect("merge");
+    assert_eq!(r.report.outcome, MergeOutcome::Merged);
+    let person = r.report.tables.iter().find(|t| t.table_key == "node:Person").expect("person merged");
+    assert!(person.adopted, "{:?}", r.report.tables);
+    assert_eq!(person.inserted, 1);
+    let snap = g.snapshot("feature").await.expect("snapshot");
+    let main_snap = g.snapshot("main").await.expect("snapshot");
+    let pin = |s: &omnigraph::Snapshot, k: &str| {
+        let t = s.tables.iter().find(|t| t.table_key == k).expect("table");
+        (t.table_branch.clone(), t.version)
+    };
+    assert_eq!(pin(&snap, "node:Person"), pin(&main_snap, "node:Person"), "the pointer is main's version");
+    assert_eq!(content(&g, "feature").await["node:Company"].len(), 2);
+    assert_clean(&g, "feature").await;
+}
+
+/// Edges arrive with their endpoints, and the rules of the merged graph hold:
+/// `@unique` across both sides and `@card` per source node are conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_results_keep_unique_and_cardinality_rules() {
+    let (_dir, g) = loaded_social_graph().await;
+    for b in ["a", "b", "c", "d"] {
+        g.branch_create(b, "main").await.expect("branch");
+    }
+    mutate(&g, "a", r#"query q() { insert Person { name: "Dan", email: "same@example.com" } }"#).await;
+    mutate(&g, "b", r#"query q() { insert Person { name: "Eve", email: "same@example.com" } }"#).await;
+    let err = g.branch_merge("a", "b", &MergeOptions::default()).await.expect_err("unique");
+    assert_kinds(&err, &[ConflictKind::UniqueViolation]);
+
+    mutate(&g, "c", r#"query q() { insert WorksAt { from: "Bob", to: "Acme" } }"#).await;
+    mutate(
+        &g,
+        "d",
+        r#"query q() { insert Company { name: "Initech" } insert WorksAt { from: "Bob", to: "Initech" } }"#,
+    )
+    .await;
+    let err = g.branch_merge("c", "d", &MergeOptions::default()).await.expect_err("card");
+    assert_kinds(&err, &[ConflictKind::CardinalityViolation]);
+
+    // A node and its edges in one merge: the edge's endpoint arrives with it.
+    g.branch_create("e", "main").await.expect("branch");
+    mutate(&g, "e", r#"query q() { insert Person { name: "Finn" } insert Knows { from: "Finn", to: "Bob" } }"#).await;
+    let r = g.branch_merge("e", "main", &MergeOptions::default()).await.expect("merge");
+    assert_eq!(r.report.outcome, MergeOutcome::FastForward);
+    assert_eq!(content(&g, "main").await["edge:Knows"].len(), 3);
+    assert_clean(&g, "main").await;
+}
+
+fn assert_kinds(err: &OmniError, kinds: &[ConflictKind]) {
+    let OmniError::MergeConflicts(conflicts) = err else { panic!("expected merge conflicts, got {err}") };
+    let mut got: Vec<ConflictKind> = conflicts.iter().map(|c| c.kind).collect();
+    got.sort();
+    let mut want = kinds.to_vec();
+    want.sort();
+    assert_eq!(got, want, "{conflicts:?}");
+    assert_eq!(err.http_status(), 409);
+    let body = err.to_json();
+    assert_eq!(body["code"], "conflict");
+    assert_eq!(body["merge_conflicts"].as_array().map(Vec::len), Some(kinds.len()), "{body}");
+}
+
+/// Every conflict is reported together, and a dry run reports the outcome
+/// and counts without writing a sidecar or a commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_conflicts_are_reported_together_and_a_dry_run_writes_nothing() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("x", "main").await.expect("branch");
+    mutate(&g, "x", r#"query q() { update Person set { age: 1 } where name = "Bob" }"#).await;
+    mutate(&g, "x", r#"query q() { insert Person { name: "Eve", age: 1 } }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 2 } where name = "Bob" }"#).await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Eve", age: 2 } }"#).await;
+    let head = g.commits("main", Some(1)).await.expect("commits")[0].commit_id.clone();
+    let dry = MergeOptions { dry_run: true, ..MergeOptions::default() };
+    let err = g.branch_merge("x", "main", &dry).await.expect_err("conflicts");
+    assert_kinds(&err, &[ConflictKind::DivergentInsert, ConflictKind::DivergentUpdate]);
+    let err = g.branch_merge("x", "main", &MergeOptions::default()).await.expect_err("conflicts");
+    assert_kinds(&err, &[ConflictKind::DivergentInsert, ConflictKind::DivergentUpdate]);
+    assert_eq!(g.commits("main", Some(1)).await.expect("commits")[0].commit_id, head);
+
+    g.branch_create("y", "main").await.expect("branch");
+    mutate(&g, "y", r#"query q() { insert Person { name: "Gus", age: 3 } }"#).await;
+    mutate(&g, "y", r#"query q() { delete Person where name = "Carol" }"#).await;
+    let r = g.branch_merge("y", "main", &dry).await.expect("dry run");
+    assert!(r.report.dry_run && r.report.graph_commit_id.is_none());
+    assert_eq!(r.report.outcome, MergeOutcome::FastForward);
+    let person = r.report.tables.iter().find(|t| t.table_key == "node:Person").expect("person");
+    assert_eq!((person.inserted, person.updated, person.deleted), (1, 0, 1));
+    assert_eq!(g.commits("main", Some(1)).await.expect("commits")[0].commit_id, head, "a dry run commits nothing");
+    assert!(list_pending(g.root()).await.expect("list").is_empty(), "a dry run arms no sidecar");
+}
+
+/// Two merges into two different targets run at once; both land, each clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merges_into_two_targets_run_in_parallel() {
+    let (_dir, g) = loaded_social_graph().await;
+    for b in ["s1", "t1", "s2", "t2"] {
+        g.branch_create(b, "main").await.expect("branch");
+    }
+    mutate(&g, "s1", r#"query q() { insert Person { name: "One" } }"#).await;
+    mutate(&g, "s2", r#"query q() { insert Company { name: "Two" } }"#).await;
+    let opts = MergeOptions::default();
+    let (a, b) = tokio::join!(g.branch_merge("s1", "t1", &opts), g.branch_merge("s2", "t2", &opts));
+    assert_eq!(a.expect("first").report.outcome, MergeOutcome::FastForward);
+    assert_eq!(b.expect("second").report.outcome, MergeOutcome::FastForward);
+    assert_eq!(content(&g, "t1").await["node:Person"].len(), 4);
+    assert_eq!(content(&g, "t2").await["node:Company"].len(), 2);
+    assert_clean(&g, "t1").await;
+    assert_clean(&g, "t2").await;
+}
+
+/// A merge racing writes on its target: each write either lands before the
+/// merge captured the target (and is merged around) or after it published;
+/// nothing is lost and the target stays clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_racing_writes_on_the_target_loses_nothing() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("src", "main").await.expect("branch");
+    mutate(&g, "src", r#"query q() { insert Person { name: "Merged", age: 1 } }"#).await;
+    let writer = {
+        let g = g.clone();
+        tokio::spawn(async move {
+            for i in 0..5 {
+                mutate(&g, "main", &format!(r#"query q() {{ insert Company {{ name: "C{i}" }} }}"#)).await;
+            }
+        })
+    };
+    let merged = g.branch_merge("src", "main", &MergeOptions::default()).await.expect("merge");
+    writer.await.expect("writer");
+    assert!(merged.report.graph_commit_id.is_some());
+    let c = content(&g, "main").await;
+    assert_eq!(c["node:Company"].len(), 6, "every racing write landed");
+    assert!(c["node:Person"].iter().any(|r| r.contains("Merged")), "the merge landed");
+    assert_clean(&g, "main").await;
+}
+
+/// Merging with `delete_branch` removes the source after the merge; merging
+/// a branch into itself or from a missing branch is refused before anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_branch_after_merge_and_bad_requests() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("gone", "main").await.expect("branch");
+    mutate(&g, "gone", r#"query q() { insert Person { name: "Hal" } }"#).await;
+    let opts = MergeOptions { delete_branch: true, ..MergeOptions::default() };
+    let r = g.branch_merge("gone", "main", &opts).await.expect("merge");
+    assert_eq!((r.branch_deleted, r.branch_delete_error.as_deref()), (Some(true), None));
+    assert!(g.branch_list().await.expect("list").iter().all(|b| b.name != "gone"));
+    assert!(content(&g, "main").await["node:Person"].iter().any(|r| r.contains("Hal")));
+    assert_clean(&g, "main").await;
+    let same = g.branch_merge("main", "main", &MergeOptions::default()).await.expect_err("self");
+    assert_eq!(same.http_status(), 400);
+    let missing = g.branch_merge("nope", "main", &MergeOptions::default()).await.expect_err("missing");
+    assert_eq!(missing.http_status(), 404, "{missing}");
+}
+
+/// Over HTTP: a conflict-free merge answers the outcome and commit; a
+/// conflicting one is 409 with every conflict; a dry run writes nothing;
+/// `DELETE /branches/merge` still deletes a branch named `merge`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_over_http() {
+    use crate::server::{call, get, post, start};
+    let s = start().await;
+    for b in ["left", "right", "merge"] {
+        let (st, _) = post(&s, "/graphs/g/branches", serde_json::json!({ "name": b })).await;
+        assert_eq!(st, 200);
+    }
+    let mutate = |branch: &'static str, q: &'static str| {
+        let s = &s;
+        async move {
+            let (st, v) = post(s, "/graphs/g/mutate", serde_json::json!({ "query": q, "branch": branch })).await;
+            assert_eq!(st, 200, "{v}");
+        }
+    };
+    mutate("left", r#"query q() { update Person set { age: 60 } where name = "Bob" }"#).await;
+    mutate("right", r#"query q() { update Person set { age: 61 } where name = "Bob" }"#).await;
+    let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "left", "dry_run": true })).await;
+    assert_eq!((st, v["outcome"].as_str(), v["dry_run"].as_bool()), (200, Some("fast_forward"), Some(true)), "{v}");
+    assert!(v["graph_commit_id"].is_null());
+    let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "left" })).await;
+    assert_eq!((st, v["outcome"].as_str(), v["target"].as_str()), (200, Some("fast_forward"), Some("main")), "{v}");
+    let commit = v["graph_commit_id"].as_str().expect("commit").to_string();
+    let (_, shown) = get(&s, &format!("/graphs/g/commits/{commit}")).await;
+    assert_eq!(shown["merged_parent_commit_id"], v["source_commit_id"], "{shown}");
+    let (st, v) =
+        post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "right", "target": "main" })).await;
+    assert_eq!((st, v["code"].as_str()), (409, Some("conflict")), "{v}");
+    let conflicts = v["merge_conflicts"].as_array().expect("merge_conflicts");
+    assert_eq!(conflicts.len(), 1, "{v}");
+    assert_eq!(conflicts[0]["kind"], "divergent_update");
+    assert_eq!(conflicts[0]["type_name"], "Person");
+    assert_eq!(conflicts[0]["entity_kind"], "node");
+    assert_eq!(conflicts[0]["entity_id"], "Bob");
+    let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "nope" })).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "target": "main" })).await;
+    assert_eq!(st, 400, "{v}");
+    let (st, _, _) =
+        call("DELETE", &format!("{}/graphs/g/branches/merge", s.base), Some(crate::server::TOKEN), None).await;
+    assert_eq!(st, 200, "{}", s.log());
+}
+
+/// Through the CLI: `branch merge --json` prints the HTTP answer's fields;
+/// a conflict exits 1 and prints every conflict (as JSON with `--json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_through_the_cli() {
+    let (_dir, g) = loaded_social_graph().await;
+    let loc = g.root().uri().to_string();
+    g.branch_create("a", "main").await.expect("branch");
+    g.branch_create("b", "main").await.expect("branch");
+    mutate(&g, "a", r#"query q() { delete Person where name = "Carol" }"#).await;
+    mutate(&g, "a", r#"query q() { update Person set { age: 50 } where name = "Bob" }"#).await;
+    mutate(&g, "b", r#"query q() { update Person set { age: 51 } where name = "Bob" }"#).await;
+    mutate(&g, "b", r#"query q() { insert Knows { from: "Carol", to: "Alice" } }"#).await;
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().expect("run");
+    let out = run(&["branch", "merge", "--into", "b", "--json", "a", &loc]);
+    assert_eq!(out.status.code(), Some(1));
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let mut kinds: Vec<&str> =
+        body["merge_conflicts"].as_array().expect("conflicts").iter().filter_map(|c| c["kind"].as_str()).collect();
+    kinds.sort();
+    assert_eq!(kinds, ["divergent_update", "orphan_edge"], "{body}");
+    let out = run(&["branch", "merge", "--into", "b", "a", &loc]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("divergent_update:") && err.contains("orphan_edge:"), "{err}");
+
+    let out = run(&["branch", "merge", "--json", "--delete-branch", "--as", "ci", "a", &loc]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(body["outcome"], "fast_forward");
+    assert_eq!(body["branch_deleted"], true);
+    assert_eq!(body["actor_id"], "ci");
+    let person = body["tables"].as_array().expect("tables").iter().find(|t| t["table_key"] == "node:Person").cloned();
+    assert_eq!(person.map(|p| p["deleted"].clone()), Some(serde_json::json!(1)), "{body}");
+    let out = run(&["branch", "merge", "--into", "b", "b", &loc]);
+    assert_eq!(out.status.code(), Some(2), "merging a branch into itself is a usage error");
+}
+
+/// A merged row that breaks a row rule (`@range` here) is a
+/// `value_constraint_violation`. Every write validates its rows, so no merge
+/// of two valid branches produces one until schemas can change; this feeds
+/// the merged-result check a row directly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merged_row_breaking_a_row_rule_is_a_value_constraint_violation() {
+    use omnigraph::engine::merge::{TableMerge, delta::Delta, validate};
+    use omnigraph::engine::rows::{EntityRow, to_batch};
+    let (_dir, g) = loaded_social_graph().await;
+    let schema = g.schema().await.expect("schema");
+    let target = manifest::load(g.root(), "main", None).await.expect("view").state;
+    let entry = target.tables["node:Person"].clone();
+    let arrow = schema.catalog.node("Person").expect("Person").arrow_schema();
+    let row = EntityRow::node("Old").with("name", serde_json::json!("Old")).with("age", serde_json::json!(200));
+    let merge = TableMerge {
+        table_key: "node:Person".into(),
+        target: entry.clone(),
+        source: entry,
+        delta: Delta { inserted: ["Old".to_string()].into(), ..Delta::default() },
+        rows: vec![to_batch(&arrow, &[row]).expect("batch")],
+        adopt: false,
+    };
+    let conflicts = validate::merged_result(g.root(), &schema.catalog, &target, &[merge]).await.expect("validate");
+    let kinds: Vec<ConflictKind> = conflicts.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ConflictKind::ValueConstraintViolation], "{conflicts:?}");
+    assert!(conflicts[0].message.contains("age"), "{conflicts:?}");
+}
