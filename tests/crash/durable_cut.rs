@@ -161,6 +161,8 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
         (Op::LoadMerge, "main"),
         (Op::LoadOverwrite, "main"),
         (Op::MutationInsert, "fresh"),
+        (Op::Merge, "main"),
+        (Op::Merge, "fresh"),
     ];
     let mut report = Vec::new();
     for (op, branch) in cases {
