@@ -53,6 +53,14 @@ async fn person(g: &Graph, branch: &str) -> std::sync::Arc<lance::Dataset> {
 
 #[tokio::main]
 async fn main() {
+    // `OMNIGRAPH_LOG=info` prints each saga and merge step's time on stderr.
+    if std::env::var_os("OMNIGRAPH_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"))
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let rows = env_usize("OMNIGRAPH_BENCH_ROWS", 1_000_000);
     let changes = env_usize("OMNIGRAPH_BENCH_CHANGES", 10_000).min(rows);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -62,9 +70,9 @@ async fn main() {
         .expect("load main");
     g.branch_create("feature", "main").await.expect("branch");
     let feature = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
-    // Updates of existing rows (age 1000) and new rows (age 2000), in load chunks.
-    let updates = person_lines(0..changes, |_| 1000);
-    let inserts = person_lines(rows..rows + changes, |_| 2000);
+    // Updates of existing rows (age 120) and new rows (age 130), in load chunks.
+    let updates = person_lines(0..changes, |_| 120);
+    let inserts = person_lines(rows..rows + changes, |_| 130);
     for chunk in [updates, inserts] {
         let lines: Vec<&str> = chunk.lines().collect();
         for part in lines.chunks(5_000) {
@@ -73,7 +81,7 @@ async fn main() {
     }
 
     // The floor: one merge-insert of the same rows into a bare copy of main's table.
-    let changed = table::scan(&*person(&g, "feature").await, Some("age >= 1000")).await.expect("changed rows");
+    let changed = table::scan(&*person(&g, "feature").await, Some("age >= 120")).await.expect("changed rows");
     let all = table::scan(&*person(&g, "main").await, None).await.expect("main rows");
     let bare_uri = dir.path().join("bare.lance").to_string_lossy().to_string();
     let schema = changed[0].schema();
@@ -91,7 +99,7 @@ async fn main() {
     let merge_peak_kib = peak_rss_kib();
 
     let main_rows = table::row_count(&*person(&g, "main").await).await.expect("count");
-    let moved = table::scan(&*person(&g, "main").await, Some("age >= 1000")).await.expect("check");
+    let moved = table::scan(&*person(&g, "main").await, Some("age >= 120")).await.expect("check");
     let moved: usize = moved.iter().map(|b| b.num_rows()).sum();
     println!(
         "{}",

@@ -495,3 +495,53 @@ async fn a_merged_row_breaking_a_row_rule_is_a_value_constraint_violation() {
     assert_eq!(kinds, [ConflictKind::ValueConstraintViolation], "{conflicts:?}");
     assert!(conflicts[0].message.contains("age"), "{conflicts:?}");
 }
+
+/// Every conflict kind a merge of two valid branches can produce, each
+/// through the daemon as a 409 with its `merge_conflicts` entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reachable_conflict_kind_over_http() {
+    use crate::server::{post, start};
+    let s = start().await;
+    let scenarios: [(&str, &str, &str); 5] = [
+        (
+            "divergent_insert",
+            r#"query q() { insert Person { name: "Eve", age: 1 } }"#,
+            r#"query q() { insert Person { name: "Eve", age: 2 } }"#,
+        ),
+        (
+            "divergent_update",
+            r#"query q() { update Person set { age: 1 } where name = "Bob" }"#,
+            r#"query q() { update Person set { age: 2 } where name = "Bob" }"#,
+        ),
+        (
+            "delete_vs_update",
+            r#"query q() { delete Person where name = "Carol" }"#,
+            r#"query q() { update Person set { age: 3 } where name = "Carol" }"#,
+        ),
+        (
+            "unique_violation",
+            r#"query q() { insert Person { name: "Dan", email: "x@example.com" } }"#,
+            r#"query q() { insert Person { name: "Fay", email: "x@example.com" } }"#,
+        ),
+        (
+            "cardinality_violation",
+            r#"query q() { insert WorksAt { from: "Bob", to: "Acme" } }"#,
+            r#"query q() { insert Company { name: "Initech" } insert WorksAt { from: "Bob", to: "Initech" } }"#,
+        ),
+    ];
+    for (i, (kind, on_source, on_target)) in scenarios.iter().enumerate() {
+        let (src, dst) = (format!("src{i}"), format!("dst{i}"));
+        for (b, q) in [(&src, on_source), (&dst, on_target)] {
+            let (st, v) = post(&s, "/graphs/g/branches", serde_json::json!({ "name": b })).await;
+            assert_eq!(st, 200, "{v}");
+            let (st, v) = post(&s, "/graphs/g/mutate", serde_json::json!({ "query": q, "branch": b })).await;
+            assert_eq!(st, 200, "{kind}: {v}");
+        }
+        let body = serde_json::json!({ "source": src, "target": dst });
+        let (st, v) = post(&s, "/graphs/g/branches/merge", body).await;
+        assert_eq!((st, v["code"].as_str()), (409, Some("conflict")), "{kind}: {v}");
+        let kinds: Vec<&str> =
+            v["merge_conflicts"].as_array().expect("list").iter().filter_map(|c| c["kind"].as_str()).collect();
+        assert_eq!(kinds, [*kind], "{v}");
+    }
+}

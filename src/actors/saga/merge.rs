@@ -114,7 +114,9 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
             .instrument(plan_span)
             .await?;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
-    conflicts.extend(merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges).await?);
+    let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
+    let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
+    conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
         return Err(OmniError::MergeConflicts(merge::sorted(conflicts)));
     }

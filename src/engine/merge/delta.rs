@@ -1,17 +1,18 @@
-//! One table's three-way delta: a fingerprint of every row by `id` at the
-//! base, source and target pins, the row rule applied per id, and the source
-//! rows the merge writes.
+//! One table's three-way delta: a fingerprint of every row, keyed by a hash
+//! of its `id`, at the base, source and target pins; the row rule applied
+//! per id; and the rows the merge writes.
 //!
-//! Memory grows with the number of rows (one id and a 16-byte fingerprint
-//! each, per side) and with the size of the delta, never with the table's
-//! data: rows are streamed one scan batch at a time, and only the chosen
-//! source rows are kept.
+//! Memory grows with the number of rows (32 bytes per row and side: a
+//! 128-bit id key and a 128-bit row fingerprint) and with the size of the
+//! delta, never with the table's data: rows are streamed one scan batch at a
+//! time, fingerprints come from DataFusion's vectorised hash kernel, and id
+//! strings are only materialised for the rows the merge changes.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use arrow::compute::filter_record_batch;
 use arrow::row::{RowConverter, SortField};
-use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
 use futures::StreamExt;
 use lance::Dataset;
 use sha2::{Digest, Sha256};
@@ -20,47 +21,119 @@ use crate::engine::storage::table;
 use crate::engine::three_way::{ConflictKind, MergeConflict, RowChoice, choose};
 use crate::protocol::{OmniError, Result};
 
-/// A row's content fingerprint (SHA-256, truncated): equal rows, equal prints.
-type Print = [u8; 16];
+/// 128 bits of hash: two independently seeded 64-bit hashes. Two different
+/// values collide with probability about 2^-128.
+type Hash128 = u128;
 
-/// Every row's fingerprint by id, at the dataset's checked-out version.
-pub async fn fingerprints(ds: &Dataset) -> Result<HashMap<String, Print>> {
-    let mut out = HashMap::new();
-    let mut stream = table::scan_stream(ds).await?;
-    let mut converter: Option<RowConverter> = None;
-    while let Some(batch) = stream.next().await {
-        let batch = batch?;
-        let conv = match &mut converter {
-            Some(c) => c,
-            None => {
-                let fields = batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
-                converter.insert(RowConverter::new(fields).map_err(|e| arrow_err(ds, e))?)
-            }
-        };
-        let rows = conv.convert_columns(batch.columns()).map_err(|e| arrow_err(ds, e))?;
-        let ids = id_column(ds, &batch)?;
-        for i in 0..batch.num_rows() {
+/// Row fingerprints by id key, for one side of the merge.
+pub type Prints = HashMap<Hash128, Hash128>;
+
+const SEEDS: [u64; 2] = [0x6f6d_6e69_6772_6170, 0x9e37_79b9_7f4a_7c15];
+
+/// The 128-bit hash of each row over `columns` (nulls included), in
+/// DataFusion's kernel; `None` for a column type the kernel does not hash.
+fn hash_rows(columns: &[ArrayRef], rows: usize) -> Option<Vec<Hash128>> {
+    use datafusion::common::hash_utils::{RandomState, create_hashes};
+    let mut halves = [vec![0u64; rows], vec![0u64; rows]];
+    for (seed, half) in SEEDS.into_iter().zip(halves.iter_mut()) {
+        create_hashes(columns, &RandomState::with_seed(seed), half).ok()?;
+    }
+    let [a, b] = halves;
+    Some(a.into_iter().zip(b).map(|(a, b)| (u128::from(a) << 64) | u128::from(b)).collect())
+}
+
+/// SHA-256 (truncated) of each row's Arrow row encoding: the slower path,
+/// for column types the hash kernel refuses.
+fn encoded_prints(ds: &Dataset, batch: &RecordBatch, converter: &mut Option<RowConverter>) -> Result<Vec<Hash128>> {
+    let conv = match converter {
+        Some(c) => c,
+        None => {
+            let fields = batch.schema().fields().iter().map(|f| SortField::new(f.data_type().clone())).collect();
+            converter.insert(RowConverter::new(fields).map_err(|e| arrow_err(ds, e))?)
+        }
+    };
+    let rows = conv.convert_columns(batch.columns()).map_err(|e| arrow_err(ds, e))?;
+    Ok((0..batch.num_rows())
+        .map(|i| {
             let digest = Sha256::digest(rows.row(i).as_ref());
             let mut print = [0u8; 16];
             print.copy_from_slice(&digest[..16]);
-            out.insert(ids.value(i).to_string(), print);
-        }
-    }
-    Ok(out)
+            u128::from_le_bytes(print)
+        })
+        .collect())
+}
+
+/// The id key of every row of `batch`.
+fn id_keys(ds: &Dataset, batch: &RecordBatch) -> Result<Vec<Hash128>> {
+    let ids = batch.column_by_name("id").cloned().ok_or_else(|| no_id(ds))?;
+    hash_rows(&[ids], batch.num_rows()).ok_or_else(|| no_id(ds))
+}
+
+fn no_id(ds: &Dataset) -> OmniError {
+    OmniError::Internal(format!("{} has no hashable `id` column", ds.uri()))
 }
 
 fn arrow_err(ds: &Dataset, e: impl std::fmt::Display) -> OmniError {
     OmniError::Internal(format!("fingerprinting rows of {}: {e}", ds.uri()))
 }
 
-fn id_column<'b>(ds: &Dataset, batch: &'b RecordBatch) -> Result<&'b StringArray> {
-    batch
-        .column_by_name("id")
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .ok_or_else(|| OmniError::Internal(format!("{} has no string `id` column", ds.uri())))
+/// Every row's fingerprint by id key, at the dataset's checked-out version.
+pub async fn fingerprints(ds: &Dataset) -> Result<Prints> {
+    let mut out = Prints::new();
+    let mut stream = table::scan_stream(ds).await?;
+    let mut converter: Option<RowConverter> = None;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let prints = match hash_rows(batch.columns(), batch.num_rows()) {
+            Some(p) => p,
+            None => encoded_prints(ds, &batch, &mut converter)?,
+        };
+        out.extend(id_keys(ds, &batch)?.into_iter().zip(prints));
+    }
+    Ok(out)
 }
 
-/// What the row rule decided for one table.
+/// What the row rule decided for one table, by id key.
+#[derive(Debug, Default)]
+pub struct KeyDelta {
+    /// Keys whose source row is written, absent from the target.
+    pub inserted: HashSet<Hash128>,
+    /// Keys whose source row replaces the target's.
+    pub updated: HashSet<Hash128>,
+    /// Keys deleted from the target.
+    pub deleted: HashSet<Hash128>,
+    /// Keys both sides changed differently, and how.
+    pub conflicts: Vec<(Hash128, ConflictKind)>,
+}
+
+/// Apply the row rule to every id of `base` ∪ `source` ∪ `target`: each id
+/// is visited once, from the first map that holds it (no union is built).
+pub fn classify(base: &Prints, source: &Prints, target: &Prints) -> KeyDelta {
+    let mut delta = KeyDelta::default();
+    let keys = target
+        .keys()
+        .chain(source.keys().filter(|k| !target.contains_key(*k)))
+        .chain(base.keys().filter(|k| !target.contains_key(*k) && !source.contains_key(*k)));
+    for key in keys {
+        let (t, s) = (target.get(key), source.get(key));
+        match choose(base.get(key), s, t) {
+            RowChoice::Keep => {}
+            RowChoice::TakeSource if t.is_none() => {
+                delta.inserted.insert(*key);
+            }
+            RowChoice::TakeSource => {
+                delta.updated.insert(*key);
+            }
+            RowChoice::Delete => {
+                delta.deleted.insert(*key);
+            }
+            RowChoice::Conflict(kind) => delta.conflicts.push((*key, kind)),
+        }
+    }
+    delta
+}
+
+/// What the row rule decided for one table, by id.
 #[derive(Debug, Default)]
 pub struct Delta {
     /// Ids whose source row the merge writes, absent from the target.
@@ -80,36 +153,6 @@ impl Delta {
     }
 }
 
-/// Apply the row rule to every id of `base` ∪ `source` ∪ `target`.
-pub fn classify(
-    table_key: &str,
-    base: &HashMap<String, Print>,
-    source: &HashMap<String, Print>,
-    target: &HashMap<String, Print>,
-) -> Delta {
-    let mut delta = Delta::default();
-    let ids: HashSet<&String> = base.keys().chain(source.keys()).chain(target.keys()).collect();
-    let mut ids: Vec<&String> = ids.into_iter().collect();
-    ids.sort();
-    for id in ids {
-        let (t, s) = (target.get(id), source.get(id));
-        match choose(base.get(id), s, t) {
-            RowChoice::Keep => {}
-            RowChoice::TakeSource if t.is_none() => {
-                delta.inserted.insert(id.clone());
-            }
-            RowChoice::TakeSource => {
-                delta.updated.insert(id.clone());
-            }
-            RowChoice::Delete => {
-                delta.deleted.insert(id.clone());
-            }
-            RowChoice::Conflict(kind) => delta.conflicts.push(row_conflict(table_key, id, kind)),
-        }
-    }
-    delta
-}
-
 fn row_conflict(table_key: &str, id: &str, kind: ConflictKind) -> MergeConflict {
     let what = match kind {
         ConflictKind::DivergentInsert => "was inserted on both branches with different values",
@@ -119,22 +162,84 @@ fn row_conflict(table_key: &str, id: &str, kind: ConflictKind) -> MergeConflict 
     MergeConflict::new(table_key, Some(id), kind, format!("{table_key} `{id}` {what}"))
 }
 
-/// The rows of `ds` whose ids are in `ids`, streamed and filtered batch by batch.
-pub async fn rows_with_ids(ds: &Dataset, ids: &HashSet<&str>) -> Result<Vec<RecordBatch>> {
+/// The rows of `ds` whose id keys are in `keys`, streamed and filtered batch
+/// by batch.
+pub async fn rows_with_keys(ds: &Dataset, keys: &HashSet<Hash128>) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    if ids.is_empty() {
+    if keys.is_empty() {
         return Ok(out);
     }
     let mut stream = table::scan_stream(ds).await?;
     while let Some(batch) = stream.next().await {
         let batch = batch?;
-        let col = id_column(ds, &batch)?;
-        let mask: BooleanArray =
-            (0..batch.num_rows()).map(|i| Some(col.is_valid(i) && ids.contains(col.value(i)))).collect();
+        let mask: BooleanArray = id_keys(ds, &batch)?.iter().map(|k| Some(keys.contains(k))).collect();
         let kept = filter_record_batch(&batch, &mask).map_err(|e| arrow_err(ds, e))?;
         if kept.num_rows() > 0 {
             out.push(kept);
         }
     }
     Ok(out)
+}
+
+/// The rows of `ds` whose ids are in `ids`.
+pub async fn rows_with_ids(ds: &Dataset, ids: &HashSet<&str>) -> Result<Vec<RecordBatch>> {
+    let keys = ids_to_keys(ids.iter().copied());
+    rows_with_keys(ds, &keys).await
+}
+
+fn ids_to_keys<'s>(ids: impl Iterator<Item = &'s str>) -> HashSet<Hash128> {
+    let ids: Vec<&str> = ids.collect();
+    let column: ArrayRef = std::sync::Arc::new(StringArray::from(ids.clone()));
+    hash_rows(&[column], ids.len()).unwrap_or_default().into_iter().collect()
+}
+
+/// The id strings of `keys`, read from the rows of the datasets that hold
+/// them (`sides`, in order; each key is looked up until found).
+async fn ids_of(sides: &[&Dataset], keys: &HashSet<Hash128>) -> Result<HashMap<Hash128, String>> {
+    let mut found = HashMap::with_capacity(keys.len());
+    for ds in sides {
+        let missing: HashSet<Hash128> = keys.iter().filter(|k| !found.contains_key(*k)).copied().collect();
+        for batch in rows_with_keys(ds, &missing).await? {
+            let ids = batch
+                .column_by_name("id")
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| no_id(ds))?;
+            for (i, key) in id_keys(ds, &batch)?.into_iter().enumerate() {
+                found.insert(key, ids.value(i).to_string());
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Turn the keyed delta into ids: inserted and updated ids from the source
+/// rows the merge writes (`rows`), deleted ids from the target, conflict ids
+/// from whichever side holds the entity.
+pub async fn resolve(table_key: &str, keyed: KeyDelta, rows: &[RecordBatch], sides: [&Dataset; 3]) -> Result<Delta> {
+    let [target, source, base] = sides;
+    let mut delta = Delta::default();
+    for batch in rows {
+        let ids = batch
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| no_id(source))?;
+        for (i, key) in id_keys(source, batch)?.into_iter().enumerate() {
+            let set = if keyed.inserted.contains(&key) { &mut delta.inserted } else { &mut delta.updated };
+            set.insert(ids.value(i).to_string());
+        }
+    }
+    let wanted: HashSet<Hash128> =
+        keyed.deleted.iter().chain(keyed.conflicts.iter().map(|(k, _)| k)).copied().collect();
+    let ids = ids_of(&[target, source, base], &wanted).await?;
+    let id = |k: &Hash128| {
+        ids.get(k).cloned().ok_or_else(|| OmniError::Internal(format!("{table_key}: an id key matched no row")))
+    };
+    for k in &keyed.deleted {
+        delta.deleted.insert(id(k)?);
+    }
+    for (k, kind) in &keyed.conflicts {
+        delta.conflicts.push(row_conflict(table_key, &id(k)?, *kind));
+    }
+    delta.conflicts.sort();
+    Ok(delta)
 }

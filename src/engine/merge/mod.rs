@@ -15,10 +15,11 @@
 pub mod delta;
 pub mod validate;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use arrow_array::RecordBatch;
 use serde::Serialize;
+use tracing::{Instrument, info_span};
 
 use crate::engine::committed::{self, sql_str};
 use crate::engine::lang::catalog::Catalog;
@@ -139,20 +140,26 @@ pub async fn plan_table(
     }
     let source_ds = committed::open_pinned(root, source).await?;
     let target_ds = committed::open_pinned(root, target).await?;
-    let target_prints = delta::fingerprints(&target_ds).await?;
-    let source_prints = delta::fingerprints(&source_ds).await?;
-    let base_prints = match base {
-        Some(b) if same(b, target) => None,
-        Some(b) => Some(delta::fingerprints(&*committed::open_pinned(root, b).await?).await?),
-        None => Some(Default::default()),
+    let base_ds = match base {
+        Some(b) if !same(b, target) => Some(committed::open_pinned(root, b).await?),
+        _ => None,
     };
-    let delta = delta::classify(
-        &source.table_key,
-        base_prints.as_ref().unwrap_or(&target_prints),
-        &source_prints,
-        &target_prints,
-    );
-    if delta.is_empty() && delta.conflicts.is_empty() {
+    let span = info_span!("merge.fingerprints", table = %source.table_key);
+    let (target_prints, source_prints, base_prints) = async {
+        let target_prints = delta::fingerprints(&target_ds).await?;
+        let source_prints = delta::fingerprints(&source_ds).await?;
+        let base_prints = match (&base_ds, base) {
+            (Some(ds), _) => Some(delta::fingerprints(ds).await?),
+            (None, Some(_)) => None,
+            (None, None) => Some(delta::Prints::new()),
+        };
+        Ok::<_, OmniError>((target_prints, source_prints, base_prints))
+    }
+    .instrument(span)
+    .await?;
+    let keyed = delta::classify(base_prints.as_ref().unwrap_or(&target_prints), &source_prints, &target_prints);
+    drop((target_prints, source_prints, base_prints));
+    if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
         // Churn that cancels out (#473): the merged table is the target's.
         return Ok(None);
     }
@@ -162,8 +169,11 @@ pub async fn plan_table(
     // highest version per table, and each ref numbers its versions on.
     let readable = source.branch.is_none() || source.branch.as_deref() == target_ref;
     let adopt = base.is_some_and(|b| same(b, target)) && readable && source.version > target.version;
-    let wanted: HashSet<&str> = delta.inserted.iter().chain(&delta.updated).map(String::as_str).collect();
-    let rows = delta::rows_with_ids(&source_ds, &wanted).await?;
+    let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
+    let span = info_span!("merge.source_rows", table = %source.table_key, rows = written.len());
+    let rows = delta::rows_with_keys(&source_ds, &written).instrument(span).await?;
+    let sides = [&*target_ds, &*source_ds, base_ds.as_deref().unwrap_or(&*target_ds)];
+    let delta = delta::resolve(&source.table_key, keyed, &rows, sides).await?;
     Ok(Some(TableMerge {
         table_key: source.table_key.clone(),
         target: target.clone(),
