@@ -22,20 +22,9 @@ use serde_json::json;
 
 const SCHEMA: &str = include_str!("social.pg");
 
-/// Peak resident set size of this process since the last reset, in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Reset the peak RSS to the current RSS (Linux `clear_refs` 5).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::{peak_rss_kib, reset_peak_rss};
 
 /// Export `g`'s main to `path`; the sorted hashes of its lines.
 async fn export_to(g: &Graph, path: &std::path::Path) -> Vec<u64> {

@@ -12,6 +12,8 @@
 
 mod ambiguous;
 mod child;
+#[path = "../support/content.rs"]
+mod content;
 mod durable_cut;
 #[path = "../support/intercept.rs"]
 mod intercept;
@@ -166,22 +168,7 @@ async fn counts(g: &Graph) -> BTreeMap<String, Vec<String>> {
 }
 
 async fn counts_on(g: &Graph, branch: &str) -> BTreeMap<String, Vec<String>> {
-    let view = manifest::load(g.root(), branch, None).await.expect("view");
-    let mut out = BTreeMap::new();
-    for t in view.state.tables.values() {
-        let uri = g.root().child_uri(&t.location);
-        let ds = table::open_table(&uri, t.branch.as_deref(), Some(t.version)).await.expect("open");
-        let mut rows: Vec<String> = table::scan(&ds, None)
-            .await
-            .expect("scan")
-            .iter()
-            .flat_map(omnigraph::engine::rows::from_batch)
-            .map(|r| format!("{:?} {:?} {:?}", r.src, r.dst, r.props))
-            .collect();
-        rows.sort();
-        out.insert(t.table_key.clone(), rows);
-    }
-    out
+    content::content(g, branch).await
 }
 
 async fn pins(g: &Graph) -> Counts {

@@ -10,6 +10,8 @@ mod branches;
 mod cli;
 mod clients;
 mod common;
+#[path = "../support/content.rs"]
+mod content;
 mod cookbooks;
 mod docs_examples;
 mod export;

@@ -2,10 +2,7 @@
 //! kind, nested branches, edges with their endpoints, parallel merges, dry
 //! runs, and the CLI and HTTP surfaces.
 
-use std::collections::BTreeMap;
-
 use omnigraph::engine::manifest;
-use omnigraph::engine::storage::table;
 use omnigraph::recovery::{invariants, list_pending};
 use omnigraph::{ConflictKind, Graph, MergeOptions, MergeOutcome, OmniError, WriteOptions};
 use serde_json::Map;
@@ -96,27 +93,7 @@ fn expected(source: Change, target: Change) -> Expect {
     }
 }
 
-/// Every table's rows without their ids (edges inserted on two branches get
-/// different ids), sorted: equal content = equal graph.
-async fn content(g: &Graph, branch: &str) -> BTreeMap<String, Vec<String>> {
-    let view = manifest::load(g.root(), branch, None).await.expect("view");
-    let mut out = BTreeMap::new();
-    for t in view.state.tables.values() {
-        let ds = table::open_table(&g.root().child_uri(&t.location), t.branch.as_deref(), Some(t.version))
-            .await
-            .expect("open");
-        let mut rows: Vec<String> = table::scan(&ds, None)
-            .await
-            .expect("scan")
-            .iter()
-            .flat_map(omnigraph::engine::rows::from_batch)
-            .map(|r| format!("{:?} {:?} {:?}", r.src, r.dst, r.props))
-            .collect();
-        rows.sort();
-        out.insert(t.table_key.clone(), rows);
-    }
-    out
-}
+use crate::content::content;
 
 async fn assert_clean(g: &Graph, branch: &str) {
     let v = invariants::violations(g.root(), branch).await.expect("check");
