@@ -87,7 +87,18 @@ fn probes() -> Vec<Probe> {
         format!("{}{}", "[".repeat(20_000), "]".repeat(20_000)).into_bytes(),
         format!("{{\"query\": \"{}\"}}", "x".repeat(2 * 1024 * 1024)).into_bytes(),
     ];
-    let json_routes = ["query", "read", "mutate", "change", "load", "ingest", "branches", "mutate/if-graph-commit"];
+    let json_routes = [
+        "query",
+        "read",
+        "mutate",
+        "change",
+        "load",
+        "ingest",
+        "branches",
+        "branches/merge",
+        "export",
+        "mutate/if-graph-commit",
+    ];
     for base in ["/graphs/g", ""] {
         for route in json_routes {
             for b in &bodies {
@@ -147,6 +158,9 @@ fn probes() -> Vec<Probe> {
         out.push(probe("POST", "/graphs/g/branches", json!({"name": b}).to_string()));
         out.push(probe("POST", "/graphs/g/branches", json!({"name": "fine", "from": b}).to_string()));
         out.push(probe("DELETE", format!("/graphs/g/branches/{enc}"), ""));
+        out.push(probe("POST", "/graphs/g/branches/merge", json!({"source": b}).to_string()));
+        out.push(probe("POST", "/graphs/g/branches/merge", json!({"source": "main", "target": b}).to_string()));
+        out.push(probe("POST", "/graphs/g/export", json!({"branch": b}).to_string()));
         let mut nd = probe("POST", format!("/graphs/g/load/ndjson?branch={enc}"), "");
         nd.content_type = "application/x-ndjson";
         out.push(nd);
