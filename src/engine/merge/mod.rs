@@ -1,7 +1,8 @@
 //! Branch merge planning: the outcome over the commit DAG, each table's
 //! three-way delta, the merged result's validation, and the effects (a
 //! chain of staged transactions per table, or a pointer adopting the
-//! source's published version). Reads only: the merge writer
+//! source's published version). Nothing here commits: planning reads, and
+//! [`prepare`] stages uncommitted transactions; the merge writer
 //! (`actors::saga::merge`) carries the plan through the pipeline.
 //!
 //! Per table, over the base, source and target pins:
