@@ -113,12 +113,27 @@ fn scrub_paths(s: &AppState, text: &str) -> String {
     out
 }
 
+/// A graph id as one percent-encoded path segment (computed once per
+/// server, not per request).
+pub(crate) fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 /// Rewrite a flat route (`/snapshot`, `/query`, …) onto the default graph's
 /// `/graphs/{id}/…` when the daemon has one, so a client configured with the
 /// server's base URL works as with a single-graph server. Runs before
 /// routing (it wraps the whole router).
+/// `default_graph` is the id already encoded by [`path_segment`].
 pub(crate) fn flat_to_graph(default_graph: Option<&str>, mut req: Request) -> Request {
-    let Some(id) = default_graph else { return req };
+    let Some(encoded) = default_graph else { return req };
     let path = req.uri().path();
     let is_own = path == "/"
         || path == "/healthz"
@@ -128,16 +143,6 @@ pub(crate) fn flat_to_graph(default_graph: Option<&str>, mut req: Request) -> Re
     if is_own {
         return req;
     }
-    let encoded: String = id
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
     let rewritten = match req.uri().query() {
         Some(q) => format!("/graphs/{encoded}{path}?{q}"),
         None => format!("/graphs/{encoded}{path}"),

@@ -91,6 +91,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         None if state.graphs.len() == 1 => state.graphs.keys().next().cloned(),
         None => None,
     };
+    let default_graph = default_graph.as_deref().map(middleware::path_segment);
     let app = tower::ServiceExt::map_request(routes::router(state), move |req| {
         middleware::flat_to_graph(default_graph.as_deref(), req)
     });

@@ -560,7 +560,7 @@ async fn recovery(State(s): State<Arc<AppState>>, Path(id): Path<String>, header
     Ok(axum::Json(serde_json::to_value(status).unwrap_or_default()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct ExportBody {
     branch: Option<String>,
@@ -581,11 +581,7 @@ async fn export(
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     s.actor(&headers)?;
-    let req: ExportBody = if b.as_ref().is_ok_and(|b| b.is_empty()) {
-        ExportBody { branch: None, snapshot: None, type_names: vec![], table_keys: vec![] }
-    } else {
-        json_body(b)?
-    };
+    let req: ExportBody = if b.as_ref().is_ok_and(|b| b.is_empty()) { ExportBody::default() } else { json_body(b)? };
     let target = ReadTarget::of(req.snapshot, req.branch);
     let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
     let plan = s.graph(&id)?.export(&target, &types).await?;
