@@ -462,6 +462,7 @@ async fn a_merged_row_breaking_a_row_rule_is_a_value_constraint_violation() {
     let merge = TableMerge {
         table_key: "node:Person".into(),
         target: entry.clone(),
+        target_ds: omnigraph::engine::committed::open_pinned(g.root(), &entry).await.expect("open"),
         source: entry,
         delta: Delta { inserted: ["Old".to_string()].into(), ..Delta::default() },
         rows: vec![to_batch(&arrow, &[row]).expect("batch")],

@@ -14,6 +14,8 @@
 //! means neither head can move under the merge, and the source cannot be
 //! deleted while its pins are read.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 use tracing::{Instrument, info_span, warn};
 
@@ -67,7 +69,7 @@ pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
     if req.source == req.target {
         return Err(OmniError::BadRequest(format!("cannot merge branch `{}` into itself", req.source)));
     }
-    let lineage = Lineage { merged_parent: None, ..Lineage::mint(req.actor.clone()) };
+    let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "merge", source = %req.source, target = %req.target);
     attempt(rt, req, lineage).instrument(span).await
 }
@@ -89,8 +91,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
             .ok_or_else(|| OmniError::Internal(format!("branch `{b}` has no commit")))
     };
     let (source_head, target_head) = (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
-    let mut commits = std::collections::BTreeMap::new();
-    commits.extend(source.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // Both DAGs, in one map (a branch's manifest holds its parent's commits up to the fork).
+    let mut commits = source.state.commits.clone();
     commits.extend(target.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
     let mut report = MergeReport {
@@ -155,7 +157,7 @@ async fn lease_both(rt: &Runtime, a: &str, b: &str) -> Result<LeaseSet> {
 /// the base commit's version.
 async fn base_state(
     rt: &Runtime,
-    commits: &std::collections::BTreeMap<String, manifest::CommitRow>,
+    commits: &HashMap<String, manifest::CommitRow>,
     base_id: &str,
     target_head: &str,
     target: &ManifestView,

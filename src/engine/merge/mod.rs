@@ -16,9 +16,11 @@
 pub mod delta;
 pub mod validate;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use lance::Dataset;
 use serde::Serialize;
 use tracing::{Instrument, info_span};
 
@@ -62,10 +64,8 @@ impl Outcome {
 
 /// The merge base and outcome of merging the head `source` into `target`.
 /// `commits` holds both branches' commit DAGs.
-pub fn outcome(commits: &BTreeMap<String, CommitRow>, source: &str, target: &str) -> Result<(String, Outcome)> {
-    let dag: std::collections::HashMap<String, CommitRow> =
-        commits.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let base = merge_base::merge_base(&dag, source, target)
+pub fn outcome(commits: &HashMap<String, CommitRow>, source: &str, target: &str) -> Result<(String, Outcome)> {
+    let base = merge_base::merge_base(commits, source, target)
         .ok_or_else(|| OmniError::BadRequest(format!("commits {source} and {target} share no history to merge")))?;
     let outcome = if source == target || base == source {
         Outcome::AlreadyUpToDate
@@ -84,6 +84,8 @@ pub struct TableMerge {
     pub table_key: String,
     /// The target's pin.
     pub target: TableEntry,
+    /// The target table opened at its pin (validation and staging read it).
+    pub target_ds: Arc<Dataset>,
     /// The source's pin.
     pub source: TableEntry,
     /// What changes, by id.
@@ -178,6 +180,7 @@ pub async fn plan_table(
     Ok(Some(TableMerge {
         table_key: source.table_key.clone(),
         target: target.clone(),
+        target_ds,
         source: source.clone(),
         delta,
         rows,
@@ -233,8 +236,8 @@ pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<St
             let ids: Vec<String> = chunk.iter().map(|id| sql_str(id)).collect();
             plans.push(StagePlan::Delete { predicate: format!("id IN ({})", ids.join(", ")) });
         }
-        let ds = committed::open_pinned(root, &m.target).await?;
-        let table = write_plan::prepare_chain(root, &m.table_key, &m.target, target_ref.clone(), ds, plans).await?;
+        let table =
+            write_plan::prepare_chain(root, &m.table_key, &m.target, target_ref.clone(), m.target_ds, plans).await?;
         prepared.tables.extend(table);
     }
     Ok(prepared)

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::engine::committed;
 use crate::engine::integrity;
-use crate::engine::lang::catalog::Catalog;
+use crate::engine::lang::catalog::{Catalog, TypeDef};
 use crate::engine::layout;
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::Root;
@@ -30,18 +30,18 @@ pub async fn merged_result(
     for m in merges {
         let written: Vec<EntityRow> = m.rows.iter().flat_map(rows::from_batch).collect();
         let type_name = m.table_key.split_once(':').map_or(m.table_key.as_str(), |(_, n)| n);
-        rules(root, catalog, m, type_name, &written, &mut out).await?;
+        rules(catalog, m, type_name, &written, &mut out).await?;
         if let Some(edge) = catalog.edge(type_name) {
             let card = (edge.card.min, edge.card.max);
-            let target_ds = committed::open_pinned(root, &m.target).await?;
+            let target_ds = &m.target_ds;
             let mut sources: HashSet<String> = written.iter().filter_map(|r| r.src.clone()).collect();
             let removed: HashSet<&str> = m.delta.deleted.iter().map(String::as_str).collect();
-            for r in super::delta::rows_with_ids(&target_ds, &removed).await? {
+            for r in super::delta::rows_with_ids(target_ds, &removed).await? {
                 sources.extend(rows::from_batch(&r).into_iter().filter_map(|e| e.src));
             }
             let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
             if let Err(e) =
-                integrity::card_per_source(Some(&target_ds), type_name, card, &written, &gone, &sources).await
+                integrity::card_per_source(Some(target_ds), type_name, card, &written, &gone, &sources).await
             {
                 out.push(table_conflict(&m.table_key, ConflictKind::CardinalityViolation, e)?);
             }
@@ -67,7 +67,6 @@ pub async fn merged_result(
 
 /// Row rules (types, enums, `@range`, `@check`) and `@unique` of the written rows.
 async fn rules(
-    root: &Root,
     catalog: &Catalog,
     m: &TableMerge,
     type_name: &str,
@@ -92,18 +91,16 @@ async fn rules(
         out.push(MergeConflict::new(&m.table_key, Some(&v.id), ConflictKind::UniqueViolation, v.to_string()));
         return Ok(());
     }
-    let uniques: Vec<Vec<String>> = match catalog.type_def(type_name) {
-        Some(crate::engine::lang::catalog::TypeDef::Node(n)) => n.uniques.clone(),
-        Some(crate::engine::lang::catalog::TypeDef::Edge(e)) => e.uniques.clone(),
-        None => vec![],
+    let uniques = match def {
+        TypeDef::Node(n) => &n.uniques,
+        TypeDef::Edge(e) => &e.uniques,
     };
     if uniques.is_empty() || written.is_empty() {
         return Ok(());
     }
     // Held by a target row that stays: neither replaced nor deleted.
-    let ds = committed::open_pinned(root, &m.target).await?;
     let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
-    if let Err(e) = integrity::unique_against_committed(&ds, type_name, &uniques, written, &gone, None).await {
+    if let Err(e) = integrity::unique_against_committed(&m.target_ds, type_name, uniques, written, &gone, None).await {
         out.push(table_conflict(&m.table_key, ConflictKind::UniqueViolation, e)?);
     }
     Ok(())
@@ -162,13 +159,18 @@ async fn edges_of_deleted_nodes(
         let key = layout::edge_key(&edge.name);
         let edge_merge = merges.get(key.as_str());
         let Some(entry) = target.tables.get(&key) else { continue };
+        // The edge table at the target pin, opened once (reused when the merge changes it).
+        let mut opened: Option<std::sync::Arc<lance::Dataset>> = edge_merge.map(|m| m.target_ds.clone());
         for (node_type, end) in [(&edge.from_type, "src"), (&edge.to_type, "dst")] {
             let Some(node_merge) = merges.get(layout::node_key(node_type).as_str()) else { continue };
             if node_merge.delta.deleted.is_empty() {
                 continue;
             }
             let deleted: Vec<String> = node_merge.delta.deleted.iter().cloned().collect();
-            let ds = committed::open_pinned(root, entry).await?;
+            let ds = match &opened {
+                Some(ds) => ds.clone(),
+                None => opened.insert(committed::open_pinned(root, entry).await?).clone(),
+            };
             for (node, edge_ids) in committed::edges_by_endpoint(&ds, end, &deleted).await? {
                 // An edge the merge deletes or rewrites is judged by its merged row.
                 let kept = edge_ids.into_iter().filter(|id| {
