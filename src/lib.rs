@@ -23,6 +23,7 @@ pub mod server;
 
 pub use actors::saga::branch_control::{BranchInfo, DeletedBranch};
 pub use actors::saga::merge::MergeReport;
+pub use actors::saga::optimize::{ManifestCompaction, OptimizeReport, TableOptimize};
 pub use actors::saga::write::WriteOutcome;
 pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};

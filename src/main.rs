@@ -141,6 +141,21 @@ enum Command {
         #[command(subcommand)]
         command: RecoveryCommand,
     },
+    /// Compact a branch's tables and `__manifest` into few fragments: one
+    /// maintenance commit (none when nothing needed it); queries answer the same.
+    Optimize {
+        /// Graph branch to optimize.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Actor recorded on the commit.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the fields of `POST /graphs/{id}/optimize`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
     /// Classify (and with --confirm publish) Lance HEAD drift no write recorded.
     Repair {
         /// Publish verified maintenance drift.
@@ -409,7 +424,9 @@ impl Command {
             Command::Init { json, .. } | Command::Snapshot { json, .. } | Command::Lint { json, .. } => *json,
             Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
             Command::Query { json, format, .. } => *json || format == "json",
-            Command::Recovery { command: RecoveryCommand::List { json, .. } } | Command::Repair { json, .. } => *json,
+            Command::Recovery { command: RecoveryCommand::List { json, .. } }
+            | Command::Repair { json, .. }
+            | Command::Optimize { json, .. } => *json,
             Command::Serve { .. } | Command::Export { .. } => false,
             Command::Branch {
                 command:
@@ -519,6 +536,24 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             println!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
             Ok(())
         }
+    }
+}
+
+fn print_optimize(r: &omnigraph::OptimizeReport) {
+    for t in &r.tables {
+        match t.skipped {
+            Some(why) => println!("{}  v{}  skipped: {why}", t.type_key, t.published_dataset_version),
+            None => println!(
+                "{}  v{}  {} fragments -> {}",
+                t.type_key, t.published_dataset_version, t.fragments_removed, t.fragments_added
+            ),
+        }
+    }
+    let m = &r.manifest;
+    println!("__manifest  {} fragments -> {}", m.fragments_before, m.fragments_after);
+    match &r.graph_commit_id {
+        Some(c) => println!("optimized {} as commit {c}", r.branch),
+        None => println!("{}: no table needed compaction; no commit", r.branch),
     }
 }
 
@@ -671,6 +706,14 @@ async fn run_command(command: Command) -> Result<()> {
                     a.graph_commit_id.as_deref().unwrap_or("-")
                 );
             }
+            Ok(())
+        }
+        Command::Optimize { branch, actor, json, graph } => {
+            let report = Omnigraph::open(&graph).await?.optimize(&branch, actor.as_deref()).await?;
+            if json {
+                return print_json(&report);
+            }
+            print_optimize(&report);
             Ok(())
         }
         Command::Repair { confirm, force, json, graph } => {

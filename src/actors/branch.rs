@@ -90,6 +90,13 @@ impl Actor for BranchActor {
                 };
                 drop(reply.send(out.instrument(info_span!("branch.delete_ref", branch = %state.branch)).await));
             }
+            BranchMsg::CompactManifest { lease_id, reply } => {
+                let out = async {
+                    check_lease(state, lease_id)?;
+                    compact_manifest_now(state).await
+                };
+                drop(reply.send(out.await));
+            }
         }
         Ok(())
     }
@@ -113,6 +120,20 @@ async fn compact_manifest(state: &mut BranchState) {
         Ok(None) => {}
         Err(e) => tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry"),
     }
+}
+
+/// Compact the branch's `__manifest` now, under the caller's lease; returns
+/// its fragment counts before and after. Unlike the after-publish pass, a
+/// failure is the caller's error.
+async fn compact_manifest_now(state: &mut BranchState) -> Result<(u64, u64)> {
+    let view = state.view().await?;
+    let before = table::fragment_count(&view.dataset);
+    let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
+    let Some(compacted) = table::compact(view.dataset).instrument(span).await? else {
+        return Ok((before, before));
+    };
+    state.cache = None;
+    Ok((before, table::fragment_count(&compacted)))
 }
 
 fn check_lease(state: &BranchArgs, lease_id: u64) -> Result<()> {

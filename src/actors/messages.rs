@@ -88,6 +88,14 @@ pub enum BranchMsg {
         /// Answered when the ref is gone.
         reply: RpcReplyPort<Result<()>>,
     },
+    /// Compact this branch's `__manifest` physically (same rows, fewer
+    /// fragments); requires the branch lease.
+    CompactManifest {
+        /// Id of the branch lease held by the caller.
+        lease_id: u64,
+        /// Answered with the fragment counts before and after.
+        reply: RpcReplyPort<Result<(u64, u64)>>,
+    },
 }
 
 /// Messages to a TableActor (a table gate; the only committer for its table on its branch).

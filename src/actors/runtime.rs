@@ -475,6 +475,15 @@ impl Runtime {
         ask(&a, "branch actor", |reply| BranchMsg::Publish { request: Box::new(request), lease_id, reply }).await?
     }
 
+    /// Compact `branch`'s `__manifest` through its actor, holding its lease:
+    /// fragment counts before and after.
+    pub async fn compact_manifest(&self, branch: &str, lease: &Lease) -> Result<(u64, u64)> {
+        let a = self.branch_actor(branch).await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Branch(branch.into()));
+        let lease_id = lease.id();
+        ask(&a, "branch actor", |reply| BranchMsg::CompactManifest { lease_id, reply }).await?
+    }
+
     /// Commit a staged transaction through its table actor, holding its lease.
     pub async fn commit(&self, branch: &str, staged: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
         let a = self.table_actor(staged.uri(), branch).await?;

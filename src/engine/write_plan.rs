@@ -98,7 +98,8 @@ impl Capture {
 /// first transaction is staged now when the table already lives on the
 /// target ref; the rest (and, on a first touch, all of them) keep their plan
 /// and a pre-minted identity, to stage on the version the step before lands.
-/// `None` when the chain is empty or its only step changes nothing.
+/// A table past [`table::needs_compaction`] gets a [`StagePlan::Compact`]
+/// step last. `None` when the chain is empty or its only step changes nothing.
 pub async fn prepare_chain(
     root: &Root,
     table_key: &str,
@@ -109,6 +110,9 @@ pub async fn prepare_chain(
 ) -> Result<Option<PreparedTable>> {
     let mut plans = plans.into_iter();
     let Some(first) = plans.next() else { return Ok(None) };
+    // A write to a table with many small fragments also compacts them, as
+    // the last transaction of its chain (an overwrite replaces them anyway).
+    let compact = !matches!(first, StagePlan::Overwrite { .. }) && table::needs_compaction(&ds).await?;
     let identity = TxnIdentity::mint(entry.version);
     let uri = root.child_uri(&entry.location);
     let effect = if entry.branch == target {
@@ -126,6 +130,7 @@ pub async fn prepare_chain(
         TableEffect::Fork { fork, plan: first, identity }
     };
     let then = plans
+        .chain(compact.then_some(StagePlan::Compact))
         .enumerate()
         .map(|(i, plan)| ChainStep { plan, identity: TxnIdentity::mint(entry.version + 1 + i as u64) })
         .collect();

@@ -9,6 +9,7 @@
 mod branches;
 mod export;
 mod history;
+mod maintenance;
 mod reads;
 mod recovery;
 pub mod wire;

@@ -1,6 +1,7 @@
-//! Recovery sidecars (`__recovery/<operation_id>.json`): schema 3 for
-//! mutation and load, schema 4 for branch merge (per-table transaction
-//! chains and pointer-only updates).
+//! Recovery sidecars (`__recovery/<operation_id>.json`): schema 3 for one
+//! exact transaction per table (mutation, load, optimize), schema 4 for
+//! per-table transaction chains and pointer-only updates (branch merge, and a
+//! write whose chain ends with a compaction).
 //!
 //! A writer arms a sidecar before its first effect and confirms it once every
 //! table landed exactly; recovery reads it to roll the write forward or back.
@@ -18,9 +19,10 @@ use crate::engine::storage::{Root, TxnIdentity};
 pub use crate::engine::write_plan::AuthorityToken;
 use crate::protocol::{OmniError, Result};
 
-/// The sidecar format mutation and load write.
+/// The sidecar format of writes with one exact transaction per table.
 pub const SIDECAR_SCHEMA_VERSION: u32 = 3;
-/// The sidecar format branch merge writes.
+/// The sidecar format of writes with transaction chains or pointer-only
+/// updates (branch merge, and writes that also compact).
 pub const MERGE_SIDECAR_SCHEMA_VERSION: u32 = 4;
 
 /// Which writer armed the sidecar.
@@ -32,16 +34,8 @@ pub enum WriterKind {
     Load,
     /// A branch merge.
     Merge,
-}
-
-impl WriterKind {
-    /// The sidecar schema this writer arms.
-    pub fn sidecar_schema(self) -> u32 {
-        match self {
-            WriterKind::Mutation | WriterKind::Load => SIDECAR_SCHEMA_VERSION,
-            WriterKind::Merge => MERGE_SIDECAR_SCHEMA_VERSION,
-        }
-    }
+    /// An optimize (compaction): one exact `Rewrite` per table.
+    Optimize,
 }
 
 /// How far the write got.
@@ -136,6 +130,19 @@ impl SidecarBody {
     pub fn object_name(&self) -> String {
         sidecar_name(&self.operation_id)
     }
+
+    /// The schema this body needs: 4 for a merge, or any write that commits
+    /// a chain of transactions on a table (a write that also compacts) or
+    /// moves a pointer without an effect; else 3 (one exact transaction per
+    /// table: mutation, load, optimize).
+    pub fn required_schema(&self) -> u32 {
+        let chained = !self.pointers.is_empty() || self.tables.iter().any(|t| !t.chain.is_empty());
+        if self.writer_kind == WriterKind::Merge || chained {
+            MERGE_SIDECAR_SCHEMA_VERSION
+        } else {
+            SIDECAR_SCHEMA_VERSION
+        }
+    }
 }
 
 /// Object name of operation `id`'s sidecar.
@@ -180,7 +187,7 @@ impl SidecarStore {
     /// armed and the write must abort before any effect.
     pub async fn arm(&self, mut body: SidecarBody) -> Result<ArmedSidecar> {
         body.phase = EffectPhase::Armed;
-        body.schema_version = body.writer_kind.sidecar_schema();
+        body.schema_version = body.required_schema();
         self.write_verified(&body).await?;
         Ok(ArmedSidecar { body })
     }

@@ -41,6 +41,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("post", "/graphs/{id}/branches", "Create a branch"),
     ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
     ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
+    ("post", "/graphs/{id}/optimize", "Compact a branch's tables and manifest (one maintenance commit)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
@@ -92,6 +93,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/branches", get(branches).post(branch_create))
         .route("/graphs/{id}/branches/merge", post(branch_merge).delete(branch_delete_merge))
         .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
+        .route("/graphs/{id}/optimize", post(optimize))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -525,6 +527,34 @@ async fn branch_merge(
     let opts = MergeOptions { actor: Some(actor.clone()), dry_run: req.dry_run, delete_branch: req.delete_branch };
     let result = g.branch_merge(&req.source, &target, &opts).await?;
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct OptimizeBody {
+    branch: Option<String>,
+}
+
+/// `POST /graphs/{id}/optimize` with `{branch?}` (an empty body = main).
+async fn optimize(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let bytes = body(b)?;
+    let req: OptimizeBody = if bytes.iter().all(u8::is_ascii_whitespace) {
+        OptimizeBody::default()
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("invalid JSON body: {e}")))?
+    };
+    let _slot = s.admit(&actor)?;
+    let g = s.graph(&id)?;
+    let report = g.optimize(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
+    let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
+    body["actor_id"] = json!(actor);
+    Ok(axum::Json(body))
 }
 
 async fn commits(

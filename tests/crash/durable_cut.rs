@@ -139,6 +139,10 @@ async fn enumerate(op: Op, branch: &'static str) -> (usize, usize) {
         let history: Vec<String> =
             g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
         assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
+        if acknowledged {
+            // Also for a write that changes no row (optimize): its commit stays.
+            assert!(history.len() > committed.len(), "{context}: an acknowledged commit was lost");
+        }
         let audit = audit::read_all(g.root()).await.expect("audit");
         assert!(audit.len() <= 1, "{context}: one resolution, one audit row at most: {audit:?}");
         let next = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
@@ -163,6 +167,7 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
         (Op::MutationInsert, "fresh"),
         (Op::Merge, "main"),
         (Op::Merge, "fresh"),
+        (Op::Optimize, "main"),
     ];
     let mut report = Vec::new();
     for (op, branch) in cases {

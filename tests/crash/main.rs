@@ -53,9 +53,17 @@ enum Op {
     /// Merge the branch `feature` (an update, an insert and a delete that
     /// cascades to edges) into the branch under test: upsert + delete chains.
     Merge,
+    /// Optimize the branch under test after [`SMALL_COMMITS`] on it: one
+    /// `Rewrite` per table it owns, and no row changes.
+    Optimize,
+    /// [`Op::MutationInsert`] on a Person table with more small fragments
+    /// than a write leaves uncompacted: its chain ends with a compaction.
+    /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
+    CompactingInsert,
 }
 
-const OPS: [Op; 7] = [
+/// Every op a crash child can run.
+const ALL_OPS: [Op; 9] = [
     Op::MutationInsert,
     Op::MutationUpdate,
     Op::MutationDelete,
@@ -63,6 +71,27 @@ const OPS: [Op; 7] = [
     Op::LoadMerge,
     Op::LoadOverwrite,
     Op::Merge,
+    Op::Optimize,
+    Op::CompactingInsert,
+];
+
+const OPS: [Op; 8] = [
+    Op::MutationInsert,
+    Op::MutationUpdate,
+    Op::MutationDelete,
+    Op::LoadAppend,
+    Op::LoadMerge,
+    Op::LoadOverwrite,
+    Op::Merge,
+    Op::Optimize,
+];
+
+/// The one-row commits [`Op::Optimize`] compacts (each adds a fragment).
+const SMALL_COMMITS: [&str; 4] = [
+    r#"query q() { insert Person { name: "S1", age: 1 } }"#,
+    r#"query q() { insert Person { name: "S2", age: 2 } insert Knows { from: "S2", to: "Alice" } }"#,
+    r#"query q() { update Person set { age: 3 } where name = "S1" }"#,
+    r#"query q() { insert Knows { from: "S1", to: "S2" } }"#,
 ];
 
 /// What the branch `feature` holds for [`Op::Merge`].
@@ -75,10 +104,28 @@ const FEATURE_CHANGES: [&str; 3] = [
 impl Op {
     fn prefix(self) -> &'static str {
         match self {
-            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete => "mutation",
+            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert => "mutation",
             Op::Merge => "merge",
+            Op::Optimize => "optimize",
             _ => "load",
         }
+    }
+
+    /// Whether a clean run changes the branch's rows (optimize does not:
+    /// whether it applied shows in the history, not the content).
+    fn changes_content(self) -> bool {
+        !matches!(self, Op::Optimize)
+    }
+
+    /// Whether this op's saga crosses `boundary`.
+    fn crosses(self, boundary: &str) -> bool {
+        let kind = match self {
+            Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
+            Op::Optimize => omnigraph::recovery::sidecar::WriterKind::Optimize,
+            Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
+            _ => omnigraph::recovery::sidecar::WriterKind::Mutation,
+        };
+        omnigraph::actors::saga::failpoints::crosses(kind, boundary)
     }
 
     async fn run(self, g: &Graph) -> Result<omnigraph::WriteOutcome, OmniError> {
@@ -88,7 +135,7 @@ impl Op {
     async fn run_on(self, g: &Graph, branch: &str) -> Result<omnigraph::WriteOutcome, OmniError> {
         let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
         match self {
-            Op::MutationInsert => {
+            Op::MutationInsert | Op::CompactingInsert => {
                 let src =
                     r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
                 g.mutate(src, None, Map::new(), &o).await
@@ -114,26 +161,53 @@ impl Op {
             }
             Op::Merge => {
                 let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
-                Ok(omnigraph::WriteOutcome {
-                    commit_id: r.report.graph_commit_id,
-                    nodes_affected: 0,
-                    edges_affected: 0,
-                    tables: vec![],
-                    rows_written: Default::default(),
-                })
+                Ok(commit_only(r.report.graph_commit_id))
             }
+            Op::Optimize => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
         }
     }
 
-    /// What the graph needs before this op can run (the merge's source branch).
-    async fn prepare(self, g: &Graph) {
-        if let Op::Merge = self {
-            g.branch_create("feature", "main").await.expect("feature");
-            let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
-            for src in FEATURE_CHANGES {
-                g.mutate(src, None, Map::new(), &o).await.expect("feature change");
+    /// What the graph needs before this op can run on `branch`: the merge's
+    /// source branch, the commits an optimize compacts.
+    async fn prepare(self, g: &Graph, branch: &str) {
+        let (on, changes): (&str, &[&str]) = match self {
+            Op::Merge => {
+                g.branch_create("feature", "main").await.expect("feature");
+                ("feature", &FEATURE_CHANGES)
             }
+            Op::Optimize => (branch, &SMALL_COMMITS),
+            Op::CompactingInsert => {
+                // Small commits until the next write to Person compacts.
+                let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+                for i in 0.. {
+                    let view = manifest::load(g.root(), branch, None).await.expect("view");
+                    let person = &view.state.tables["node:Person"];
+                    let ds = omnigraph::engine::committed::open_pinned(g.root(), person).await.expect("open");
+                    if table::needs_compaction(&ds).await.expect("plan") {
+                        break;
+                    }
+                    let src = format!(r#"query q() {{ insert Person {{ name: "F{i}" }} }}"#);
+                    g.mutate(&src, None, Map::new(), &o).await.expect("small commit");
+                }
+                return;
+            }
+            _ => return,
+        };
+        let o = WriteOptions { branch: on.into(), ..WriteOptions::default() };
+        for src in changes {
+            g.mutate(src, None, Map::new(), &o).await.expect("preparing change");
         }
+    }
+}
+
+/// The outcome of a writer that reports only its commit.
+fn commit_only(commit_id: Option<String>) -> omnigraph::WriteOutcome {
+    omnigraph::WriteOutcome {
+        commit_id,
+        nodes_affected: 0,
+        edges_affected: 0,
+        tables: vec![],
+        rows_written: Default::default(),
     }
 }
 
@@ -208,7 +282,7 @@ async fn setup_on(op: Op, branch: &str) -> (tempfile::TempDir, String, Content, 
         if branch != "main" {
             g.branch_create(branch, "main").await.expect("branch");
         }
-        op.prepare(&g).await;
+        op.prepare(&g, branch).await;
         g
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -244,16 +318,26 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
         assert_eq!(counts(&g).await, main_before, "{context}: main changed");
     }
     let now = counts_on(&g, branch).await;
-    let outcome = if now == after && now != before {
+    let history: Vec<String> =
+        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
+    let outcome = if !op.changes_content() {
+        assert_eq!(now, before, "{context}: a maintenance write changed rows");
+        // Applied = exactly the maintenance commit is new; invisible = no
+        // new commit, or only the recovery's roll-back commit.
+        let new_commits = history.iter().filter(|c| !committed.contains(c)).count();
+        match (audit_kind(&g).await, new_commits) {
+            (Some(RecoveryKind::RolledBack), 1) | (None, 0) => "invisible",
+            (Some(RecoveryKind::RolledForward) | None, 1) => "applied",
+            (kind, n) => panic!("{context}: {n} new commits after recovery {kind:?}"),
+        }
+    } else if now == after && now != before {
         "applied"
     } else if now == before {
         "invisible"
     } else {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
-    let history: Vec<String> =
-        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
-    assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
         assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
@@ -269,6 +353,11 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
         .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
     assert_clean_on(&g, branch, &format!("{context}, then a write")).await;
     outcome
+}
+
+/// How the one recovery of a crash case resolved, if one ran.
+async fn audit_kind(g: &Graph) -> Option<RecoveryKind> {
+    audit::read_all(g.root()).await.expect("audit").first().map(|r| r.recovery_kind)
 }
 
 /// Run `write` with `failpoint` returning an error once (an error path, not
@@ -307,6 +396,9 @@ async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
     let mut report = Vec::new();
     for op in OPS {
         for boundary in boundaries {
+            if !op.crosses(boundary) {
+                continue;
+            }
             let name = format!("{}.{boundary}", op.prefix());
             let outcome = crash_case_on(op, &name, branch).await;
             report.push(format!("{op:?} on {branch} @ {name}: {outcome}"));

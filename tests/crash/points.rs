@@ -22,8 +22,9 @@ use super::{
 const ACTOR_CRASHES: [&str; 4] =
     ["table.before_commit", "table.after_commit", "branch.before_publish", "branch.after_publish"];
 
-/// Points only a merge's multi-transaction table chains cross.
-const MERGE_CRASHES: [&str; 1] = ["merge.between_chain_steps"];
+/// Points only multi-transaction table chains cross (a merge's, a write's
+/// that also compacts).
+const CHAIN_CRASHES: [&str; 1] = ["chain.between_steps"];
 
 /// Recovery points a roll-back crosses (after a crash that left effects of an Armed write).
 const ROLL_BACK_CRASHES: [&str; 7] = [
@@ -63,7 +64,7 @@ fn registry() -> BTreeSet<String> {
         }
         let text = std::fs::read_to_string(&path).expect("read source");
         for c in saga.captures_iter(&text) {
-            for kind in failpoints::SAGA_WRITERS {
+            for kind in failpoints::SAGA_WRITERS.into_iter().filter(|k| failpoints::crosses(*k, &c[1])) {
                 out.insert(failpoints::name(kind, &c[1]));
             }
         }
@@ -79,7 +80,7 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
     assert!(registry.contains("mutation.after_arm") && registry.contains("recovery.before_publish"), "{registry:?}");
     let mut covered: BTreeSet<String> = BTreeSet::new();
     for op in super::OPS {
-        for b in SAGA_BOUNDARIES.iter().chain(&FORK_BOUNDARIES) {
+        for b in SAGA_BOUNDARIES.iter().chain(&FORK_BOUNDARIES).filter(|b| op.crosses(b)) {
             covered.insert(format!("{}.{b}", op.prefix()));
         }
     }
@@ -88,7 +89,7 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
         .chain(&ACTOR_CRASHES)
         .chain(&ROLL_BACK_CRASHES)
         .chain(&ROLL_FORWARD_CRASHES)
-        .chain(&MERGE_CRASHES);
+        .chain(&CHAIN_CRASHES);
     covered.extend(named.map(|s| s.to_string()));
     let missing: Vec<&String> = registry.difference(&covered).collect();
     assert!(missing.is_empty(), "failpoints without a crash case: {missing:?}");
@@ -116,21 +117,22 @@ async fn crash_inside_the_commit_and_publish_handlers_recovers_clean() {
     assert!(report.iter().filter(|r| r.contains("table.before_commit")).all(|r| r.ends_with("invisible")));
 }
 
-/// A merge dies between two transactions of a table's chain (after its
-/// upsert landed, before its delete): recovery accepts the contiguous
-/// prefix as the merge's own and rolls it back; on a fresh target it
-/// removes the fork the merge made.
+/// A write dies between two transactions of a table's chain: a merge after
+/// its upsert landed, before its delete; a mutation after its insert landed,
+/// before the compaction it carries. Recovery accepts the contiguous prefix
+/// as the write's own and rolls it back; on a fresh target it removes the
+/// fork the write made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_between_the_transactions_of_a_merge_chain_recovers_clean() {
+async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     let _s = serial().await;
     let mut report = Vec::new();
-    for point in MERGE_CRASHES {
-        for branch in ["main", "fresh"] {
-            let outcome = crash_case_on(Op::Merge, point, branch).await;
-            report.push(format!("Merge into {branch} @ {point}: {outcome}"));
+    for point in CHAIN_CRASHES {
+        for (op, branch) in [(Op::Merge, "main"), (Op::Merge, "fresh"), (Op::CompactingInsert, "main")] {
+            let outcome = crash_case_on(op, point, branch).await;
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
     }
-    println!("merge chain crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    println!("chain crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
 }
 

@@ -1,6 +1,6 @@
 //! A seeded simulator: random mixes of writes on several branches, branch
-//! create/delete, merges of a branch into its parent (clean or failing at a
-//! saga boundary), kills of idle actors and of a table or branch actor while
+//! create/delete, merges of a branch into its parent and optimizes (clean or
+//! failing at a saga boundary), kills of idle actors and of a table or branch actor while
 //! its commit or publish is in flight, writes that fail at a random saga
 //! boundary or after the k-th Lance write (a storage cut), and reopens, with
 //! every invariant checked after each step against a model of what must be
@@ -237,7 +237,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
         let branches: Vec<String> = model.branches.keys().cloned().collect();
         let branch = rng.pick(&branches).clone();
         let name = format!("s{seed}n{step}");
-        let line = match rng.below(14) {
+        let line = match rng.below(15) {
             0..=3 => {
                 insert(&g, &branch, &name).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: insert: {e}"));
                 model.branches.entry(branch.clone()).or_default().extend(written(&name));
@@ -379,6 +379,27 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 let how = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
                 format!("merge {branch} into {parent}{how} (visible: {visible})")
             }
+            13 => {
+                // Optimize changes no row, whether it lands, fails or is undone.
+                let fail_at = if rng.below(2) == 0 { Some(rng.pick(&FAIL_AT).0) } else { None };
+                let point = fail_at.map(|b| format!("optimize.{b}"));
+                if let Some(p) = &point {
+                    fail::cfg(p, "1*return").expect("cfg");
+                }
+                let out = g.optimize(&branch, None).await;
+                if let Some(p) = &point {
+                    fail::remove(p);
+                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                }
+                let how = match (&out, &point) {
+                    (Ok(r), _) if r.graph_commit_id.is_some() => "committed",
+                    (Ok(_), _) => "nothing to compact",
+                    (Err(_), Some(_)) => "failed",
+                    (Err(e), None) => panic!("seed {seed} step {step}: optimize {branch}: {e}"),
+                };
+                let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
+                format!("optimize {branch}{at} ({how})")
+            }
             _ => {
                 shut_down(g).await;
                 g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: reopen: {e}"));
@@ -421,6 +442,7 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "mid-publish",
             "cut after",
             "merge ",
+            "optimize ",
             "reopen",
         ];
         let mix: Vec<String> =

@@ -97,6 +97,7 @@ fn probes() -> Vec<Probe> {
         "branches",
         "branches/merge",
         "export",
+        "optimize",
         "mutate/if-graph-commit",
     ];
     for base in ["/graphs/g", ""] {
@@ -161,6 +162,7 @@ fn probes() -> Vec<Probe> {
         out.push(probe("POST", "/graphs/g/branches/merge", json!({"source": b}).to_string()));
         out.push(probe("POST", "/graphs/g/branches/merge", json!({"source": "main", "target": b}).to_string()));
         out.push(probe("POST", "/graphs/g/export", json!({"branch": b}).to_string()));
+        out.push(probe("POST", "/graphs/g/optimize", json!({"branch": b}).to_string()));
         let mut nd = probe("POST", format!("/graphs/g/load/ndjson?branch={enc}"), "");
         nd.content_type = "application/x-ndjson";
         out.push(nd);

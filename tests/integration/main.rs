@@ -20,6 +20,7 @@ mod foundation;
 mod hostile;
 #[path = "../support/intercept.rs"]
 mod intercept;
+mod maintenance;
 mod merge;
 mod publisher;
 mod queries;

@@ -12,7 +12,8 @@
 use crate::recovery::sidecar::WriterKind;
 
 /// The writer kinds whose sagas cross [`saga_failpoint!`]s.
-pub const SAGA_WRITERS: [WriterKind; 3] = [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge];
+pub const SAGA_WRITERS: [WriterKind; 4] =
+    [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge, WriterKind::Optimize];
 
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {
@@ -20,7 +21,14 @@ pub fn writer_prefix(kind: WriterKind) -> &'static str {
         WriterKind::Mutation => "mutation",
         WriterKind::Load => "load",
         WriterKind::Merge => "merge",
+        WriterKind::Optimize => "optimize",
     }
+}
+
+/// Whether a `kind` saga can cross `boundary`: optimize rewrites only the
+/// tables its branch owns already, so it never forks one.
+pub fn crosses(kind: WriterKind, boundary: &str) -> bool {
+    !(kind == WriterKind::Optimize && boundary == "after_fork")
 }
 
 /// The failpoint name of `boundary` for `kind`.

@@ -5,6 +5,7 @@
 pub mod branch_control;
 pub mod failpoints;
 pub mod merge;
+pub mod optimize;
 pub mod pipeline;
 pub mod recovery;
 pub mod revalidate;

@@ -300,7 +300,7 @@ async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Res
     let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
     let mut committed = commit_exactly(at, &t.table_key, t.txn, lease).await?;
     for step in t.then {
-        named_failpoint!("merge.between_chain_steps");
+        named_failpoint!("chain.between_steps");
         let ChainStep { plan, identity } = step;
         if identity.read_version != committed.version {
             return Err(OmniError::Internal(format!(

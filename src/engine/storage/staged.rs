@@ -73,6 +73,13 @@ pub enum StagePlan {
         /// The new rows.
         batches: Vec<arrow_array::RecordBatch>,
     },
+    /// A compaction of the table's small fragments (no row changes), the last
+    /// step of a write's chain once enough of them piled up: the write's one
+    /// commit also bounds the table's fragment count (see
+    /// [`super::table::needs_compaction`]). It stages a transaction even when
+    /// the step before left nothing to rewrite, so the chain keeps the
+    /// versions it armed.
+    Compact,
 }
 
 /// An uncommitted Lance transaction bound to the dataset handle it was staged

@@ -190,6 +190,17 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
+        StagePlan::Compact => {
+            // Boxed: Lance's planner future is `Send` only for one lifetime,
+            // which the callers' higher-ranked `Send` bounds (axum) cannot see.
+            let staged: futures::future::BoxFuture<'_, _> =
+                Box::pin(stage_compaction(ds.clone(), uuid, Compaction::SmallFragments));
+            let staged = staged.await?;
+            Ok(Some(match staged {
+                Some((txn, _)) => txn,
+                None => empty_rewrite(ds, uuid),
+            }))
+        }
     }
 }
 
@@ -433,6 +444,128 @@ pub async fn compact(ds: Arc<Dataset>) -> Result<Option<Arc<Dataset>>> {
         .await
         .map_err(|e| OmniError::storage(format!("compacting {}", ds.uri()), e))?;
     Ok((metrics.fragments_removed > 0).then(|| Arc::new(ds)))
+}
+
+/// What a staged compaction rewrites.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionStats {
+    /// Fragments the rewrite replaces.
+    pub fragments_removed: u64,
+    /// Fragments it writes in their place.
+    pub fragments_added: u64,
+}
+
+/// How much a compaction rewrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// Lance's defaults: every fragment under a million rows is a candidate
+    /// (`optimize`).
+    Full,
+    /// Only fragments under [`SMALL_FRAGMENT_ROWS`] rows, rewritten into
+    /// fragments of about that size: cheap enough to ride along with a write.
+    SmallFragments,
+}
+
+/// A fragment under this many rows counts as small for [`Compaction::SmallFragments`].
+pub const SMALL_FRAGMENT_ROWS: usize = 8192;
+
+/// Small fragments a table may hold before a write to it also compacts them.
+/// Every unindexed read of a table opens every fragment, so without a bound
+/// each one-row commit would make the next write and query slower.
+pub const COMPACT_ABOVE_SMALL_FRAGMENTS: usize = 32;
+
+/// Whether a write to `ds` should end its chain with a [`StagePlan::Compact`]:
+/// more than [`COMPACT_ABOVE_SMALL_FRAGMENTS`] small fragments, and Lance's
+/// planner finds some to merge (it merges only neighbours, so small
+/// fragments each between two large ones are left as they are).
+pub async fn needs_compaction(ds: &Dataset) -> Result<bool> {
+    let small = ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_none_or(|n| n < SMALL_FRAGMENT_ROWS));
+    if small.count() <= COMPACT_ABOVE_SMALL_FRAGMENTS {
+        return Ok(false);
+    }
+    let options = compaction_options(Compaction::SmallFragments);
+    // Boxed for the same reason as in [`stage`].
+    let plan: futures::future::BoxFuture<'_, _> = Box::pin(lance::dataset::optimize::plan_compaction(ds, &options));
+    let plan = plan.await.map_err(|e| OmniError::storage(format!("planning a compaction of {}", ds.uri()), e))?;
+    Ok(plan.num_tasks() > 0)
+}
+
+fn compaction_options(scope: Compaction) -> lance::dataset::optimize::CompactionOptions {
+    let mut options = lance::dataset::optimize::CompactionOptions::default();
+    if scope == Compaction::SmallFragments {
+        options.target_rows_per_fragment = SMALL_FRAGMENT_ROWS;
+    }
+    options
+}
+
+/// Stage a compaction of `ds` (adjacent candidate fragments rewritten into
+/// few, deletions materialised past Lance's default threshold) as one
+/// uncommitted `Rewrite` transaction under the pre-minted `uuid`: the new
+/// data files are written now, nothing is committed. `None` when there is
+/// nothing to compact.
+///
+/// Lance's own `commit_compaction` commits inline (and first reserves fragment
+/// ids as a version of its own), so the exact adapter commits the `Rewrite`
+/// itself: the manifest build assigns the new fragments' ids, and with stable
+/// row ids the rows keep their ids (notes/lance14.md §9). An index whose
+/// entries are row addresses loses coverage of the rewritten fragments
+/// (Lance drops them from the index's fragment bitmap, so those rows are
+/// scanned): results never change, and ensure-indices rebuilds coverage.
+pub async fn stage_compaction(
+    ds: Arc<Dataset>,
+    uuid: &str,
+    scope: Compaction,
+) -> Result<Option<(StagedTxn, CompactionStats)>> {
+    use futures::StreamExt;
+    use lance::dataset::optimize::plan_compaction;
+    use lance::dataset::transaction::RewriteGroup;
+    let options = compaction_options(scope);
+    let uri = table_uri(&ds);
+    let ctx = || format!("compacting {uri}");
+    let plan = plan_compaction(&ds, &options).await.map_err(|e| OmniError::storage(ctx(), e))?;
+    if plan.num_tasks() == 0 {
+        return Ok(None);
+    }
+    let tasks: Vec<_> = plan.compaction_tasks().collect();
+    // A loop, not a closure: the closure's future is not `Send` for every lifetime.
+    let mut runs: Vec<futures::future::BoxFuture<'_, _>> = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        runs.push(Box::pin(task.execute(&ds)));
+    }
+    let results: Vec<_> = futures::stream::iter(runs)
+        .buffer_unordered(2)
+        .try_collect()
+        .await
+        .map_err(|e| OmniError::storage(ctx(), e))?;
+    let mut stats = CompactionStats::default();
+    let groups = results
+        .into_iter()
+        .map(|r| {
+            stats.fragments_removed += r.original_fragments.len() as u64;
+            stats.fragments_added += r.new_fragments.len() as u64;
+            RewriteGroup { old_fragments: r.original_fragments, new_fragments: r.new_fragments }
+        })
+        .collect();
+    let op = Operation::Rewrite { groups, rewritten_indices: vec![], frag_reuse_index: None };
+    let mut txn = Transaction::new(plan.read_version(), op, None);
+    txn.uuid = uuid.to_string();
+    let staged = StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: 0 };
+    Ok(Some((staged, stats)))
+}
+
+/// A `Rewrite` that rewrites nothing: the compaction step of a chain whose
+/// earlier steps left nothing to merge (a delete that removed the small
+/// fragments) still lands its armed version, changing nothing.
+fn empty_rewrite(ds: Arc<Dataset>, uuid: &str) -> StagedTxn {
+    let op = Operation::Rewrite { groups: vec![], rewritten_indices: vec![], frag_reuse_index: None };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    StagedTxn { uri: table_uri(&ds), dataset: Some(ds), txn, affected_rows: None, rows_written: 0 }
+}
+
+/// Fragments of the dataset at its checked-out version.
+pub fn fragment_count(ds: &Dataset) -> u64 {
+    ds.get_fragments().len() as u64
 }
 
 /// The identity of the transaction that produced `version`, if Lance kept one.

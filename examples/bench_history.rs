@@ -1,0 +1,197 @@
+//! History benchmark: does the cost of a write, and of opening a snapshot,
+//! stay flat as the commit history grows?
+//! `cargo build --release && cargo run --release --example bench_history -- --bench`.
+//!
+//! For each row (in-process or as CLI processes, with or without an
+//! `optimize` after every block), it makes `COMMITS` sequential one-row
+//! insert commits on a fresh graph and prints, per block of `BLOCK` commits,
+//! the mean write time and the time of one open + snapshot at the block's
+//! end, then `last_over_first` for both. Beside them, the raw-Lance floor
+//! measured in the same run: the mean one-row append commit per block on a
+//! bare dataset growing the same way (so a ratio holds on a noisy machine).
+//!
+//! Environment: `OMNIGRAPH_BENCH_COMMITS` (default 1000),
+//! `OMNIGRAPH_BENCH_BLOCK` (default 100), `OMNIGRAPH_BENCH_ROWS` (a
+//! comma-separated subset of `in_process,in_process_optimize,cli,cli_optimize`).
+
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use arrow_array::{RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use omnigraph::engine::storage::{StagePlan, TxnIdentity, table};
+use omnigraph::{LoadMode, Omnigraph, WriteOptions};
+use serde_json::{Map, Value, json};
+
+const SCHEMA: &str = include_str!("social.pg");
+const DATA: &str = include_str!("social.jsonl");
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn insert_source(i: usize) -> String {
+    format!(r#"query q() {{ insert Person {{ name: "h{i}", age: 1 }} }}"#)
+}
+
+/// One block's figures (milliseconds).
+struct Block {
+    write_mean_ms: f64,
+    snapshot_ms: f64,
+}
+
+/// A new graph with the example data, at `dir/g`.
+async fn fresh_graph(dir: &Path) -> String {
+    let loc = dir.join("g").to_string_lossy().to_string();
+    let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
+    g.load(DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    drop(g);
+    omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await;
+    loc
+}
+
+/// In-process: one handle makes every write; each block ends with a fresh
+/// open + snapshot (what a new process pays) and, if asked, an optimize.
+async fn in_process(dir: &Path, commits: usize, block: usize, optimize: bool) -> Vec<Block> {
+    let loc = fresh_graph(dir).await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    let mut out = Vec::new();
+    for b in 0..commits / block {
+        let start = Instant::now();
+        for i in 0..block {
+            g.mutate(&insert_source(b * block + i), None, Map::new(), &WriteOptions::default()).await.expect("write");
+        }
+        let write_mean_ms = ms(start) / block as f64;
+        if optimize {
+            g.optimize("main", None).await.expect("optimize");
+        }
+        let start = Instant::now();
+        let other = Omnigraph::open(&loc).await.expect("open");
+        other.snapshot("main").await.expect("snapshot");
+        let snapshot_ms = ms(start);
+        drop(other);
+        out.push(Block { write_mean_ms, snapshot_ms });
+    }
+    out
+}
+
+/// As CLI processes: one `omnigraph mutate` process per write, one
+/// `omnigraph snapshot` process per block (and `omnigraph optimize`).
+fn cli(bin: &Path, loc: &str, commits: usize, block: usize, optimize: bool) -> Vec<Block> {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).output().expect("spawn omnigraph");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let mut out = Vec::new();
+    for b in 0..commits / block {
+        let start = Instant::now();
+        for i in 0..block {
+            run(&["mutate", "-e", &insert_source(b * block + i), loc]);
+        }
+        let write_mean_ms = ms(start) / block as f64;
+        if optimize {
+            run(&["optimize", loc]);
+        }
+        let start = Instant::now();
+        run(&["snapshot", loc]);
+        out.push(Block { write_mean_ms, snapshot_ms: ms(start) });
+    }
+    out
+}
+
+/// The raw-Lance floor: one-row append commits (staged, committed exactly)
+/// on a bare dataset, mean per block.
+async fn raw_lance_floor(dir: &Path, commits: usize, block: usize) -> Vec<f64> {
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let uri = dir.join("raw.lance").to_string_lossy().to_string();
+    let batch = |id: String| {
+        RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(StringArray::from(vec![id]))]).expect("batch")
+    };
+    table::create_table(&uri, batch("seed".into())).await.expect("create");
+    let mut out = Vec::new();
+    for b in 0..commits / block {
+        let start = Instant::now();
+        for i in 0..block {
+            let ds = table::open_table(&uri, None, None).await.expect("open");
+            let identity = TxnIdentity::mint(ds.version().version);
+            let plan = StagePlan::Append { batches: vec![batch(format!("r{b}-{i}"))] };
+            let staged = table::stage(ds, plan, &identity.uuid).await.expect("stage").expect("staged");
+            table::commit_exact(staged).await.expect("commit");
+        }
+        out.push(ms(start) / block as f64);
+    }
+    out
+}
+
+fn ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
+    let ratio = |f: &dyn Fn(&Block) -> f64| match (blocks.first(), blocks.last()) {
+        (Some(a), Some(z)) if f(a) > 0.0 => round(f(z) / f(a)),
+        _ => 0.0,
+    };
+    json!({
+        "figure": "history_cost_per_block", "row": row, "block_commits": block,
+        "write_mean_ms": blocks.iter().map(|b| round(b.write_mean_ms)).collect::<Vec<_>>(),
+        "snapshot_ms": blocks.iter().map(|b| round(b.snapshot_ms)).collect::<Vec<_>>(),
+        "write_last_over_first": ratio(&|b| b.write_mean_ms),
+        "snapshot_last_over_first": ratio(&|b| b.snapshot_ms),
+        "write_over_floor": blocks.iter().zip(floor).map(|(b, f)| round(b.write_mean_ms / f)).collect::<Vec<_>>(),
+    })
+}
+
+/// The CLI binary next to this example (`target/<profile>/omnigraph`).
+fn cli_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("omnigraph");
+    assert!(bin.exists(), "{} is missing: build it first (`cargo build --release`)", bin.display());
+    bin
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("history benchmark: run with `cargo run --release --example bench_history -- --bench`");
+        return;
+    }
+    let commits = env_usize("OMNIGRAPH_BENCH_COMMITS", 1000);
+    let block = env_usize("OMNIGRAPH_BENCH_BLOCK", 100).max(1);
+    let rows = std::env::var("OMNIGRAPH_BENCH_ROWS")
+        .unwrap_or_else(|_| "in_process,in_process_optimize,cli,cli_optimize".into());
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let floor = raw_lance_floor(tmp.path(), commits, block).await;
+        println!(
+            "{}",
+            json!({"figure": "raw_lance_one_row_append_ms_per_block", "ms": floor.iter().map(|f| round(*f)).collect::<Vec<_>>()})
+        );
+        for row in rows.split(',').map(str::trim) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let blocks = match row {
+                "in_process" => in_process(dir.path(), commits, block, false).await,
+                "in_process_optimize" => in_process(dir.path(), commits, block, true).await,
+                "cli" | "cli_optimize" => {
+                    let loc = fresh_graph(dir.path()).await;
+                    let bin = cli_binary();
+                    let optimize = row == "cli_optimize";
+                    tokio::task::spawn_blocking(move || cli(&bin, &loc, commits, block, optimize))
+                        .await
+                        .expect("cli row")
+                }
+                other => panic!("unknown row `{other}`"),
+            };
+            println!("{}", row_json(row, &blocks, block, &floor));
+        }
+    });
+}

@@ -1,0 +1,209 @@
+//! Maintenance: writes bound a table's small fragments themselves; optimize
+//! compacts a long history into few fragments, no query answers differently,
+//! time travel still reads the oldest commit, and a second run finds nothing
+//! to do; branches compact only what they own; drifted tables are left for
+//! repair; the CLI and HTTP surfaces.
+
+use omnigraph::engine::committed::open_pinned;
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::table;
+use omnigraph::recovery::{invariants, list_pending};
+use omnigraph::{Graph, ReadTarget, WriteOptions};
+use serde_json::{Map, Value};
+
+use crate::common::loaded_social_graph;
+use crate::content::content;
+
+const PEOPLE: &str = "query people() { match { $p: Person } return { $p.name, $p.age } order { $p.name } }";
+
+fn on(branch: &str) -> WriteOptions {
+    WriteOptions { branch: branch.into(), ..WriteOptions::default() }
+}
+
+async fn rows(g: &Graph, target: &ReadTarget) -> Vec<Value> {
+    let out = g.query_json(PEOPLE, None, Map::new(), target).await.expect("query");
+    out["rows"].as_array().expect("rows").clone()
+}
+
+/// `n` one-row commits on `branch`: inserts, with an update and a delete
+/// every tenth commit (so deletion files need materialising too).
+async fn small_commits(g: &Graph, branch: &str, n: usize) {
+    for i in 0..n {
+        let src = match i % 10 {
+            9 => format!(r#"query q() {{ delete Person where name = "P{}" }}"#, i - 1),
+            5 => format!(r#"query q() {{ update Person set {{ age: {} }} where name = "P{}" }}"#, i % 100, i - 1),
+            _ => format!(r#"query q() {{ insert Person {{ name: "P{i}", age: 20 }} }}"#),
+        };
+        g.mutate(&src, None, Map::new(), &on(branch)).await.unwrap_or_else(|e| panic!("commit {i}: {e}"));
+    }
+}
+
+/// Fragments of every table `branch` pins, and of its `__manifest`.
+async fn fragments(g: &Graph, branch: &str) -> (Vec<(String, u64)>, u64) {
+    let view = manifest::load(g.root(), branch, None).await.expect("view");
+    let mut tables = Vec::new();
+    for (key, entry) in &view.state.tables {
+        let ds = open_pinned(g.root(), entry).await.expect("open");
+        tables.push((key.clone(), table::fragment_count(&ds)));
+    }
+    (tables, table::fragment_count(&view.dataset))
+}
+
+/// 300 small commits, then optimize: every table and `__manifest` ends with
+/// a handful of fragments, every answer is the same, the first commit still
+/// reads as it was, and a second optimize commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_compacts_a_long_history_without_changing_an_answer() {
+    let (_dir, g) = loaded_social_graph().await;
+    let first = g.snapshot("main").await.expect("snapshot").head_commit_id.expect("head");
+    let first_rows = rows(&g, &ReadTarget::Commit(first.clone())).await;
+    let commits_before = g.commits("main", None).await.expect("commits").len();
+    small_commits(&g, "main", 300).await;
+    // The writes themselves bound the fragments (each one past the bound
+    // also compacts), without a commit of their own.
+    let (before, _) = fragments(&g, "main").await;
+    let person_before = before.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person");
+    assert!(person_before <= table::COMPACT_ABOVE_SMALL_FRAGMENTS as u64 + 1, "{before:?}");
+    assert!(person_before >= 2, "something left to optimize: {before:?}");
+    assert_eq!(g.commits("main", None).await.expect("commits").len(), commits_before + 300);
+    let (content_before, rows_before) = (content(&g, "main").await, rows(&g, &ReadTarget::Branch("main".into())).await);
+
+    let report = g.optimize("main", Some("ops")).await.expect("optimize");
+    let commit = report.graph_commit_id.clone().expect("a maintenance commit");
+    let person = report.tables.iter().find(|t| t.type_key == "node:Person").expect("Person");
+    assert!(person.committed && person.fragments_removed >= 2 && person.fragments_added <= 2, "{report:?}");
+    assert_eq!(person.published_dataset_version, person.lance_head_version);
+    let (after, manifest_fragments) = fragments(&g, "main").await;
+    assert!(after.iter().all(|(_, n)| *n <= 4), "{after:?}");
+    assert!(manifest_fragments <= 4, "__manifest has {manifest_fragments} fragments");
+    assert_eq!(report.manifest.fragments_after, manifest_fragments);
+    assert!(report.manifest.fragments_before > manifest_fragments, "{:?}", report.manifest);
+
+    assert_eq!(content(&g, "main").await, content_before);
+    assert_eq!(rows(&g, &ReadTarget::Branch("main".into())).await, rows_before);
+    assert_eq!(rows(&g, &ReadTarget::Commit(first)).await, first_rows, "time travel to the first commit");
+    let head = g.commits("main", Some(1)).await.expect("commits");
+    assert_eq!((head[0].commit_id.as_str(), head[0].actor.as_deref()), (commit.as_str(), Some("ops")));
+    assert!(invariants::violations(g.root(), "main").await.expect("check").is_empty());
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+
+    let again = g.optimize("main", None).await.expect("second optimize");
+    assert_eq!(again.graph_commit_id, None, "{again:?}");
+    assert!(again.tables.iter().all(|t| !t.committed && t.skipped == Some("nothing_to_compact")), "{again:?}");
+    g.mutate(r#"query q() { insert Person { name: "After", age: 1 } }"#, None, Map::new(), &on("main"))
+        .await
+        .expect("writable after optimize");
+}
+
+/// A write to a table past the small-fragment bound also compacts it, as
+/// the last transaction of its own commit: the fragment count stays bounded
+/// through a long run of one-row writes on main and on a branch (whose first
+/// write forks the table), every row is there, and no sidecar is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_a_table_s_small_fragments_bounded() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("b", "main").await.expect("branch");
+    let bound = table::COMPACT_ABOVE_SMALL_FRAGMENTS as u64 + 1;
+    for branch in ["main", "b"] {
+        let mut most = 0;
+        for i in 0..(3 * bound as usize) {
+            let src = format!(r#"query q() {{ insert Person {{ name: "{branch}{i}" }} }}"#);
+            g.mutate(&src, None, Map::new(), &on(branch)).await.expect("write");
+            let (tables, _) = fragments(&g, branch).await;
+            most = most.max(tables.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person"));
+        }
+        assert!(most <= bound, "{branch}: Person reached {most} fragments");
+        let names = rows(&g, &ReadTarget::Branch(branch.into())).await;
+        assert_eq!(names.len(), 3 + 3 * bound as usize, "{branch}: every row is there");
+        assert!(invariants::violations(g.root(), branch).await.expect("check").is_empty(), "{branch}");
+    }
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+}
+
+/// On a named branch, optimize compacts only the tables the branch owns (it
+/// forked them by writing); the tables it still inherits, and main, stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_on_a_branch_compacts_only_its_own_tables() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("b", "main").await.expect("branch");
+    small_commits(&g, "b", 30).await;
+    let main_before = g.snapshot("main").await.expect("snapshot");
+    let content_before = content(&g, "b").await;
+    let report = g.optimize("b", None).await.expect("optimize b");
+    let keys: Vec<&str> = report.tables.iter().map(|t| t.type_key.as_str()).collect();
+    assert_eq!(keys, ["node:Person"], "only the forked table is the branch's own: {report:?}");
+    assert!(report.tables[0].committed && report.graph_commit_id.is_some(), "{report:?}");
+    assert_eq!(content(&g, "b").await, content_before);
+    let main_after = g.snapshot("main").await.expect("snapshot");
+    assert_eq!(main_after.head_commit_id, main_before.head_commit_id, "main did not move");
+    let (tables, _) = fragments(&g, "b").await;
+    assert!(tables.iter().all(|(_, n)| *n <= 4), "{tables:?}");
+    for b in ["main", "b"] {
+        assert!(invariants::violations(g.root(), b).await.expect("check").is_empty(), "{b}");
+    }
+}
+
+/// A table whose Lance HEAD moved past its pin with no recovery record is
+/// left alone (`drift_needs_repair`); the others are compacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_leaves_a_drifted_table_to_repair() {
+    let (_dir, g) = loaded_social_graph().await;
+    small_commits(&g, "main", 12).await;
+    for i in 0..6 {
+        let src = format!(r#"query q() {{ insert Company {{ name: "C{i}" }} }}"#);
+        g.mutate(&src, None, Map::new(), &on("main")).await.expect("company");
+    }
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let entry = &view.state.tables["node:Company"];
+    let ds = table::open_table(&g.root().child_uri(&entry.location), None, None).await.expect("open");
+    table::compact(ds).await.expect("drift").expect("compacted");
+    let report = g.optimize("main", None).await.expect("optimize");
+    let line = |k: &str| report.tables.iter().find(|t| t.type_key == k).cloned().expect(k);
+    let company = line("node:Company");
+    assert_eq!(company.skipped, Some("drift_needs_repair"), "{report:?}");
+    assert!(company.lance_head_version > company.published_dataset_version);
+    assert!(line("node:Person").committed, "{report:?}");
+}
+
+/// `omnigraph optimize --json` and `POST /graphs/{id}/optimize` answer the
+/// same fields; an unknown branch is 404 and a bad body 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_through_the_cli_and_http() {
+    let (_dir, g) = loaded_social_graph().await;
+    small_commits(&g, "main", 8).await;
+    let loc = g.root().uri().to_string();
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let out = std::process::Command::new(bin).args(["optimize", "--json", "--as", "ci", &loc]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let body: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(body["graph_commit_id"].is_string(), "{body}");
+    assert_eq!(body["branch"], "main");
+    let person = body["tables"].as_array().expect("tables").iter().find(|t| t["type_key"] == "node:Person").cloned();
+    let person = person.expect("Person");
+    for field in ["fragments_removed", "fragments_added", "published_dataset_version", "lance_head_version"] {
+        assert!(person[field].is_u64(), "{field}: {person}");
+    }
+    assert_eq!(person["committed"], true);
+    assert!(body["manifest"]["fragments_after"].is_u64(), "{body}");
+    let out = std::process::Command::new(bin).args(["optimize", &loc]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("no table needed compaction"), "{text}");
+
+    use crate::server::{call, post, start};
+    let s = start().await;
+    for i in 0..4 {
+        let q = format!(r#"query q() {{ insert Person {{ name: "H{i}" }} }}"#);
+        let (st, v) = post(&s, "/graphs/g/mutate", serde_json::json!({ "query": q })).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let (st, v) = post(&s, "/graphs/g/optimize", serde_json::json!({})).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["graph_commit_id"].is_string() && v["actor_id"].is_string(), "{v}");
+    let (st, v, _) = call("POST", &format!("{}/graphs/g/optimize", s.base), Some(crate::server::TOKEN), None).await;
+    assert_eq!((st, v["graph_commit_id"].is_null()), (200, true), "an empty body optimizes main: {v}");
+    let (st, v) = post(&s, "/graphs/g/optimize", serde_json::json!({ "branch": "nope" })).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = post(&s, "/graphs/g/optimize", serde_json::json!({ "branches": "main" })).await;
+    assert_eq!(st, 400, "{v}");
+}
