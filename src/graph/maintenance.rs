@@ -12,6 +12,8 @@ impl Graph {
     pub async fn optimize(&self, branch: &str, actor: Option<&str>) -> Result<OptimizeReport> {
         self.require_writable()?;
         let req = OptimizeRequest { branch: branch.to_string(), actor: actor.map(str::to_string) };
-        optimize::run(&self.rt, &req).await
+        // Boxed: the saga's state machine is large, and callers (a test's
+        // own thread, a request handler) should not carry it on their stack.
+        Box::pin(optimize::run(&self.rt, &req)).await
     }
 }

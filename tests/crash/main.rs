@@ -324,10 +324,11 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
     let outcome = if !op.changes_content() {
         assert_eq!(now, before, "{context}: a maintenance write changed rows");
         // Applied = exactly the maintenance commit is new; invisible = no
-        // new commit, or only the recovery's roll-back commit.
+        // new commit, or only the recovery's roll-back commit (none when
+        // there was no effect to restore).
         let new_commits = history.iter().filter(|c| !committed.contains(c)).count();
         match (audit_kind(&g).await, new_commits) {
-            (Some(RecoveryKind::RolledBack), 1) | (None, 0) => "invisible",
+            (Some(RecoveryKind::RolledBack), 0 | 1) | (None, 0) => "invisible",
             (Some(RecoveryKind::RolledForward) | None, 1) => "applied",
             (kind, n) => panic!("{context}: {n} new commits after recovery {kind:?}"),
         }
