@@ -42,9 +42,10 @@ impl Action {
     fn decode(s: &str) -> Option<Action> {
         let parts: Vec<&str> = s.split('|').collect();
         Some(match parts.as_slice() {
-            ["write", op, branch] => {
-                Action::Write(*super::ALL_OPS.iter().find(|o| format!("{o:?}") == *op)?, branch.to_string())
-            }
+            ["write", op, branch] => Action::Write(
+                *super::OPS.iter().chain(&super::EXTRA_OPS).find(|o| format!("{o:?}") == *op)?,
+                branch.to_string(),
+            ),
             ["create", name, from] => Action::BranchCreate { name: name.to_string(), from: from.to_string() },
             ["delete", name] => Action::BranchDelete(name.to_string()),
             ["open"] => Action::Open,
