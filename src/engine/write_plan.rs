@@ -25,6 +25,23 @@ pub struct AuthorityToken {
     pub schema_identity: String,
 }
 
+impl AuthorityToken {
+    /// The authority of `view` (a branch's manifest) under the accepted
+    /// schema `schema_identity`.
+    pub fn of(view: &ManifestView, schema_identity: &str) -> Self {
+        AuthorityToken {
+            branch_id: view.branch_id.clone(),
+            graph_head: view.state.head(&view.branch).map(str::to_string),
+            schema_identity: schema_identity.to_string(),
+        }
+    }
+}
+
+/// Every table's manifest pin in `view`.
+pub fn pins(view: &ManifestView) -> std::collections::BTreeMap<String, u64> {
+    view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect()
+}
+
 /// One consistent read to prepare against: a manifest view and a schema.
 #[derive(Debug, Clone)]
 pub struct Capture {

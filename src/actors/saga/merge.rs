@@ -26,7 +26,7 @@ use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
-use crate::engine::write_plan::AuthorityToken;
+use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
 
@@ -128,12 +128,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     }
     let plan = merge::prepare(rt.root(), merges, target_ref).await?;
     lineage.merged_parent = Some(source_head);
-    let token = AuthorityToken {
-        branch_id: target.branch_id.clone(),
-        graph_head: target.state.head(&req.target).map(str::to_string),
-        schema_identity: schema.identity.clone(),
-    };
-    let pins = target.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+    let token = AuthorityToken::of(&target, &schema.identity);
+    let pins = write_plan::pins(&target);
     let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
     let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;

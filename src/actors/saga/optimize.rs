@@ -114,12 +114,8 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
     let leases = if staged.is_empty() {
         leases
     } else {
-        let token = AuthorityToken {
-            branch_id: view.branch_id.clone(),
-            graph_head: view.state.head(branch).map(str::to_string),
-            schema_identity: schema.identity.clone(),
-        };
-        let pins = view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+        let token = AuthorityToken::of(&view, &schema.identity);
+        let pins = write_plan::pins(&view);
         let plan = write_plan::Prepared { tables: staged, ..Default::default() };
         let at = Attempt::new(rt, WriterKind::Optimize, branch, lineage);
         let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;

@@ -153,17 +153,12 @@ where
 async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
     let view = rt.view(&intent.branch).await?;
     let schema = rt.schema().await?;
-    let head = view.state.head(&intent.branch).map(str::to_string);
     if let Some(expected) = &intent.if_commit {
         let actual = view.state.effective_head(&intent.branch).map(|c| c.commit_id.clone()).unwrap_or_default();
         if *expected != actual {
             return Err(OmniError::PreconditionFailed { expected: expected.clone(), actual });
         }
     }
-    let token = AuthorityToken {
-        branch_id: view.branch_id.clone(),
-        graph_head: head,
-        schema_identity: schema.identity.clone(),
-    };
+    let token = AuthorityToken::of(&view, &schema.identity);
     Ok(Capture::new(rt.root().clone(), view, schema, token))
 }
