@@ -156,6 +156,24 @@ enum Command {
         /// The graph.
         graph: String,
     },
+    /// Remove old versions no retained commit reads (version GC). Without
+    /// --confirm, only prints what it would remove.
+    Cleanup {
+        /// Keep the newest N commits of every branch readable (time travel).
+        #[arg(long)]
+        keep: Option<usize>,
+        /// Keep every commit younger than this (`30s`, `15m`, `12h`, `7d`, `2w`).
+        #[arg(long = "older-than")]
+        older_than: Option<String>,
+        /// Delete (otherwise a dry run).
+        #[arg(long)]
+        confirm: bool,
+        /// Print JSON (the fields of `POST /graphs/{id}/cleanup`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
     /// Classify (and with --confirm publish) Lance HEAD drift no write recorded.
     Repair {
         /// Publish verified maintenance drift.
@@ -364,19 +382,25 @@ enum SchemaCommand {
     },
 }
 
+/// Stack size of every runtime worker thread.
+const WORKER_STACK_BYTES: usize = 16 * 1024 * 1024;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    // Deep async state machines (Lance's scans and commits inside a saga)
+    // outgrow tokio's 2 MiB default worker stack in unoptimised builds.
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().thread_stack_size(WORKER_STACK_BYTES).enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     let json = cli.command.json();
     // Only the daemon lives long enough for background recovery; a one-shot
     // command leaves any sidecar to the next read-write open.
@@ -426,7 +450,8 @@ impl Command {
             Command::Query { json, format, .. } => *json || format == "json",
             Command::Recovery { command: RecoveryCommand::List { json, .. } }
             | Command::Repair { json, .. }
-            | Command::Optimize { json, .. } => *json,
+            | Command::Optimize { json, .. }
+            | Command::Cleanup { json, .. } => *json,
             Command::Serve { .. } | Command::Export { .. } => false,
             Command::Branch {
                 command:
@@ -555,6 +580,25 @@ fn print_optimize(r: &omnigraph::OptimizeReport) {
         Some(c) => println!("optimized {} as commit {c}", r.branch),
         None => println!("{}: no table needed compaction; no commit", r.branch),
     }
+}
+
+fn print_cleanup(r: &omnigraph::CleanupReport) {
+    for t in r.tables.iter().filter(|t| t.removed.versions_removed > 0) {
+        let branch = t.table_branch.as_deref().map(|b| format!(" ({b})")).unwrap_or_default();
+        println!(
+            "{}{branch}  {} of {} versions, {} bytes",
+            t.type_key, t.removed.versions_removed, t.versions_before, t.removed.bytes_removed
+        );
+    }
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} versions ({} bytes); {} commits stay readable, {} {}",
+        r.versions_removed,
+        r.bytes_removed,
+        r.retained_commits,
+        r.removed_commits,
+        if r.dry_run { "would not (run with --confirm to delete)" } else { "were cleaned" }
+    );
 }
 
 fn print_merge(result: &omnigraph::MergeResult) {
@@ -714,6 +758,14 @@ async fn run_command(command: Command) -> Result<()> {
                 return print_json(&report);
             }
             print_optimize(&report);
+            Ok(())
+        }
+        Command::Cleanup { keep, older_than, confirm, json, graph } => {
+            let report = Omnigraph::open(&graph).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
+            if json {
+                return print_json(&report);
+            }
+            print_cleanup(&report);
             Ok(())
         }
         Command::Repair { confirm, force, json, graph } => {

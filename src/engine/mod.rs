@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod merge;
 pub mod mutation;
 pub mod query;
+pub mod retention;
 pub mod schema_store;
 pub mod staging;
 pub mod storage;

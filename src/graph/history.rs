@@ -118,6 +118,23 @@ impl Graph {
         Err(OmniError::NotFound(format!("commit `{id}`")))
     }
 
+    /// The manifest a found commit produced. A commit still recorded on a
+    /// live branch whose manifest version is gone was removed by cleanup.
+    pub(super) async fn commit_view(&self, commit: &CommitRow) -> Result<ManifestView> {
+        match manifest::load(self.root(), &commit.branch, Some(commit.manifest_version)).await {
+            Err(OmniError::NotFound(what)) => {
+                let live = commit.branch == MAIN
+                    || table::list_branches(&manifest::uri(self.root())).await?.contains_key(&commit.branch);
+                Err(if live {
+                    OmniError::CommitCleaned { commit_id: commit.commit_id.clone() }
+                } else {
+                    OmniError::NotFound(what)
+                })
+            }
+            other => other,
+        }
+    }
+
     /// The merge base of two branches' heads: their best common ancestor commit.
     pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>> {
         let (va, vb) = (self.rt.view(a).await?, self.rt.view(b).await?);

@@ -3,7 +3,7 @@
 use super::{Graph, ReadTarget};
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
-use crate::engine::manifest::{self, ManifestView};
+use crate::engine::manifest::ManifestView;
 use crate::protocol::{OmniError, Result};
 
 impl Graph {
@@ -21,8 +21,7 @@ impl Graph {
             }
             ReadTarget::Commit(id) => {
                 let commit = self.find_commit(id).await?;
-                let view = manifest::load(self.root(), &commit.branch, Some(commit.manifest_version)).await?;
-                Ok((view, id.clone()))
+                Ok((self.commit_view(&commit).await?, id.clone()))
             }
         }
     }

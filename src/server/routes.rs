@@ -42,6 +42,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
     ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
     ("post", "/graphs/{id}/optimize", "Compact a branch's tables and manifest (one maintenance commit)"),
+    ("post", "/graphs/{id}/cleanup", "Remove versions no retained commit reads (dry run unless confirm)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
@@ -94,6 +95,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/branches/merge", post(branch_merge).delete(branch_delete_merge))
         .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
         .route("/graphs/{id}/optimize", post(optimize))
+        .route("/graphs/{id}/cleanup", post(cleanup))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -543,18 +545,46 @@ async fn optimize(
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let actor = s.actor(&headers)?;
-    let bytes = body(b)?;
-    let req: OptimizeBody = if bytes.iter().all(u8::is_ascii_whitespace) {
-        OptimizeBody::default()
-    } else {
-        serde_json::from_slice(&bytes).map_err(|e| bad(format!("invalid JSON body: {e}")))?
-    };
+    let req: OptimizeBody = json_or_default(b)?;
     let _slot = s.admit(&actor)?;
     let g = s.graph(&id)?;
     let report = g.optimize(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))
+}
+
+/// A JSON body, or `T::default()` for an empty one.
+fn json_or_default<T: serde::de::DeserializeOwned + Default>(b: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
+    let bytes = body(b)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| bad(format!("invalid JSON body: {e}")))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CleanupBody {
+    keep: Option<usize>,
+    older_than: Option<String>,
+    #[serde(default)]
+    confirm: bool,
+}
+
+/// `POST /graphs/{id}/cleanup` with `{keep?, older_than?, confirm?}`: a dry
+/// run unless `confirm` is true.
+async fn cleanup(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let req: CleanupBody = json_or_default(b)?;
+    let _slot = s.admit(&actor)?;
+    let report = s.graph(&id)?.cleanup(req.keep, req.older_than.as_deref(), req.confirm).await?;
+    Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
 }
 
 async fn commits(

@@ -207,3 +207,171 @@ async fn optimize_through_the_cli_and_http() {
     let (st, v) = post(&s, "/graphs/g/optimize", serde_json::json!({ "branches": "main" })).await;
     assert_eq!(st, 400, "{v}");
 }
+
+/// Versions of the ref `location` / `branch` (`None` = main).
+async fn version_count(g: &Graph, location: &str, branch: Option<&str>) -> usize {
+    let ds = table::open_table(&g.root().child_uri(location), branch, None).await.expect("open");
+    table::list_versions(&ds).await.expect("versions").len()
+}
+
+/// Cleanup keeps exactly what retained commits read: a dry run deletes
+/// nothing; the real run removes old versions of `__manifest` and of the
+/// tables (main's and a first-touch fork's), every head answers the same,
+/// the newest commits and the merge base of a live branch still read as they
+/// did, a cleaned commit is refused with an error naming it, the branch still
+/// merges, and a second cleanup finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_removes_only_what_no_retained_commit_reads() {
+    let (_dir, g) = loaded_social_graph().await;
+    let first = g.snapshot("main").await.expect("snapshot").head_commit_id.expect("head");
+    let first_rows = rows(&g, &ReadTarget::Commit(first.clone())).await;
+    small_commits(&g, "main", 5).await;
+    g.branch_create("b", "main").await.expect("branch");
+    let base = g.snapshot("b").await.expect("snapshot").head_commit_id.expect("base");
+    let base_rows = rows(&g, &ReadTarget::Commit(base.clone())).await;
+    for i in 0..3 {
+        let src = format!(r#"query q() {{ insert Person {{ name: "B{i}", age: 30 }} }}"#);
+        g.mutate(&src, None, Map::new(), &on("b")).await.expect("write on b");
+    }
+    small_commits(&g, "main", 15).await;
+    let newest: Vec<String> =
+        g.commits("main", Some(3)).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    let mut readable = Vec::new();
+    for id in newest.iter().chain(&[base.clone()]) {
+        readable.push((id.clone(), rows(&g, &ReadTarget::Commit(id.clone())).await));
+    }
+    let b_commits: Vec<String> = g.commits("b", Some(3)).await.expect("b").into_iter().map(|c| c.commit_id).collect();
+    let (main_content, b_content) = (content(&g, "main").await, content(&g, "b").await);
+    let person = manifest::load(g.root(), "main", None).await.expect("view").state.tables["node:Person"].clone();
+    let counts = |g: &Graph| {
+        let (g, loc) = (g.clone(), person.location.clone());
+        async move {
+            (
+                version_count(&g, manifest::MANIFEST_DIR, None).await,
+                version_count(&g, &loc, None).await,
+                version_count(&g, &loc, Some("b")).await,
+            )
+        }
+    };
+    let before = counts(&g).await;
+
+    let dry = g.cleanup(Some(3), None, false).await.expect("dry run");
+    assert!(dry.dry_run && dry.versions_removed > 0 && dry.removed_commits > 0, "{dry:?}");
+    assert_eq!(counts(&g).await, before, "a dry run deletes nothing");
+    assert_eq!(rows(&g, &ReadTarget::Commit(first.clone())).await, first_rows, "the first commit still reads");
+
+    let done = g.cleanup(Some(3), None, true).await.expect("cleanup");
+    assert!(!done.dry_run, "{done:?}");
+    assert_eq!(done.versions_removed, dry.versions_removed, "the dry run said what the run did");
+    assert_eq!(done.retained_commits, dry.retained_commits);
+    let after = counts(&g).await;
+    assert!(after.0 < before.0 && after.1 < before.1, "manifest and Person lost versions: {before:?} -> {after:?}");
+    assert!(after.2 <= before.2, "{before:?} -> {after:?}");
+    let fork = done.tables.iter().find(|t| t.type_key == "node:Person" && t.table_branch.as_deref() == Some("b"));
+    assert!(fork.is_some(), "the first-touch fork is a ref of its own: {done:?}");
+
+    assert_eq!(content(&g, "main").await, main_content);
+    assert_eq!(content(&g, "b").await, b_content);
+    for (id, expected) in &readable {
+        assert_eq!(&rows(&g, &ReadTarget::Commit(id.clone())).await, expected, "retained commit {id}");
+    }
+    assert_eq!(rows(&g, &ReadTarget::Commit(base.clone())).await, base_rows, "the merge base of b");
+    for id in &b_commits {
+        rows(&g, &ReadTarget::Commit(id.clone())).await;
+    }
+    let err = g.query_json(PEOPLE, None, Map::new(), &ReadTarget::Commit(first.clone())).await.expect_err("cleaned");
+    assert!(matches!(&err, omnigraph::OmniError::CommitCleaned { commit_id } if *commit_id == first), "{err}");
+    assert_eq!(err.http_status(), 410);
+    assert!(err.to_string().contains(&first) && err.to_string().contains("cleanup"), "{err}");
+    for b in ["main", "b"] {
+        assert!(invariants::violations(g.root(), b).await.expect("check").is_empty(), "{b}");
+    }
+
+    let again = g.cleanup(Some(3), None, true).await.expect("again");
+    assert_eq!(again.versions_removed, 0, "{again:?}");
+    let merged = g.branch_merge("b", "main", &omnigraph::MergeOptions::default()).await.expect("merge after cleanup");
+    assert_eq!(merged.report.outcome, omnigraph::MergeOutcome::Merged, "{:?}", merged.report);
+    let main_rows = Value::from(rows(&g, &ReadTarget::Branch("main".into())).await).to_string();
+    assert!(main_rows.contains("\"B2\""), "b's rows reached main: {main_rows}");
+}
+
+/// Cleanup refuses while a recovery sidecar is pending and deletes nothing;
+/// policies are checked before anything is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_refuses_pending_recovery_and_bad_policies() {
+    let (_dir, g) = loaded_social_graph().await;
+    small_commits(&g, "main", 4).await;
+    for (keep, older) in [(None, None), (Some(0), None), (None, Some("7x")), (None, Some("d"))] {
+        let err = g.cleanup(keep, older, true).await.expect_err("bad policy");
+        assert_eq!(err.http_status(), 400, "{keep:?} {older:?}: {err}");
+    }
+    let before = version_count(&g, manifest::MANIFEST_DIR, None).await;
+    let name = "__recovery/01KPENDINGPENDINGPENDINGPEN.json";
+    g.root().put(name, b"{}".to_vec()).await.expect("plant a sidecar");
+    let err = g.cleanup(Some(1), None, true).await.expect_err("refused");
+    assert!(matches!(err, omnigraph::OmniError::RecoveryRequired { .. }), "{err}");
+    assert_eq!(version_count(&g, manifest::MANIFEST_DIR, None).await, before);
+    g.root().delete(name).await.expect("remove it");
+    assert!(list_pending(g.root()).await.expect("list").is_empty());
+    let done = g.cleanup(Some(1), Some("1w"), true).await.expect("cleanup");
+    assert_eq!(done.versions_removed, 0, "everything is younger than a week: {done:?}");
+    let done = g.cleanup(Some(1), None, true).await.expect("cleanup");
+    assert!(done.versions_removed > 0 && done.retained_commits == 1, "{done:?}");
+}
+
+/// `omnigraph cleanup` and `POST /graphs/{id}/cleanup`: a dry run unless
+/// confirmed, the same fields, 400 on a bad policy or body, and time travel
+/// to a cleaned commit is 410 `gone`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_through_the_cli_and_http() {
+    let (_dir, g) = loaded_social_graph().await;
+    small_commits(&g, "main", 6).await;
+    let loc = g.root().uri().to_string();
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).output().expect("run");
+    let out = run(&["cleanup", "--keep", "2", "--json", &loc]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let body: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(body["dry_run"], true, "{body}");
+    for field in ["retained_commits", "removed_commits", "versions_removed", "bytes_removed"] {
+        assert!(body[field].is_u64(), "{field}: {body}");
+    }
+    let line = &body["tables"][0];
+    for field in ["versions_before", "versions_removed", "bytes_removed", "data_files_removed"] {
+        assert!(line[field].is_u64(), "{field}: {line}");
+    }
+    let out = run(&["cleanup", &loc]);
+    assert_eq!(out.status.code(), Some(2), "no policy is a usage error: {}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["cleanup", "--keep", "2", "--confirm", &loc]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("removed") && text.contains("were cleaned"), "{text}");
+
+    use crate::server::{post, start};
+    let s = start().await;
+    let mut commits = Vec::new();
+    for i in 0..4 {
+        let q = format!(r#"query q() {{ insert Person {{ name: "H{i}" }} }}"#);
+        let (st, v) = post(&s, "/graphs/g/mutate", serde_json::json!({ "query": q })).await;
+        assert_eq!(st, 200, "{v}");
+        commits.push(v["graph_commit_id"].as_str().expect("commit").to_string());
+    }
+    for bad in [serde_json::json!({}), serde_json::json!({"keep": 0}), serde_json::json!({"older_than": "soon"})] {
+        let (st, v) = post(&s, "/graphs/g/cleanup", bad.clone()).await;
+        assert_eq!((st, v["code"].as_str()), (400, Some("bad_request")), "{bad}: {v}");
+    }
+    let (st, v) = post(&s, "/graphs/g/cleanup", serde_json::json!({"keep": 1, "confirmed": true})).await;
+    assert_eq!(st, 400, "unknown fields are refused: {v}");
+    let (st, v) = post(&s, "/graphs/g/cleanup", serde_json::json!({"keep": 1})).await;
+    assert_eq!((st, v["dry_run"].as_bool()), (200, Some(true)), "{v}");
+    let (st, v) = post(&s, "/graphs/g/cleanup", serde_json::json!({"keep": 1, "confirm": true})).await;
+    assert_eq!((st, v["dry_run"].as_bool()), (200, Some(false)), "{v}");
+    assert!(v["versions_removed"].as_u64().is_some_and(|n| n > 0), "{v}");
+    let q = serde_json::json!({ "query": PEOPLE, "commit": commits[0] });
+    let (st, v) = post(&s, "/graphs/g/query", q).await;
+    assert_eq!((st, v["code"].as_str()), (410, Some("gone")), "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains(&commits[0])), "{v}");
+    let q = serde_json::json!({ "query": PEOPLE, "commit": commits[3] });
+    let (st, v) = post(&s, "/graphs/g/query", q).await;
+    assert_eq!(st, 200, "the head commit still reads: {v}");
+}

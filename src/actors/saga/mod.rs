@@ -3,6 +3,7 @@
 //! every boundary ([`failpoints`]).
 
 pub mod branch_control;
+pub mod cleanup;
 pub mod failpoints;
 pub mod merge;
 pub mod optimize;

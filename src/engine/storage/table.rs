@@ -682,3 +682,47 @@ pub async fn delete_branch(uri: &str, name: &str, force: bool) -> Result<()> {
         other => OmniError::storage(format!("deleting branch `{name}` of {uri}"), other),
     })
 }
+
+/// What a version cleanup removed (or, as a preview, would remove).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VersionRemoval {
+    /// Versions removed.
+    pub versions_removed: u64,
+    /// Bytes of files removed.
+    pub bytes_removed: u64,
+    /// Data files removed.
+    pub data_files_removed: u64,
+}
+
+/// Every version of the ref `ds` is open on, oldest first.
+pub async fn list_versions(ds: &Dataset) -> Result<Vec<u64>> {
+    let versions =
+        ds.versions().await.map_err(|e| OmniError::storage(format!("listing versions of {}", ds.uri()), e))?;
+    Ok(versions.into_iter().map(|v| v.version).collect())
+}
+
+/// Remove exactly `versions` of the ref `ds` is open on (its latest is kept
+/// by Lance whatever the list says), or only measure that when `!execute`.
+/// Files a kept version or a child branch still reads stay; files no
+/// manifest references stay too unless Lance's own 7-day rule applies, so a
+/// write staging files concurrently loses nothing.
+pub async fn remove_versions(ds: &Dataset, versions: Vec<u64>, execute: bool) -> Result<VersionRemoval> {
+    if versions.is_empty() {
+        return Ok(VersionRemoval::default());
+    }
+    let what = || format!("removing old versions of {}", ds.uri());
+    let policy = lance::dataset::cleanup::CleanupPolicyBuilder::default()
+        .versions(versions)
+        .map_err(|e| OmniError::storage(what(), e))?
+        .delete_unverified(false)
+        .error_if_tagged_old_versions(false)
+        .build();
+    let op = ds.cleanup(policy);
+    let stats = if execute { op.execute().await } else { op.explain().await.map(|x| x.stats) };
+    let stats = stats.map_err(|e| OmniError::storage(what(), e))?;
+    Ok(VersionRemoval {
+        versions_removed: stats.old_versions,
+        bytes_removed: stats.bytes_removed,
+        data_files_removed: stats.data_files_removed,
+    })
+}

@@ -68,6 +68,13 @@ pub enum OmniError {
     #[error("merge conflicts: {}", summarize_conflicts(.0))]
     MergeConflicts(Vec<crate::three_way::MergeConflict>),
 
+    /// Time travel to a commit whose versions `cleanup` removed.
+    #[error("commit `{commit_id}` was removed by cleanup: time travel reaches only the commits cleanup retained")]
+    CommitCleaned {
+        /// The commit asked for.
+        commit_id: String,
+    },
+
     /// The manifest publisher ran out of retries under write contention.
     #[error("manifest conflict: {0}")]
     ManifestConflict(String),
@@ -157,6 +164,7 @@ impl OmniError {
             | OmniError::BranchConflict { .. }
             | OmniError::MergeConflicts(_)
             | OmniError::Drift { .. } => 409,
+            OmniError::CommitCleaned { .. } => 410,
             OmniError::PreconditionFailed { .. } => 412,
             OmniError::ResourceLimitExceeded { .. } => 413,
             OmniError::RecoveryRequired { .. } | OmniError::ActorUnavailable(_) => 503,
@@ -240,6 +248,7 @@ pub fn status_code(status: u16) -> &'static str {
         404 => "not_found",
         405 => "method_not_allowed",
         409 => "conflict",
+        410 => "gone",
         412 => "precondition_failed",
         413 => "payload_too_large",
         415 => "unsupported_media_type",

@@ -1,0 +1,228 @@
+//! `cleanup`: version garbage collection under a retention policy.
+//!
+//! ```text
+//! refuse if a sidecar is pending → schema gate (exclusive: no write or
+//! branch control runs) → refuse if a sidecar is pending → per live branch:
+//! retained commits (engine::retention) → the keep set: every __manifest
+//! version a retained commit produced, every table version those manifests
+//! pin, every ref's latest → per dataset ref: remove the other versions
+//! ```
+//!
+//! Cleanup makes no commit and no sidecar: it only deletes versions nothing
+//! retained reads, so a crash between two datasets leaves every retained
+//! commit readable and the next cleanup finishes the job. Pending recovery
+//! blocks it because recovery may need the history it would delete. Lance
+//! keeps the files a child branch (a first-touch fork) still reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::{StreamExt, TryStreamExt};
+use serde::Serialize;
+use tracing::{Instrument, info, info_span};
+
+use crate::actors::lease::LeaseMode;
+use crate::actors::runtime::Runtime;
+use crate::engine::branch_name::MAIN;
+use crate::engine::manifest::{self, ManifestView, merge_base};
+use crate::engine::retention::{KeepSet, RetentionPolicy};
+use crate::engine::storage::table::{self, VersionRemoval};
+use crate::named_failpoint;
+use crate::protocol::{OmniError, Result};
+use crate::recovery::list_pending;
+
+/// Table key reported for the graph's own `__manifest` dataset.
+pub const MANIFEST_KEY: &str = "__manifest";
+
+/// What to clean.
+#[derive(Debug, Clone, Copy)]
+pub struct CleanupRequest {
+    /// Which commits stay readable.
+    pub policy: RetentionPolicy,
+    /// Delete; otherwise only report what would be deleted.
+    pub confirm: bool,
+}
+
+/// What a cleanup removed, or would remove when `dry_run`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CleanupReport {
+    /// True when nothing was deleted (no `--confirm`).
+    pub dry_run: bool,
+    /// Commits still readable by time travel afterwards.
+    pub retained_commits: usize,
+    /// Commits whose versions were (or would be) removed.
+    pub removed_commits: usize,
+    /// Versions removed over every dataset.
+    pub versions_removed: u64,
+    /// Bytes removed over every dataset.
+    pub bytes_removed: u64,
+    /// Every dataset ref, in key order.
+    pub tables: Vec<TableCleanup>,
+}
+
+/// One dataset ref's part in a cleanup.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableCleanup {
+    /// `node:<Type>` / `edge:<Type>`, or `__manifest`.
+    pub type_key: String,
+    /// Native branch of the ref (`None` = main).
+    pub table_branch: Option<String>,
+    /// Versions the ref had.
+    pub versions_before: u64,
+    /// What was (or would be) removed.
+    #[serde(flatten)]
+    pub removed: VersionRemoval,
+}
+
+/// Run a cleanup.
+pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
+    let span = info_span!("cleanup", confirm = req.confirm);
+    async {
+        refuse_pending(rt).await?;
+        let _schema = rt.lease_schema(LeaseMode::Exclusive).await?;
+        // Again under the gate: a write that armed before we got it is done
+        // or has left its sidecar.
+        refuse_pending(rt).await?;
+        let plan = plan(rt, &req.policy, chrono::Utc::now().timestamp_micros()).await?;
+        named_failpoint!("cleanup.after_plan");
+        let mut report = CleanupReport {
+            dry_run: !req.confirm,
+            retained_commits: plan.retained,
+            removed_commits: plan.removed,
+            versions_removed: 0,
+            bytes_removed: 0,
+            tables: Vec::new(),
+        };
+        for (key, location, branch) in &plan.refs {
+            let line = clean_ref(rt, &plan.keep, key, location, branch.as_deref(), req.confirm).await?;
+            report.versions_removed += line.removed.versions_removed;
+            report.bytes_removed += line.removed.bytes_removed;
+            report.tables.push(line);
+            if req.confirm {
+                named_failpoint!("cleanup.between_tables");
+            }
+        }
+        info!(versions = report.versions_removed, bytes = report.bytes_removed, "cleanup done");
+        Ok(report)
+    }
+    .instrument(span)
+    .await
+}
+
+async fn refuse_pending(rt: &Runtime) -> Result<()> {
+    match list_pending(rt.root()).await?.first() {
+        None => Ok(()),
+        Some(name) => Err(OmniError::RecoveryRequired {
+            operation_id: name.trim_end_matches(".json").to_string(),
+            reason: "cleanup refuses while a recovery sidecar is pending (recovery may need the history it \
+                     would remove); open the graph read-write to recover"
+                .into(),
+        }),
+    }
+}
+
+/// The keep set and every dataset ref to clean.
+struct Plan {
+    keep: KeepSet,
+    /// `(type key, location, native branch)`, the manifest's refs first.
+    refs: Vec<(String, String, Option<String>)>,
+    retained: usize,
+    removed: usize,
+}
+
+/// Retained commits of every live branch and what they read.
+async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Plan> {
+    let manifest_uri = manifest::uri(rt.root());
+    let mut branches = vec![MAIN.to_string()];
+    branches.extend(table::list_branches(&manifest_uri).await?.into_keys());
+    let mut keep = KeepSet::default();
+    let mut heads = Vec::new();
+    let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
+    for branch in &branches {
+        let view = rt.view(branch).await?;
+        if let Some(head) = view.state.effective_head(branch) {
+            // Commits of deleted branches are unreadable already.
+            let history: Vec<_> =
+                view.state.history(&head.commit_id).into_iter().filter(|c| branches.contains(&c.branch)).collect();
+            seen.extend(history.iter().map(|c| c.commit_id.clone()));
+            for c in policy.retained(&history, now_us) {
+                retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
+            }
+        }
+        heads.push(view);
+    }
+    retain_merge_bases(&heads, &branches, &mut retained);
+    // Every retained commit's manifest version, and what that manifest pins.
+    let versions: BTreeSet<(String, u64)> = retained.iter().map(|(b, v, _)| (b.clone(), *v)).collect();
+    let root = rt.root().clone();
+    let views: Vec<ManifestView> = futures::stream::iter(versions)
+        .map(|(b, v)| {
+            let root = root.clone();
+            async move { manifest::load(&root, &b, Some(v)).await }
+        })
+        .buffer_unordered(4)
+        .try_collect()
+        .await?;
+    let mut keys = BTreeMap::new();
+    for view in views.iter().chain(&heads) {
+        keep.keep(MANIFEST_DIR_LOCATION, Some(&view.branch), view.version);
+        for t in view.state.tables.values() {
+            keep.keep(&t.location, t.branch.as_deref(), t.version);
+        }
+        for reg in view.state.registrations.values() {
+            keys.insert(reg.location.clone(), reg.table_key.clone());
+        }
+    }
+    let mut refs: Vec<(String, String, Option<String>)> = branches
+        .iter()
+        .map(|b| (MANIFEST_KEY.to_string(), MANIFEST_DIR_LOCATION.to_string(), Some(b.clone()).filter(|b| b != MAIN)))
+        .collect();
+    for (location, key) in keys {
+        let uri = rt.root().child_uri(&location);
+        refs.push((key.clone(), location.clone(), None));
+        refs.extend(table::list_branches(&uri).await?.into_keys().map(|b| (key.clone(), location.clone(), Some(b))));
+    }
+    let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
+    Ok(Plan { keep, refs, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
+}
+
+/// Keep the merge base of every pair of live branches: merging them reads
+/// the base's state, so cleaning it would make the branches unmergeable.
+fn retain_merge_bases(heads: &[ManifestView], live: &[String], retained: &mut BTreeSet<(String, u64, String)>) {
+    for (i, a) in heads.iter().enumerate() {
+        for b in &heads[i + 1..] {
+            let (Some(ha), Some(hb)) = (a.state.effective_head(&a.branch), b.state.effective_head(&b.branch)) else {
+                continue;
+            };
+            let mut commits = a.state.commits.clone();
+            commits.extend(b.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let Some(base) = merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id) else { continue };
+            if let Some(c) = commits.get(&base).filter(|c| live.contains(&c.branch)) {
+                retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
+            }
+        }
+    }
+}
+
+/// `__manifest`'s location under the root, as a [`KeepSet`] key.
+const MANIFEST_DIR_LOCATION: &str = manifest::MANIFEST_DIR;
+
+/// Remove (or measure) the versions of one ref nothing retained reads.
+async fn clean_ref(
+    rt: &Runtime,
+    keep: &KeepSet,
+    key: &str,
+    location: &str,
+    branch: Option<&str>,
+    confirm: bool,
+) -> Result<TableCleanup> {
+    let ds = table::open_table(&rt.root().child_uri(location), branch, None).await?;
+    let existing = table::list_versions(&ds).await?;
+    let removable = keep.removable(location, branch, &existing, ds.version().version);
+    let removed = table::remove_versions(&ds, removable, confirm).await?;
+    Ok(TableCleanup {
+        type_key: key.to_string(),
+        table_branch: branch.map(str::to_string),
+        versions_before: existing.len() as u64,
+        removed,
+    })
+}
