@@ -27,6 +27,8 @@ pub enum Action {
     BranchDelete(String),
     /// Open read-write: the open's recovery sweep is the action.
     Open,
+    /// Open read-write, then `cleanup --keep N --confirm`.
+    Cleanup(usize),
 }
 
 impl Action {
@@ -36,6 +38,7 @@ impl Action {
             Action::BranchCreate { name, from } => format!("create|{name}|{from}"),
             Action::BranchDelete(name) => format!("delete|{name}"),
             Action::Open => "open".into(),
+            Action::Cleanup(keep) => format!("cleanup|{keep}"),
         }
     }
 
@@ -49,6 +52,7 @@ impl Action {
             ["create", name, from] => Action::BranchCreate { name: name.to_string(), from: from.to_string() },
             ["delete", name] => Action::BranchDelete(name.to_string()),
             ["open"] => Action::Open,
+            ["cleanup", keep] => Action::Cleanup(keep.parse().ok()?),
             _ => return None,
         })
     }
@@ -60,6 +64,7 @@ impl Action {
             Action::BranchCreate { name, from } => g.branch_create(name, from).await.map(drop),
             Action::BranchDelete(name) => g.branch_delete(name).await.map(drop),
             Action::Open => Ok(()),
+            Action::Cleanup(keep) => g.cleanup(Some(*keep), None, true).await.map(drop),
         }
     }
 }

@@ -639,6 +639,62 @@ async fn crash_inside_branch_create_and_delete_recovers_clean() {
     }
 }
 
+/// Cleanup failpoints with a crash test below.
+const CLEANUP_CRASHES: [&str; 2] = ["cleanup.after_plan", "cleanup.between_tables"];
+
+/// Every row of every commit in `ids`, by commit (time travel).
+async fn rows_at(g: &Graph, ids: &[String]) -> BTreeMap<String, String> {
+    const ALL: &str = "query q() { match { $p: Person } return { $p.name, $p.age } order { $p.name } }";
+    let mut out = BTreeMap::new();
+    for id in ids {
+        let target = omnigraph::ReadTarget::Commit(id.clone());
+        let r = g.query_json(ALL, None, Map::new(), &target).await.unwrap_or_else(|e| panic!("read {id}: {e}"));
+        out.insert(id.clone(), r["rows"].to_string());
+    }
+    out
+}
+
+/// Cleanup dies after planning and between two datasets: it has no sidecar
+/// and makes no commit, so the reopened graph has none, every pin is its
+/// Lance HEAD, both heads hold what they held, every retained commit (the
+/// newest of each branch and their merge base) reads as before, no audit
+/// row appears, and the next cleanup finishes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_inside_cleanup_loses_no_retained_commit() {
+    let _s = serial().await;
+    for point in CLEANUP_CRASHES {
+        let (_dir, loc, ..) = setup_on(Op::Optimize, "b").await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        Op::MutationInsert.run_on(&g, "b").await.expect("fork Person on b");
+        for src in SMALL_COMMITS {
+            g.mutate(src, None, Map::new(), &WriteOptions::default()).await.expect("main commit");
+        }
+        let mut retained: Vec<String> = Vec::new();
+        for b in ["main", "b"] {
+            retained.extend(g.commits(b, Some(2)).await.expect("commits").into_iter().map(|c| c.commit_id));
+        }
+        retained.extend(g.merge_base("main", "b").await.expect("base"));
+        let before = rows_at(&g, &retained).await;
+        let heads = (counts(&g).await, counts_on(&g, "b").await);
+        shut_down(g).await;
+        let l = loc.clone();
+        let action = child::Action::Cleanup(2);
+        tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
+
+        let g = Omnigraph::open(&loc).await.expect("reopen");
+        assert!(list_pending(g.root()).await.expect("list").is_empty(), "{point}: a sidecar appeared");
+        assert_clean_on(&g, "b", point).await;
+        assert_eq!((counts(&g).await, counts_on(&g, "b").await), heads, "{point}: a head changed");
+        assert_eq!(rows_at(&g, &retained).await, before, "{point}: a retained commit changed");
+        assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "{point}: cleanup is not a recovery");
+        let done = g.cleanup(Some(2), None, true).await.unwrap_or_else(|e| panic!("{point}: cleanup again: {e}"));
+        assert!(done.versions_removed > 0 || point == "cleanup.between_tables", "{point}: {done:?}");
+        assert_eq!(rows_at(&g, &retained).await, before, "{point}: after the second cleanup");
+        assert_eq!(g.cleanup(Some(2), None, true).await.expect("third").versions_removed, 0, "{point}: converged");
+        assert_clean_on(&g, "b", point).await;
+    }
+}
+
 /// The branch-delete orphaning exception: a write on a branch crashes after
 /// its first table commit (an unresolved sidecar that needs a roll-back);
 /// deleting the branch in the same process discards it with exactly one

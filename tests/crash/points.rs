@@ -14,8 +14,8 @@ use serde_json::Map;
 
 use super::child::{Action, crash_in_child};
 use super::{
-    CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, assert_clean, counts, crash, crash_case_on, serial, setup,
-    shut_down,
+    CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, assert_clean, counts, crash, crash_case_on,
+    serial, setup, shut_down,
 };
 
 /// Points inside the table / branch actors' handlers, crashed during a write.
@@ -89,7 +89,8 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
         .chain(&ACTOR_CRASHES)
         .chain(&ROLL_BACK_CRASHES)
         .chain(&ROLL_FORWARD_CRASHES)
-        .chain(&CHAIN_CRASHES);
+        .chain(&CHAIN_CRASHES)
+        .chain(&CLEANUP_CRASHES);
     covered.extend(named.map(|s| s.to_string()));
     let missing: Vec<&String> = registry.difference(&covered).collect();
     assert!(missing.is_empty(), "failpoints without a crash case: {missing:?}");
