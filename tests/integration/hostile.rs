@@ -98,6 +98,7 @@ fn probes() -> Vec<Probe> {
         "branches/merge",
         "export",
         "optimize",
+        "cleanup",
         "mutate/if-graph-commit",
     ];
     for base in ["/graphs/g", ""] {
@@ -106,6 +107,20 @@ fn probes() -> Vec<Probe> {
                 out.push(probe("POST", format!("{base}/{route}"), b.clone()));
             }
         }
+    }
+    // Hostile retention policies (never a confirmed cleanup of the graph).
+    for body in [
+        json!({"keep": -1}),
+        json!({"keep": 1e30}),
+        json!({"keep": u64::MAX}),
+        json!({"keep": "3"}),
+        json!({"older_than": "99999999999999999999w"}),
+        json!({"older_than": "\u{1F4A5}"}),
+        json!({"older_than": ""}),
+        json!({"older_than": 7}),
+        json!({"keep": 1, "confirm": "yes"}),
+    ] {
+        out.push(probe("POST", "/graphs/g/cleanup", body.to_string()));
     }
     // Valid JSON, hostile content.
     let queries = [
