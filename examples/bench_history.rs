@@ -2,8 +2,8 @@
 //! stay flat as the commit history grows?
 //! `cargo build --release && cargo run --release --example bench_history -- --bench`.
 //!
-//! For each row (in-process or as CLI processes, with or without an
-//! `optimize` after every block), it makes `COMMITS` sequential one-row
+//! For each row (in-process or as CLI processes; nothing, an `optimize`, or
+//! an `optimize` and a `cleanup --keep 10` after every block), it makes `COMMITS` sequential one-row
 //! insert commits on a fresh graph and prints, per block of `BLOCK` commits,
 //! the mean write time and the time of one open + snapshot at the block's
 //! end, then `last_over_first` for both. Beside them, the raw-Lance floor
@@ -12,7 +12,8 @@
 //!
 //! Environment: `OMNIGRAPH_BENCH_COMMITS` (default 1000),
 //! `OMNIGRAPH_BENCH_BLOCK` (default 100), `OMNIGRAPH_BENCH_ROWS` (a
-//! comma-separated subset of `in_process,in_process_optimize,cli,cli_optimize`).
+//! comma-separated subset of `in_process,in_process_optimize,
+//! in_process_cleanup,cli,cli_optimize,cli_cleanup`).
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -54,9 +55,34 @@ async fn fresh_graph(dir: &Path) -> String {
     loc
 }
 
-/// In-process: one handle makes every write; each block ends with a fresh
-/// open + snapshot (what a new process pays) and, if asked, an optimize.
-async fn in_process(dir: &Path, commits: usize, block: usize, optimize: bool) -> Vec<Block> {
+/// What runs after every block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Maintenance {
+    None,
+    Optimize,
+    /// Optimize, then `cleanup --keep KEEP --confirm`.
+    OptimizeCleanup,
+}
+
+/// Commits a cleanup row keeps readable.
+const KEEP: usize = 10;
+
+impl Maintenance {
+    /// The row name's suffix.
+    fn of(row: &str) -> Maintenance {
+        if row.ends_with("_cleanup") {
+            Maintenance::OptimizeCleanup
+        } else if row.ends_with("_optimize") {
+            Maintenance::Optimize
+        } else {
+            Maintenance::None
+        }
+    }
+}
+
+/// In-process: one handle makes every write; each block ends with its
+/// maintenance, then a fresh open + snapshot (what a new process pays).
+async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance) -> Vec<Block> {
     let loc = fresh_graph(dir).await;
     let g = Omnigraph::open(&loc).await.expect("open");
     let mut out = Vec::new();
@@ -66,8 +92,11 @@ async fn in_process(dir: &Path, commits: usize, block: usize, optimize: bool) ->
             g.mutate(&insert_source(b * block + i), None, Map::new(), &WriteOptions::default()).await.expect("write");
         }
         let write_mean_ms = ms(start) / block as f64;
-        if optimize {
+        if maint != Maintenance::None {
             g.optimize("main", None).await.expect("optimize");
+        }
+        if maint == Maintenance::OptimizeCleanup {
+            g.cleanup(Some(KEEP), None, true).await.expect("cleanup");
         }
         let start = Instant::now();
         let other = Omnigraph::open(&loc).await.expect("open");
@@ -80,8 +109,8 @@ async fn in_process(dir: &Path, commits: usize, block: usize, optimize: bool) ->
 }
 
 /// As CLI processes: one `omnigraph mutate` process per write, one
-/// `omnigraph snapshot` process per block (and `omnigraph optimize`).
-fn cli(bin: &Path, loc: &str, commits: usize, block: usize, optimize: bool) -> Vec<Block> {
+/// `omnigraph snapshot` process per block (after its maintenance processes).
+fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) -> Vec<Block> {
     let run = |args: &[&str]| {
         let out = std::process::Command::new(bin).args(args).output().expect("spawn omnigraph");
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -93,8 +122,11 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, optimize: bool) -> V
             run(&["mutate", "-e", &insert_source(b * block + i), loc]);
         }
         let write_mean_ms = ms(start) / block as f64;
-        if optimize {
+        if maint != Maintenance::None {
             run(&["optimize", loc]);
+        }
+        if maint == Maintenance::OptimizeCleanup {
+            run(&["cleanup", "--keep", &KEEP.to_string(), "--confirm", loc]);
         }
         let start = Instant::now();
         run(&["snapshot", loc]);
@@ -167,8 +199,13 @@ fn main() {
     let commits = env_usize("OMNIGRAPH_BENCH_COMMITS", 1000);
     let block = env_usize("OMNIGRAPH_BENCH_BLOCK", 100).max(1);
     let rows = std::env::var("OMNIGRAPH_BENCH_ROWS")
-        .unwrap_or_else(|_| "in_process,in_process_optimize,cli,cli_optimize".into());
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+        .unwrap_or_else(|_| "in_process,in_process_optimize,in_process_cleanup,cli,cli_optimize,cli_cleanup".into());
+    // Unoptimised Lance futures need more than tokio's 2 MiB worker stacks.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(16 * 1024 * 1024)
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
         let tmp = tempfile::tempdir().expect("tempdir");
         let floor = raw_lance_floor(tmp.path(), commits, block).await;
@@ -178,14 +215,15 @@ fn main() {
         );
         for row in rows.split(',').map(str::trim) {
             let dir = tempfile::tempdir().expect("tempdir");
+            let maint = Maintenance::of(row);
             let blocks = match row {
-                "in_process" => in_process(dir.path(), commits, block, false).await,
-                "in_process_optimize" => in_process(dir.path(), commits, block, true).await,
-                "cli" | "cli_optimize" => {
+                "in_process" | "in_process_optimize" | "in_process_cleanup" => {
+                    in_process(dir.path(), commits, block, maint).await
+                }
+                "cli" | "cli_optimize" | "cli_cleanup" => {
                     let loc = fresh_graph(dir.path()).await;
                     let bin = cli_binary();
-                    let optimize = row == "cli_optimize";
-                    tokio::task::spawn_blocking(move || cli(&bin, &loc, commits, block, optimize))
+                    tokio::task::spawn_blocking(move || cli(&bin, &loc, commits, block, maint))
                         .await
                         .expect("cli row")
                 }

@@ -195,6 +195,28 @@ impl AppState {
     }
 }
 
+/// What every write route starts with, in this order: the authenticated
+/// caller, its parsed body, and an admission slot held for the request.
+struct Admitted<T> {
+    actor: String,
+    body: T,
+    _slot: WriteSlot,
+}
+
+impl AppState {
+    /// Authenticate, then `parse` the body, then admit the write.
+    fn admit_write<T>(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+        parse: impl FnOnce() -> Result<T, ApiError>,
+    ) -> Result<Admitted<T>, ApiError> {
+        let actor = self.actor(headers)?;
+        let body = parse()?;
+        let slot = self.admit(&actor)?;
+        Ok(Admitted { actor, body, _slot: slot })
+    }
+}
+
 /// One admitted write; frees its slot on drop.
 struct WriteSlot {
     state: Arc<AppState>,
@@ -332,9 +354,7 @@ async fn run_mutation(
     b: Result<Bytes, BytesRejection>,
     if_commit: Option<String>,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
-    let m: MutateBody = json_body(b)?;
-    let _slot = s.admit(&actor)?;
+    let Admitted { actor, body: m, _slot } = s.admit_write(&headers, || json_body::<MutateBody>(b))?;
     let opts = WriteOptions { branch: m.branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit };
     let out = s.graph(&id)?.mutate(&m.query, m.name.as_deref(), m.params, &opts).await?;
     Ok(axum::Json(wire::mutation_json(&out, &opts.branch, m.name.as_deref())))
@@ -473,9 +493,7 @@ async fn branch_create(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
-    let req: CreateBranchBody = json_body(b)?;
-    let _slot = s.admit(&actor)?;
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CreateBranchBody>(b))?;
     let g = s.graph(&id)?;
     let from = req.from.unwrap_or_else(|| "main".into());
     let info = g.branch_create(&req.name, &from).await?;
@@ -521,9 +539,7 @@ async fn branch_merge(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
-    let req: MergeBody = json_body(b)?;
-    let _slot = s.admit(&actor)?;
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<MergeBody>(b))?;
     let g = s.graph(&id)?;
     let target = req.target.unwrap_or_else(|| "main".into());
     let opts = MergeOptions { actor: Some(actor.clone()), dry_run: req.dry_run, delete_branch: req.delete_branch };
@@ -544,9 +560,7 @@ async fn optimize(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
-    let req: OptimizeBody = json_or_default(b)?;
-    let _slot = s.admit(&actor)?;
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<OptimizeBody>(b))?;
     let g = s.graph(&id)?;
     let report = g.optimize(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
@@ -580,9 +594,7 @@ async fn cleanup(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
-    let req: CleanupBody = json_or_default(b)?;
-    let _slot = s.admit(&actor)?;
+    let Admitted { body: req, _slot, .. } = s.admit_write(&headers, || json_or_default::<CleanupBody>(b))?;
     let report = s.graph(&id)?.cleanup(req.keep, req.older_than.as_deref(), req.confirm).await?;
     Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
 }

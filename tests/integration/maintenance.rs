@@ -163,6 +163,14 @@ async fn optimize_leaves_a_drifted_table_to_repair() {
     assert_eq!(company.skipped, Some("drift_needs_repair"), "{report:?}");
     assert!(company.lance_head_version > company.published_dataset_version);
     assert!(line("node:Person").committed, "{report:?}");
+    // Repair classifies the drift as verified maintenance (a compaction)
+    // next to optimize's own exact rewrites, and publishes it.
+    let repaired = g.repair(true, false).await.expect("repair");
+    assert_eq!(repaired.drift.len(), 1, "only Company drifted: {:?}", repaired.drift);
+    assert!(repaired.drift[0].maintenance && repaired.published_commit_id.is_some(), "{:?}", repaired.drift);
+    assert!(invariants::violations(g.root(), "main").await.expect("check").is_empty());
+    let again = g.optimize("main", None).await.expect("optimize after repair");
+    assert!(again.tables.iter().all(|t| t.skipped != Some("drift_needs_repair")), "{again:?}");
 }
 
 /// `omnigraph optimize --json` and `POST /graphs/{id}/optimize` answer the
