@@ -590,6 +590,16 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
             t.type_key, t.removed.versions_removed, t.versions_before, t.removed.bytes_removed
         );
     }
+    for o in &r.orphan_forks {
+        let what = if o.reclaimed {
+            "deleted"
+        } else if r.dry_run {
+            "would delete"
+        } else {
+            "kept (a fork depends on it)"
+        };
+        println!("{} ({})  orphan fork of a deleted branch: {what}", o.type_key, o.table_branch);
+    }
     let verb = if r.dry_run { "would remove" } else { "removed" };
     println!(
         "{verb} {} versions ({} bytes); {} commits stay readable, {} {}",

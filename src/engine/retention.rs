@@ -90,6 +90,12 @@ impl KeepSet {
         self.refs.entry(key).or_default().insert(version);
     }
 
+    /// Whether anything retained reads `location` on `branch`.
+    pub fn reads(&self, location: &str, branch: Option<&str>) -> bool {
+        let key = (location.to_string(), branch.filter(|b| *b != "main").map(str::to_string));
+        self.refs.contains_key(&key)
+    }
+
     /// The versions of `existing` (one ref's versions) that may be removed:
     /// not kept, and older than `latest`.
     pub fn removable(&self, location: &str, branch: Option<&str>, existing: &[u64], latest: u64) -> Vec<u64> {
@@ -155,5 +161,6 @@ mod tests {
         assert_eq!(keep.removable("nodes/a", None, &[1, 2, 3, 4, 5], 5), [1, 2, 4]);
         assert_eq!(keep.removable("nodes/a", Some("b"), &[2, 3, 4], 4), [3]);
         assert_eq!(keep.removable("nodes/x", None, &[1, 2], 2), [1]);
+        assert!(keep.reads("nodes/a", None) && keep.reads("nodes/a", Some("b")) && !keep.reads("nodes/a", Some("c")));
     }
 }

@@ -325,6 +325,22 @@ async fn cleanup_refuses_pending_recovery_and_bad_policies() {
     assert_eq!(done.versions_removed, 0, "everything is younger than a week: {done:?}");
     let done = g.cleanup(Some(1), None, true).await.expect("cleanup");
     assert!(done.versions_removed > 0 && done.retained_commits == 1, "{done:?}");
+    assert!(done.orphan_forks.is_empty(), "{done:?}");
+
+    // A table fork of a branch that does not exist (what an interrupted
+    // branch delete leaves) is reported by a dry run and deleted by a run.
+    let person = manifest::load(g.root(), "main", None).await.expect("view").state.tables["node:Person"].clone();
+    let uri = g.root().child_uri(&person.location);
+    table::create_branch(&uri, None, person.version, "ghost").await.expect("plant a fork");
+    let dry = g.cleanup(Some(1), None, false).await.expect("dry run");
+    let ghost: Vec<_> =
+        dry.orphan_forks.iter().map(|o| (o.type_key.as_str(), o.table_branch.as_str(), o.reclaimed)).collect();
+    assert_eq!(ghost, [("node:Person", "ghost", false)], "{dry:?}");
+    assert!(table::list_branches(&uri).await.expect("refs").contains_key("ghost"), "a dry run deletes nothing");
+    let done = g.cleanup(Some(1), None, true).await.expect("cleanup");
+    assert!(done.orphan_forks.iter().all(|o| o.reclaimed) && done.orphan_forks.len() == 1, "{done:?}");
+    assert!(!table::list_branches(&uri).await.expect("refs").contains_key("ghost"));
+    assert!(invariants::violations(g.root(), "main").await.expect("check").is_empty());
 }
 
 /// `omnigraph cleanup` and `POST /graphs/{id}/cleanup`: a dry run unless

@@ -12,7 +12,9 @@
 //! retained reads, so a crash between two datasets leaves every retained
 //! commit readable and the next cleanup finishes the job. Pending recovery
 //! blocks it because recovery may need the history it would delete. Lance
-//! keeps the files a child branch (a first-touch fork) still reads.
+//! keeps the files a child branch (a first-touch fork) still reads. Table
+//! forks of branches that no longer exist, which nothing retained reads, are
+//! deleted (the backstop of an interrupted branch delete).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,6 +59,21 @@ pub struct CleanupReport {
     pub bytes_removed: u64,
     /// Every dataset ref, in key order.
     pub tables: Vec<TableCleanup>,
+    /// Table forks of branches that no longer exist, which nothing retained
+    /// reads (left by an interrupted branch delete): deleted, or to delete.
+    pub orphan_forks: Vec<OrphanFork>,
+}
+
+/// A table's native branch whose graph branch is gone.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrphanFork {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub type_key: String,
+    /// The native branch name.
+    pub table_branch: String,
+    /// True once deleted (false on a dry run, or when Lance refused because
+    /// another fork was created from it).
+    pub reclaimed: bool,
 }
 
 /// One dataset ref's part in a cleanup.
@@ -91,6 +108,7 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
             versions_removed: 0,
             bytes_removed: 0,
             tables: Vec::new(),
+            orphan_forks: Vec::new(),
         };
         for (key, location, branch) in &plan.refs {
             let line = clean_ref(rt, &plan.keep, key, location, branch.as_deref(), req.confirm).await?;
@@ -100,6 +118,10 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
             if req.confirm {
                 named_failpoint!("cleanup.between_tables");
             }
+        }
+        for (key, location, branch) in &plan.orphans {
+            let reclaimed = req.confirm && reclaim(rt, location, branch).await?;
+            report.orphan_forks.push(OrphanFork { type_key: key.clone(), table_branch: branch.clone(), reclaimed });
         }
         info!(versions = report.versions_removed, bytes = report.bytes_removed, "cleanup done");
         Ok(report)
@@ -125,6 +147,8 @@ struct Plan {
     keep: KeepSet,
     /// `(type key, location, native branch)`, the manifest's refs first.
     refs: Vec<(String, String, Option<String>)>,
+    /// `(type key, location, native branch)` of forks no live branch owns.
+    orphans: Vec<(String, String, String)>,
     retained: usize,
     removed: usize,
 }
@@ -176,13 +200,20 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
         .iter()
         .map(|b| (MANIFEST_KEY.to_string(), MANIFEST_DIR_LOCATION.to_string(), Some(b.clone()).filter(|b| b != MAIN)))
         .collect();
+    let mut orphans = Vec::new();
     for (location, key) in keys {
         let uri = rt.root().child_uri(&location);
         refs.push((key.clone(), location.clone(), None));
-        refs.extend(table::list_branches(&uri).await?.into_keys().map(|b| (key.clone(), location.clone(), Some(b))));
+        for b in table::list_branches(&uri).await?.into_keys() {
+            if branches.contains(&b) || keep.reads(&location, Some(&b)) {
+                refs.push((key.clone(), location.clone(), Some(b)));
+            } else {
+                orphans.push((key.clone(), location.clone(), b));
+            }
+        }
     }
     let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
-    Ok(Plan { keep, refs, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
+    Ok(Plan { keep, refs, orphans, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
 }
 
 /// Keep the merge base of every pair of live branches: merging them reads
@@ -200,6 +231,19 @@ fn retain_merge_bases(heads: &[ManifestView], live: &[String], retained: &mut BT
                 retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
             }
         }
+    }
+}
+
+/// Delete an orphan fork through its table actor; `false` when Lance
+/// refuses because a fork was created from it (that one goes first, and a
+/// later cleanup takes this one).
+async fn reclaim(rt: &Runtime, location: &str, branch: &str) -> Result<bool> {
+    let uri = rt.root().child_uri(location);
+    let lease = rt.lease_table(&uri, branch).await?;
+    match rt.reclaim_table_fork(&uri, branch, &lease).await {
+        Ok(existed) => Ok(existed),
+        Err(OmniError::BranchConflict { .. }) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
