@@ -178,14 +178,24 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     // Every retained commit's manifest version, and what that manifest pins.
     let versions: BTreeSet<(String, u64)> = retained.iter().map(|(b, v, _)| (b.clone(), *v)).collect();
     let root = rt.root().clone();
-    let views: Vec<ManifestView> = futures::stream::iter(versions)
+    // A version an earlier, tighter cleanup removed is gone already: its
+    // commit stays unreadable whatever this policy says.
+    let loaded: Vec<Option<ManifestView>> = futures::stream::iter(versions)
         .map(|(b, v)| {
             let root = root.clone();
-            async move { manifest::load(&root, &b, Some(v)).await }
+            async move {
+                match manifest::load(&root, &b, Some(v)).await {
+                    Err(OmniError::NotFound(_)) => Ok(None),
+                    other => other.map(Some),
+                }
+            }
         })
         .buffer_unordered(4)
         .try_collect()
         .await?;
+    let views: Vec<ManifestView> = loaded.into_iter().flatten().collect();
+    let live: BTreeSet<(String, u64)> = views.iter().chain(&heads).map(|v| (v.branch.clone(), v.version)).collect();
+    retained.retain(|(b, v, _)| live.contains(&(b.clone(), *v)));
     let mut keys = BTreeMap::new();
     for view in views.iter().chain(&heads) {
         keep.keep(MANIFEST_DIR_LOCATION, Some(&view.branch), view.version);
