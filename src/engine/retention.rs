@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::branch_name::MAIN;
 use super::manifest::CommitRow;
 use crate::protocol::{OmniError, Result};
 
@@ -83,24 +84,26 @@ pub struct KeepSet {
     refs: BTreeMap<DatasetRef, BTreeSet<u64>>,
 }
 
+/// The key of `location` on `branch`: main is `None` however it is named.
+fn ref_key(location: &str, branch: Option<&str>) -> DatasetRef {
+    (location.to_string(), branch.filter(|b| *b != MAIN).map(str::to_string))
+}
+
 impl KeepSet {
     /// Record that `version` of `location` on `branch` is still read.
     pub fn keep(&mut self, location: &str, branch: Option<&str>, version: u64) {
-        let key = (location.to_string(), branch.filter(|b| *b != "main").map(str::to_string));
-        self.refs.entry(key).or_default().insert(version);
+        self.refs.entry(ref_key(location, branch)).or_default().insert(version);
     }
 
     /// Whether anything retained reads `location` on `branch`.
     pub fn reads(&self, location: &str, branch: Option<&str>) -> bool {
-        let key = (location.to_string(), branch.filter(|b| *b != "main").map(str::to_string));
-        self.refs.contains_key(&key)
+        self.refs.contains_key(&ref_key(location, branch))
     }
 
     /// The versions of `existing` (one ref's versions) that may be removed:
     /// not kept, and older than `latest`.
     pub fn removable(&self, location: &str, branch: Option<&str>, existing: &[u64], latest: u64) -> Vec<u64> {
-        let key = (location.to_string(), branch.filter(|b| *b != "main").map(str::to_string));
-        let kept = self.refs.get(&key);
+        let kept = self.refs.get(&ref_key(location, branch));
         existing.iter().copied().filter(|v| *v < latest && !kept.is_some_and(|k| k.contains(v))).collect()
     }
 }

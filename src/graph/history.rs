@@ -141,8 +141,7 @@ impl Graph {
         let (Some(ha), Some(hb)) = (va.state.effective_head(a), vb.state.effective_head(b)) else {
             return Ok(None);
         };
-        let mut commits = va.state.commits.clone();
-        commits.extend(vb.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let commits = manifest::merge_base::joint_dag(&va.state, &vb.state);
         Ok(manifest::merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id))
     }
 }

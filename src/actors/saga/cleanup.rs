@@ -142,11 +142,14 @@ async fn refuse_pending(rt: &Runtime) -> Result<()> {
     }
 }
 
+/// `(type key, location, native branch)` of one dataset ref.
+type DatasetRef = (String, String, Option<String>);
+
 /// The keep set and every dataset ref to clean.
 struct Plan {
     keep: KeepSet,
-    /// `(type key, location, native branch)`, the manifest's refs first.
-    refs: Vec<(String, String, Option<String>)>,
+    /// Every dataset ref to clean, the manifest's first.
+    refs: Vec<DatasetRef>,
     /// `(type key, location, native branch)` of forks no live branch owns.
     orphans: Vec<(String, String, String)>,
     retained: usize,
@@ -155,10 +158,8 @@ struct Plan {
 
 /// Retained commits of every live branch and what they read.
 async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Plan> {
-    let manifest_uri = manifest::uri(rt.root());
     let mut branches = vec![MAIN.to_string()];
-    branches.extend(table::list_branches(&manifest_uri).await?.into_keys());
-    let mut keep = KeepSet::default();
+    branches.extend(table::list_branches(&manifest::uri(rt.root())).await?.into_keys());
     let mut heads = Vec::new();
     let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
     for branch in &branches {
@@ -175,14 +176,34 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
         heads.push(view);
     }
     retain_merge_bases(&heads, &branches, &mut retained);
-    // Every retained commit's manifest version, and what that manifest pins.
+    let views = load_retained(rt, &retained).await?;
+    let live: BTreeSet<(&str, u64)> = views.iter().chain(&heads).map(|v| (v.branch.as_str(), v.version)).collect();
+    retained.retain(|(b, v, _)| live.contains(&(b.as_str(), *v)));
+    let mut keep = KeepSet::default();
+    let mut keys = BTreeMap::new();
+    for view in views.iter().chain(&heads) {
+        keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), view.version);
+        for t in view.state.tables.values() {
+            keep.keep(&t.location, t.branch.as_deref(), t.version);
+        }
+        for reg in view.state.registrations.values() {
+            keys.insert(reg.location.clone(), reg.table_key.clone());
+        }
+    }
+    let (refs, orphans) = dataset_refs(rt, &branches, keys, &keep).await?;
+    let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
+    Ok(Plan { keep, refs, orphans, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
+}
+
+/// The manifests the retained `(branch, version, commit)`s produced. A
+/// version an earlier, tighter cleanup removed is gone already: its commit
+/// stays unreadable whatever this policy says.
+async fn load_retained(rt: &Runtime, retained: &BTreeSet<(String, u64, String)>) -> Result<Vec<ManifestView>> {
+    // Owned items: borrowed ones break the handler's higher-ranked `Send`.
     let versions: BTreeSet<(String, u64)> = retained.iter().map(|(b, v, _)| (b.clone(), *v)).collect();
-    let root = rt.root().clone();
-    // A version an earlier, tighter cleanup removed is gone already: its
-    // commit stays unreadable whatever this policy says.
     let loaded: Vec<Option<ManifestView>> = futures::stream::iter(versions)
         .map(|(b, v)| {
-            let root = root.clone();
+            let root = rt.root().clone();
             async move {
                 match manifest::load(&root, &b, Some(v)).await {
                     Err(OmniError::NotFound(_)) => Ok(None),
@@ -193,28 +214,26 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
         .buffer_unordered(4)
         .try_collect()
         .await?;
-    let views: Vec<ManifestView> = loaded.into_iter().flatten().collect();
-    let live: BTreeSet<(String, u64)> = views.iter().chain(&heads).map(|v| (v.branch.clone(), v.version)).collect();
-    retained.retain(|(b, v, _)| live.contains(&(b.clone(), *v)));
-    let mut keys = BTreeMap::new();
-    for view in views.iter().chain(&heads) {
-        keep.keep(MANIFEST_DIR_LOCATION, Some(&view.branch), view.version);
-        for t in view.state.tables.values() {
-            keep.keep(&t.location, t.branch.as_deref(), t.version);
-        }
-        for reg in view.state.registrations.values() {
-            keys.insert(reg.location.clone(), reg.table_key.clone());
-        }
-    }
-    let mut refs: Vec<(String, String, Option<String>)> = branches
+    Ok(loaded.into_iter().flatten().collect())
+}
+
+/// Every dataset ref to clean (`__manifest` per live branch first, then
+/// each table on main and on each fork), and the forks no live branch owns
+/// and nothing retained reads.
+async fn dataset_refs(
+    rt: &Runtime,
+    branches: &[String],
+    keys: BTreeMap<String, String>,
+    keep: &KeepSet,
+) -> Result<(Vec<DatasetRef>, Vec<(String, String, String)>)> {
+    let mut refs: Vec<DatasetRef> = branches
         .iter()
-        .map(|b| (MANIFEST_KEY.to_string(), MANIFEST_DIR_LOCATION.to_string(), Some(b.clone()).filter(|b| b != MAIN)))
+        .map(|b| (MANIFEST_KEY.to_string(), manifest::MANIFEST_DIR.to_string(), Some(b.clone()).filter(|b| b != MAIN)))
         .collect();
     let mut orphans = Vec::new();
     for (location, key) in keys {
-        let uri = rt.root().child_uri(&location);
         refs.push((key.clone(), location.clone(), None));
-        for b in table::list_branches(&uri).await?.into_keys() {
+        for b in table::list_branches(&rt.root().child_uri(&location)).await?.into_keys() {
             if branches.contains(&b) || keep.reads(&location, Some(&b)) {
                 refs.push((key.clone(), location.clone(), Some(b)));
             } else {
@@ -222,8 +241,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
             }
         }
     }
-    let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
-    Ok(Plan { keep, refs, orphans, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
+    Ok((refs, orphans))
 }
 
 /// Keep the merge base of every pair of live branches: merging them reads
@@ -234,8 +252,7 @@ fn retain_merge_bases(heads: &[ManifestView], live: &[String], retained: &mut BT
             let (Some(ha), Some(hb)) = (a.state.effective_head(&a.branch), b.state.effective_head(&b.branch)) else {
                 continue;
             };
-            let mut commits = a.state.commits.clone();
-            commits.extend(b.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let commits = merge_base::joint_dag(&a.state, &b.state);
             let Some(base) = merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id) else { continue };
             if let Some(c) = commits.get(&base).filter(|c| live.contains(&c.branch)) {
                 retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
@@ -256,9 +273,6 @@ async fn reclaim(rt: &Runtime, location: &str, branch: &str) -> Result<bool> {
         Err(e) => Err(e),
     }
 }
-
-/// `__manifest`'s location under the root, as a [`KeepSet`] key.
-const MANIFEST_DIR_LOCATION: &str = manifest::MANIFEST_DIR;
 
 /// Remove (or measure) the versions of one ref nothing retained reads.
 async fn clean_ref(

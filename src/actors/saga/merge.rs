@@ -91,9 +91,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
             .ok_or_else(|| OmniError::Internal(format!("branch `{b}` has no commit")))
     };
     let (source_head, target_head) = (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
-    // Both DAGs, in one map (a branch's manifest holds its parent's commits up to the fork).
-    let mut commits = source.state.commits.clone();
-    commits.extend(target.state.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let commits = manifest::merge_base::joint_dag(&source.state, &target.state);
     let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
     let mut report = MergeReport {
         outcome,

@@ -4,6 +4,15 @@
 use std::collections::{HashMap, HashSet};
 
 use super::rows::CommitRow;
+use super::state::ManifestState;
+
+/// The commit DAGs of two manifest branches in one map (a branch's manifest
+/// holds its parent's commits up to the fork, so they overlap).
+pub fn joint_dag(a: &ManifestState, b: &ManifestState) -> HashMap<String, CommitRow> {
+    let mut commits = a.commits.clone();
+    commits.extend(b.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
+    commits
+}
 
 /// Every commit reachable from `head` (itself included).
 pub fn ancestors(commits: &HashMap<String, CommitRow>, head: &str) -> HashSet<String> {
