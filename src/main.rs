@@ -372,7 +372,39 @@ enum CommitCommand {
 
 #[derive(Subcommand)]
 enum SchemaCommand {
+    /// Print the steps applying a .pg schema would take (writes nothing).
+    Plan {
+        /// The target .pg schema file.
+        #[arg(long)]
+        schema: String,
+        /// Plan drops as hard (their data goes with the apply).
+        #[arg(long = "allow-data-loss")]
+        allow_data_loss: bool,
+        /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Make a .pg schema main's schema, as one commit.
+    Apply {
+        /// The target .pg schema file.
+        #[arg(long)]
+        schema: String,
+        /// Drop properties and types hard (their data goes with the apply).
+        #[arg(long = "allow-data-loss")]
+        allow_data_loss: bool,
+        /// Actor recorded on the commit.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
     /// Print the accepted .pg source.
+    #[command(alias = "get")]
     Show {
         /// Print JSON (source, identity and the compiled catalog).
         #[arg(long)]
@@ -461,7 +493,10 @@ impl Command {
                     | BranchCommand::Merge { json, .. },
             } => *json,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
-            Command::Schema { command: SchemaCommand::Show { json, .. } } => *json,
+            Command::Schema {
+                command:
+                    SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
+            } => *json,
         }
     }
 }
@@ -580,6 +615,31 @@ fn print_optimize(r: &omnigraph::OptimizeReport) {
         Some(c) => println!("optimized {} as commit {c}", r.branch),
         None => println!("{}: no table needed compaction; no commit", r.branch),
     }
+}
+
+fn print_schema_report(r: &omnigraph::SchemaApplyReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    for step in &r.steps {
+        let mark = match (step.supported, step.data_loss, step.validates) {
+            (false, _, _) => "UNSUPPORTED ",
+            (true, true, _) => "DATA LOSS ",
+            (true, false, true) => "validates ",
+            _ => "",
+        };
+        let why = step.reason.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
+        println!("{mark}{}{why}", step.detail);
+    }
+    match (&r.graph_commit_id, r.step_count, r.supported) {
+        (Some(c), _, _) => println!("applied {} step(s) as commit {c}", r.step_count),
+        (None, _, false) => println!("not applicable: a step is unsupported"),
+        (None, 0, true) if r.schema_identity == r.previous_schema_identity => {
+            println!("no change: the schema is already current")
+        }
+        (None, n, true) => println!("{n} step(s); run `omnigraph schema apply` to apply"),
+    }
+    Ok(())
 }
 
 fn print_cleanup(r: &omnigraph::CleanupReport) {
@@ -810,6 +870,19 @@ async fn run_command(command: Command) -> Result<()> {
             serve(ServeArgs { bind, graphs, unauthenticated, max_inflight: max_inflight_writes, default_graph }).await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
+        Command::Schema { command: SchemaCommand::Plan { schema, allow_data_loss, json, graph } } => {
+            let source = read_file(&schema)?;
+            schema_warnings(&schema, &source, !json);
+            let report = read_only(&graph).await?.schema_plan(&source, allow_data_loss).await?;
+            print_schema_report(&report, json)
+        }
+        Command::Schema { command: SchemaCommand::Apply { schema, allow_data_loss, actor, json, graph } } => {
+            let source = read_file(&schema)?;
+            schema_warnings(&schema, &source, !json);
+            let graph = Omnigraph::open(&graph).await?;
+            let report = graph.schema_apply(&source, allow_data_loss, actor.as_deref()).await?;
+            print_schema_report(&report, json)
+        }
         Command::Schema { command: SchemaCommand::Show { json, graph } } => {
             let schema = read_only(&graph).await?.schema().await?;
             if json {

@@ -99,6 +99,11 @@ impl Gate {
         self.lock().holders.contains_key(&id)
     }
 
+    /// Whether lease `id` is held on this gate in exclusive mode.
+    pub fn holds_exclusive(&self, id: u64) -> bool {
+        self.lock().holders.get(&id) == Some(&LeaseMode::Exclusive)
+    }
+
     /// Number of current holders and waiters (for tests and diagnostics).
     pub fn load(&self) -> (usize, usize) {
         let t = self.lock();

@@ -35,6 +35,14 @@ pub enum SchemaMsg {
         /// Answered at once.
         reply: RpcReplyPort<Arc<SchemaState>>,
     },
+    /// Re-read the accepted schema from storage (after a schema apply's
+    /// promotion, by its writer or recovery), under an exclusive lease.
+    Reload {
+        /// The exclusive schema lease that authorises the swap.
+        lease_id: u64,
+        /// Answered with the schema now current.
+        reply: RpcReplyPort<Result<Arc<SchemaState>>>,
+    },
 }
 
 /// Messages to a BranchActor (a branch gate and the branch's only publisher).

@@ -380,6 +380,14 @@ impl Runtime {
         ask(&a, "schema actor", |reply| SchemaMsg::Current { reply }).await
     }
 
+    /// Make the schema actor re-read the accepted schema (after a promotion);
+    /// `lease` must be the exclusive schema lease.
+    pub async fn reload_schema(&self, lease: &Lease) -> Result<Arc<SchemaState>> {
+        let a = self.schema_actor().await?;
+        let lease_id = lease.id();
+        ask(&a, "schema actor", |reply| SchemaMsg::Reload { lease_id, reply }).await?
+    }
+
     /// Take the schema gate.
     pub async fn lease_schema(&self, mode: LeaseMode) -> Result<Lease> {
         let a = self.schema_actor().await?;

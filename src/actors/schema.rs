@@ -25,7 +25,21 @@ pub struct SchemaArgs {
 /// Actor state.
 pub struct SchemaActorState {
     gate: Gate,
+    root: Root,
     schema: Arc<SchemaState>,
+}
+
+/// Swap in the schema storage holds now; only the exclusive holder may.
+async fn reload(state: &mut SchemaActorState, lease_id: u64) -> crate::protocol::Result<Arc<SchemaState>> {
+    if !state.gate.holds_exclusive(lease_id) {
+        return Err(crate::protocol::OmniError::Internal(
+            "schema reload without holding the exclusive schema lease".into(),
+        ));
+    }
+    let schema = Arc::new(SchemaState::read(&state.root).await?);
+    debug!(identity = %schema.identity, "schema reloaded");
+    state.schema = schema.clone();
+    Ok(schema)
 }
 
 impl Actor for SchemaActor {
@@ -36,7 +50,7 @@ impl Actor for SchemaActor {
     async fn pre_start(&self, _me: ActorRef<SchemaMsg>, args: SchemaArgs) -> Result<Self::State, ActorProcessingErr> {
         let schema = SchemaState::read(&args.root).await?;
         debug!(identity = %schema.identity, "schema actor started");
-        Ok(SchemaActorState { gate: args.gate, schema: Arc::new(schema) })
+        Ok(SchemaActorState { gate: args.gate, root: args.root, schema: Arc::new(schema) })
     }
 
     async fn handle(
@@ -49,6 +63,10 @@ impl Actor for SchemaActor {
             SchemaMsg::Acquire { mode, reply } => state.gate.enqueue(mode, reply),
             SchemaMsg::TryAcquire { mode, reply } => drop(reply.send(state.gate.try_grant(mode))),
             SchemaMsg::Current { reply } => drop(reply.send(state.schema.clone())),
+            SchemaMsg::Reload { lease_id, reply } => {
+                let out = reload(state, lease_id).await;
+                drop(reply.send(out));
+            }
         }
         Ok(())
     }

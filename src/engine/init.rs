@@ -68,6 +68,7 @@ fn genesis_rows(tables: &[TableLayout], genesis: &Lineage) -> Vec<ManifestRow> {
         created_at_us: genesis.created_at_us,
         manifest_version: 1,
         branch: "main".into(),
+        schema_change: None,
     }));
     out.push(ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: genesis.commit_id.clone() }));
     out

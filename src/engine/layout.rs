@@ -2,7 +2,7 @@
 
 use arrow_schema::Schema;
 
-use crate::engine::lang::catalog::Catalog;
+use crate::engine::lang::catalog::{Catalog, TypeKind};
 
 /// One node or edge type's table as laid out on disk.
 #[derive(Debug, Clone)]
@@ -27,18 +27,31 @@ pub fn edge_key(name: &str) -> String {
     format!("edge:{name}")
 }
 
+/// Dataset path of table `table_id` of `kind`, relative to the root.
+pub fn location(kind: TypeKind, table_id: &str) -> String {
+    match kind {
+        TypeKind::Node => format!("nodes/{table_id}"),
+        TypeKind::Edge => format!("edges/{table_id}"),
+    }
+}
+
+/// The type name of a table key (`node:Person` → `Person`).
+pub fn type_name(table_key: &str) -> &str {
+    table_key.split_once(':').map_or(table_key, |(_, name)| name)
+}
+
 /// The tables of every type in the catalog, nodes first, in declaration order.
 pub fn tables(catalog: &Catalog) -> Vec<TableLayout> {
     let nodes = catalog.nodes.iter().map(|t| TableLayout {
         table_key: node_key(&t.name),
         table_id: t.table_id.clone(),
-        location: format!("nodes/{}", t.table_id),
+        location: location(TypeKind::Node, &t.table_id),
         schema: t.arrow_schema(),
     });
     let edges = catalog.edges.iter().map(|t| TableLayout {
         table_key: edge_key(&t.name),
         table_id: t.table_id.clone(),
-        location: format!("edges/{}", t.table_id),
+        location: location(TypeKind::Edge, &t.table_id),
         schema: t.arrow_schema(),
     });
     nodes.chain(edges).collect()

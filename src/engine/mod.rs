@@ -18,6 +18,7 @@ pub mod merge;
 pub mod mutation;
 pub mod query;
 pub mod retention;
+pub mod schema_effects;
 pub mod schema_store;
 pub mod staging;
 pub mod storage;

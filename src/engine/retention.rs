@@ -121,6 +121,7 @@ mod tests {
             created_at_us: at,
             manifest_version: 1,
             branch: "main".into(),
+            schema_change: None,
         }
     }
 

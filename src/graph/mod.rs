@@ -12,6 +12,7 @@ mod history;
 mod maintenance;
 mod reads;
 mod recovery;
+mod schema;
 pub mod wire;
 mod writes;
 

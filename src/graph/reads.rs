@@ -35,7 +35,7 @@ impl Graph {
         target: &ReadTarget,
     ) -> Result<crate::engine::query::QueryResult> {
         let (view, commit_id) = self.snapshot_for(target).await?;
-        let schema = self.schema().await?;
+        let schema = self.schema_at(&view, &commit_id).await?;
         let ir = compile_one(&schema.catalog, source, name)?;
         let BodyIr::Read(read) = &ir.body else {
             return Err(OmniError::BadRequest(format!("`{}` is a mutation; use `mutate`", ir.name)));

@@ -24,6 +24,10 @@ pub const SIDECAR_SCHEMA_VERSION: u32 = 3;
 /// The sidecar format of writes with transaction chains or pointer-only
 /// updates (branch merge, and writes that also compact).
 pub const MERGE_SIDECAR_SCHEMA_VERSION: u32 = 4;
+/// The sidecar format of a schema apply: exact overwrites and column edits of
+/// existing tables, exact version-one creates of new ones (a table whose
+/// `expected_version` is 0), and the registry delta in its lineage.
+pub const SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION: u32 = 7;
 
 /// Which writer armed the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +40,8 @@ pub enum WriterKind {
     Merge,
     /// An optimize (compaction): one exact `Rewrite` per table.
     Optimize,
+    /// A schema apply (graph-global: it blocks writers on every branch).
+    SchemaApply,
 }
 
 /// How far the write got.
@@ -119,6 +125,12 @@ impl SidecarTable {
         std::iter::once(self.planned.clone()).chain(self.chain.iter().cloned()).collect()
     }
 
+    /// Whether this table is a schema apply's new dataset (created at version
+    /// 1 from nothing; no manifest pin exists before the apply publishes).
+    pub fn is_create(&self) -> bool {
+        self.expected_version == 0 && self.fork.is_none()
+    }
+
     /// The version this table lands at once its whole chain committed.
     pub fn landing_version(&self) -> u64 {
         self.expected_version + 1 + self.chain.len() as u64
@@ -131,13 +143,15 @@ impl SidecarBody {
         sidecar_name(&self.operation_id)
     }
 
-    /// The schema this body needs: 4 for a merge, or any write that commits
+    /// The schema this body needs: 7 for a schema apply, 4 for a merge, or any write that commits
     /// a chain of transactions on a table (a write that also compacts) or
     /// moves a pointer without an effect; else 3 (one exact transaction per
     /// table: mutation, load, optimize).
     pub fn required_schema(&self) -> u32 {
         let chained = !self.pointers.is_empty() || self.tables.iter().any(|t| !t.chain.is_empty());
-        if self.writer_kind == WriterKind::Merge || chained {
+        if self.writer_kind == WriterKind::SchemaApply {
+            SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION
+        } else if self.writer_kind == WriterKind::Merge || chained {
             MERGE_SIDECAR_SCHEMA_VERSION
         } else {
             SIDECAR_SCHEMA_VERSION
@@ -215,7 +229,7 @@ impl SidecarStore {
             OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator"))
         })?;
         let version = value.get("schema_version").and_then(serde_json::Value::as_u64);
-        let known = [SIDECAR_SCHEMA_VERSION, MERGE_SIDECAR_SCHEMA_VERSION];
+        let known = [SIDECAR_SCHEMA_VERSION, MERGE_SIDECAR_SCHEMA_VERSION, SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION];
         if !version.is_some_and(|v| known.iter().any(|k| u64::from(*k) == v)) {
             return Err(OmniError::Internal(format!(
                 "sidecar {name} has schema version {version:?}; this binary reads {known:?}; kept for an operator"

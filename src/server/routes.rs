@@ -46,6 +46,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
+    ("post", "/graphs/{id}/schema/apply", "Apply a schema change as one commit (`dry_run` only plans it)"),
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
     ("get", "/graphs/{id}/healthz", "Liveness of one graph"),
     ("post", "/graphs/{id}/export", "Stream a branch head or a commit as load-ready NDJSON"),
@@ -99,6 +100,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
+        .route("/graphs/{id}/schema/apply", post(schema_apply))
         .route("/graphs/{id}/recovery", get(recovery))
         .route("/graphs/{id}/healthz", get(graph_healthz))
         .route("/graphs/{id}/export", post(export))
@@ -624,6 +626,35 @@ async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers:
     s.actor(&headers)?;
     let schema = s.graph(&id)?.schema().await?;
     Ok(axum::Json(json!({ "schema_source": schema.source, "schema_identity": schema.identity })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchemaApplyBody {
+    schema_source: String,
+    #[serde(default)]
+    allow_data_loss: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /graphs/{id}/schema/apply` with `{schema_source, allow_data_loss?,
+/// dry_run?}`: `{applied, supported, step_count, steps, manifest_version,
+/// graph_commit_id, …}`.
+async fn schema_apply(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Admitted { body: req, actor, _slot } = s.admit_write(&headers, || json_body::<SchemaApplyBody>(b))?;
+    let graph = s.graph(&id)?;
+    let report = if req.dry_run {
+        graph.schema_plan(&req.schema_source, req.allow_data_loss).await?
+    } else {
+        graph.schema_apply(&req.schema_source, req.allow_data_loss, Some(&actor)).await?
+    };
+    Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
 }
 
 async fn recovery(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

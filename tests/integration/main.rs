@@ -24,6 +24,7 @@ mod maintenance;
 mod merge;
 mod publisher;
 mod queries;
+mod schema;
 mod server;
 mod source_rules;
 mod writes;

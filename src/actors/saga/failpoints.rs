@@ -12,8 +12,8 @@
 use crate::recovery::sidecar::WriterKind;
 
 /// The writer kinds whose sagas cross [`saga_failpoint!`]s.
-pub const SAGA_WRITERS: [WriterKind; 4] =
-    [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge, WriterKind::Optimize];
+pub const SAGA_WRITERS: [WriterKind; 5] =
+    [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge, WriterKind::Optimize, WriterKind::SchemaApply];
 
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {
@@ -22,13 +22,17 @@ pub fn writer_prefix(kind: WriterKind) -> &'static str {
         WriterKind::Load => "load",
         WriterKind::Merge => "merge",
         WriterKind::Optimize => "optimize",
+        WriterKind::SchemaApply => "schema_apply",
     }
 }
 
 /// Whether a `kind` saga can cross `boundary`: optimize rewrites only the
-/// tables its branch owns already, so it never forks one.
+/// tables its branch owns already and a schema apply writes main only, so
+/// neither forks one; only a schema apply stages and promotes schema files.
 pub fn crosses(kind: WriterKind, boundary: &str) -> bool {
-    !(kind == WriterKind::Optimize && boundary == "after_fork")
+    let forkless = matches!(kind, WriterKind::Optimize | WriterKind::SchemaApply);
+    let schema_only = matches!(boundary, "after_schema_staging" | "after_promote");
+    !(forkless && boundary == "after_fork") && (kind == WriterKind::SchemaApply || !schema_only)
 }
 
 /// The failpoint name of `boundary` for `kind`.

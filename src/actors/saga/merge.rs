@@ -131,7 +131,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
     let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
-    let done = armed.commit().await?.confirm().await?.publish().await?.finish().await;
+    let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     report.graph_commit_id = Some(done.commit_id);
     Ok(report)
 }

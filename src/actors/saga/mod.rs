@@ -10,4 +10,5 @@ pub mod optimize;
 pub mod pipeline;
 pub mod recovery;
 pub mod revalidate;
+pub mod schema_apply;
 pub mod write;

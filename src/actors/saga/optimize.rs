@@ -120,7 +120,7 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
         let at = Attempt::new(rt, WriterKind::Optimize, branch, lineage);
         let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
         let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
-        let done = armed.commit().await?.confirm().await?.publish().await?.finish().await;
+        let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
         for landed in &done.tables {
             if let Some(t) = tables.iter_mut().find(|t| t.type_key == landed.table_key) {
                 t.committed = true;

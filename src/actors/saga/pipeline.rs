@@ -19,13 +19,16 @@
 //! every boundary is a failpoint `<writer>.<boundary>`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use tracing::{Instrument, info_span};
 
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::{LiveOp, Runtime};
+use crate::engine::branch_name::MAIN;
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
+use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::{CommittedTxn, StagedTxn, table};
 use crate::engine::write_plan::{self, AuthorityToken, ChainStep, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
@@ -41,12 +44,21 @@ pub struct Attempt<'a> {
     kind: WriterKind,
     branch: &'a str,
     lineage: Lineage,
+    /// A schema apply's target schema: staged before the confirmation and
+    /// promoted after the publish.
+    schema: Option<Arc<SchemaState>>,
 }
 
 impl<'a> Attempt<'a> {
     /// A new attempt of a `kind` write on `branch`, committing as `lineage`.
     pub fn new(rt: &'a Runtime, kind: WriterKind, branch: &'a str, lineage: Lineage) -> Self {
-        Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage }
+        Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage, schema: None }
+    }
+
+    /// A schema apply of `target` on main: the pipeline stages its schema
+    /// files before confirming and makes them current after publishing.
+    pub fn schema_apply(rt: &'a Runtime, lineage: Lineage, target: Arc<SchemaState>) -> Self {
+        Attempt { schema: Some(target), ..Attempt::new(rt, WriterKind::SchemaApply, MAIN, lineage) }
     }
 
     /// The operation id (the pre-minted commit id).
@@ -112,7 +124,10 @@ impl<'a> Prepared<'a> {
             }
             plan.tables.sort_by(|a, b| a.uri.cmp(&b.uri));
             for t in &plan.tables {
-                leases.push(at.rt.lease_table(&t.uri, at.branch).await?)?;
+                // A writer holding every table gate already (schema apply) took them in order.
+                if leases.on(&ChildKey::table(&t.uri, at.branch).gate_name()).is_none() {
+                    leases.push(at.rt.lease_table(&t.uri, at.branch).await?)?;
+                }
             }
             Ok::<_, OmniError>(())
         }
@@ -252,7 +267,9 @@ impl<'a> Armed<'a> {
     /// `ReadSetChanged` (the attempt may be prepared again).
     pub async fn commit(self) -> Result<Committed<'a>> {
         let Armed { at, token, plan, leases, sidecar, _live } = self;
-        let mut expected: BTreeMap<String, u64> = plan.tables.iter().map(|t| (t.table_key.clone(), t.pin)).collect();
+        // A schema apply's new table (pin 0) has no manifest pin to expect.
+        let mut expected: BTreeMap<String, u64> =
+            plan.tables.iter().filter(|t| t.pin != 0).map(|t| (t.table_key.clone(), t.pin)).collect();
         let landing: BTreeMap<String, u64> =
             plan.tables.iter().map(|t| (t.table_key.clone(), t.landing_version())).collect();
         let mut pointers = Vec::with_capacity(plan.pointers.len());
@@ -379,9 +396,14 @@ pub struct Committed<'a> {
 }
 
 impl<'a> Committed<'a> {
-    /// Record each landed version in the sidecar: EffectsConfirmed.
+    /// Record each landed version in the sidecar: EffectsConfirmed. A schema
+    /// apply first writes its target's schema files as staging files (read
+    /// back and verified) and archives both schemas.
     pub async fn confirm(self) -> Result<Confirmed<'a>> {
         let Committed { at, token, plan, counts, landed, leases, sidecar, _live } = self;
+        if let Some(target) = &at.schema {
+            stage_schema(&at, target).await.map_err(|e| at.after_arm(e))?;
+        }
         let span = info_span!("saga.confirm", operation_id = %at.operation_id());
         let sidecar = match sidecar.confirm(&at.store, landed.clone()).instrument(span).await {
             Ok(s) => s,
@@ -394,6 +416,21 @@ impl<'a> Committed<'a> {
         fired.map_err(|e| at.after_arm(e))?;
         Ok(Confirmed { at, token, plan, counts, landed, leases, sidecar, _live })
     }
+}
+
+/// Stage a schema apply's target files and archive the accepted and the
+/// target schema (a reader at an older commit binds the older one).
+async fn stage_schema(at: &Attempt<'_>, target: &SchemaState) -> Result<()> {
+    let span = info_span!("saga.stage_schema", operation_id = %at.operation_id(), identity = %target.identity);
+    async {
+        at.rt.schema().await?.archive(at.rt.root()).await?;
+        target.archive(at.rt.root()).await?;
+        target.stage(at.rt.root()).await
+    }
+    .instrument(span)
+    .await?;
+    saga_failpoint!(at.kind, "after_schema_staging");
+    Ok(())
 }
 
 /// The sidecar is EffectsConfirmed: recovery would roll it forward.
@@ -465,20 +502,33 @@ pub struct Published<'a> {
 }
 
 impl Published<'_> {
-    /// Delete the sidecar (a failed delete is not a failed write: the next
-    /// heal settles it), then release the leases.
-    pub async fn finish(self) -> Finished {
+    /// A schema apply makes its staged schema current and swaps the schema
+    /// actor's catalog (a failure leaves the sidecar: recovery promotes).
+    /// Then the sidecar is deleted (a failed delete is not a failed write:
+    /// the next heal settles it) and the leases released.
+    pub async fn finish(self) -> Result<Finished> {
         let Published { at, counts, landed, leases, sidecar, _live } = self;
+        if let Some(target) = &at.schema {
+            let span = info_span!("saga.promote", operation_id = %at.operation_id());
+            async {
+                SchemaState::promote(at.rt.root(), &target.identity).await?;
+                saga_failpoint!(at.kind, "after_promote");
+                at.rt.reload_schema(leases.require(&ChildKey::Schema)?).await
+            }
+            .instrument(span)
+            .await
+            .map_err(|e| at.after_arm(e))?;
+        }
         let span = info_span!("saga.finish", operation_id = %at.operation_id());
         sidecar.finish(&at.store).instrument(span).await;
         drop(leases);
-        Finished {
+        Ok(Finished {
             commit_id: at.lineage.commit_id,
             nodes_affected: counts.nodes,
             edges_affected: counts.edges,
             tables: landed,
             rows_written: counts.rows_written,
-        }
+        })
     }
 }
 

@@ -8,15 +8,16 @@ use crate::actors::runtime::Runtime;
 use crate::engine::storage::table;
 use crate::engine::write_plan::{AuthorityToken, PreparedTable};
 use crate::protocol::{OmniError, Result};
-use crate::recovery::sidecar::SidecarStore;
+use crate::recovery::sidecar::{SidecarStore, WriterKind};
 
 /// The recovery barrier under the gates: a pending sidecar on `branch`
-/// (armed since the write-entry heal) blocks the write; one that cannot be
+/// (armed since the write-entry heal) blocks the write, and so does a
+/// schema apply's on any branch (it is graph-global); one that cannot be
 /// read blocks every write, since it cannot say what it covers.
 pub async fn refuse_if_recovery_pending(rt: &Runtime, store: &SidecarStore, branch: &str) -> Result<()> {
     for name in rt.pending_sidecars().await? {
         match store.read(&name).await {
-            Ok(Some(body)) if body.branch != branch => continue,
+            Ok(Some(body)) if body.branch != branch && body.writer_kind != WriterKind::SchemaApply => continue,
             Ok(None) => continue,
             Ok(Some(body)) => {
                 return Err(OmniError::RecoveryRequired {
@@ -64,6 +65,16 @@ pub async fn check(
     }
     for t in tables {
         let now = view.state.tables.get(&t.table_key).map(|e| e.version);
+        if t.pin == 0 {
+            // A schema apply's new table: unregistered, and nothing at its path.
+            if now.is_some() || table::head_version(&t.uri, None).await.is_ok() {
+                return Err(OmniError::AlreadyExists(format!(
+                    "{} is registered or its dataset path is taken; the apply cannot create it",
+                    t.table_key
+                )));
+            }
+            continue;
+        }
         if now != Some(t.pin) || pins.get(&t.table_key) != Some(&t.pin) {
             return changed(&t.table_key, format!("v{}", t.pin), now.map_or("<dropped>".into(), |v| format!("v{v}")));
         }

@@ -140,7 +140,7 @@ where
         });
     }
     let armed = prepared.lease().await?.revalidate().await?.arm(intent.actor.clone()).await?;
-    let done = armed.commit().await?.confirm().await?.publish().await?.finish().await;
+    let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     Ok(WriteOutcome {
         commit_id: Some(done.commit_id),
         nodes_affected: done.nodes_affected,

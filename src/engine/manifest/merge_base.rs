@@ -75,6 +75,7 @@ mod tests {
                     created_at_us: *v as i64,
                     manifest_version: *v,
                     branch: "main".into(),
+                    schema_change: None,
                 };
                 (id.to_string(), row)
             })

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::storage::{Root, table};
 use crate::protocol::{OmniError, Result};
-pub use publisher::{Lineage, Precondition, PublishRequest, Published, TableUpdate};
-pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, TableReg};
+pub use publisher::{Lineage, Precondition, PublishRequest, Published, SchemaCommit, TableUpdate};
+pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, SchemaChange, TableReg};
 pub use state::{ManifestState, TableEntry};
 
 /// Path of the manifest dataset under the root.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, info_span};
 
-use super::rows::{self, CommitRow, HeadRow, ManifestRow, TableVersionRow};
+use super::rows::{self, CommitRow, HeadRow, ManifestRow, SchemaChange, TableReg, TableVersionRow, TombstoneRow};
 use super::state::ManifestState;
 use super::{BranchId, ManifestView};
 use crate::engine::storage::table::{self, RowMergeError};
@@ -99,6 +99,21 @@ pub struct Lineage {
     pub merged_parent: Option<String>,
     /// Creation time, µs since the epoch.
     pub created_at_us: i64,
+    /// A schema apply's registry change, published with the commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<SchemaCommit>,
+}
+
+/// What a schema apply's commit changes in the table registry: part of its
+/// fixed intent, so recovery publishes exactly the same delta.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaCommit {
+    /// The accepted schema before and after.
+    pub change: SchemaChange,
+    /// New registrations (AddType) and re-keyed ones (RenameType: same id and path).
+    pub registrations: Vec<TableReg>,
+    /// Ids of the tables the apply drops.
+    pub tombstones: Vec<String>,
 }
 
 impl Lineage {
@@ -109,6 +124,7 @@ impl Lineage {
             actor,
             merged_parent: None,
             created_at_us: chrono::Utc::now().timestamp_micros(),
+            schema: None,
         }
     }
 }
@@ -266,13 +282,24 @@ fn check_expected_versions(state: &ManifestState, req: &PublishRequest) -> Resul
 
 fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<ManifestRow>> {
     let mut out = Vec::with_capacity(req.updates.len() + 2);
+    let mut ids: std::collections::HashMap<&str, &str> =
+        view.state.tables.iter().map(|(k, e)| (k.as_str(), e.table_id.as_str())).collect();
+    if let Some(schema) = &req.lineage.schema {
+        for reg in &schema.registrations {
+            ids.retain(|_, id| *id != reg.table_id);
+            ids.insert(&reg.table_key, &reg.table_id);
+            out.push(ManifestRow::Table(reg.clone()));
+        }
+        for table_id in &schema.tombstones {
+            let latest = view.state.latest_versions.get(table_id).copied().unwrap_or(0);
+            out.push(ManifestRow::Tombstone(TombstoneRow { table_id: table_id.clone(), version: latest + 1 }));
+        }
+    }
     for u in &req.updates {
-        let entry = view
-            .state
-            .tables
-            .get(&u.table_key)
+        let table_id = *ids
+            .get(u.table_key.as_str())
             .ok_or_else(|| OmniError::NotFound(format!("table {} is not registered", u.table_key)))?;
-        let latest = view.state.latest_versions.get(&entry.table_id).copied().unwrap_or(0);
+        let latest = view.state.latest_versions.get(table_id).copied().unwrap_or(0);
         if u.version <= latest {
             return Err(OmniError::ReadSetChanged {
                 member: u.table_key.clone(),
@@ -281,7 +308,7 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
             });
         }
         out.push(ManifestRow::TableVersion(TableVersionRow {
-            table_id: entry.table_id.clone(),
+            table_id: table_id.to_string(),
             version: u.version,
             branch: u.branch.clone(),
             row_count: u.row_count,
@@ -296,6 +323,7 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
         created_at_us: req.lineage.created_at_us,
         manifest_version: view.version + 1,
         branch: req.branch.clone(),
+        schema_change: req.lineage.schema.as_ref().map(|s| s.change.clone()),
     }));
     out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id: req.lineage.commit_id.clone() }));
     Ok(out)

@@ -78,6 +78,18 @@ pub struct CommitRow {
     pub manifest_version: u64,
     /// The graph branch it was made on.
     pub branch: String,
+    /// Set on a schema apply's commit: the schema it replaced and the one it
+    /// made current (readers at older commits use the older catalog).
+    pub schema_change: Option<SchemaChange>,
+}
+
+/// The accepted-schema identities a schema apply's commit moved between.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaChange {
+    /// Identity accepted before the apply.
+    pub from: String,
+    /// Identity accepted after it.
+    pub to: String,
 }
 
 /// The mutable head pointer of one graph branch.
@@ -110,6 +122,8 @@ struct CommitMeta {
     merged_parent: Option<String>,
     actor: Option<String>,
     created_at_us: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schema_change: Option<SchemaChange>,
 }
 
 /// The Arrow schema of `__manifest`, carrying the storage stamp.
@@ -194,6 +208,7 @@ impl ManifestRow {
                     merged_parent: c.merged_parent.clone(),
                     actor: c.actor.clone(),
                     created_at_us: c.created_at_us,
+                    schema_change: c.schema_change.clone(),
                 })
                 .ok(),
                 table_version: Some(c.manifest_version),
@@ -333,6 +348,7 @@ impl<'a> BatchView<'a> {
                     created_at_us: meta.created_at_us,
                     manifest_version: version()?,
                     branch: self.required(i, "table_branch", opt_str(self.table_branch, i))?,
+                    schema_change: meta.schema_change,
                 })
             }
             "graph_head" => ManifestRow::Head(HeadRow {
@@ -372,6 +388,7 @@ mod tests {
                 created_at_us: 42,
                 manifest_version: 9,
                 branch: "main".into(),
+                schema_change: Some(SchemaChange { from: "a".into(), to: "b".into() }),
             }),
             ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: "01ABC".into() }),
         ];

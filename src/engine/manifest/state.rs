@@ -116,6 +116,21 @@ impl ManifestState {
         }
     }
 
+    /// The accepted-schema identity a schema apply among the ancestors of
+    /// `commit_id` (itself included) made current: the newest one's. `None`
+    /// when no apply precedes it.
+    pub fn schema_applied_at(&self, commit_id: &str) -> Option<String> {
+        let applied = self.history(commit_id).into_iter().filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
+        applied.max_by_key(|(c, _)| c.manifest_version).map(|(_, s)| s.to.clone())
+    }
+
+    /// The schema the graph was created with, if an apply recorded here
+    /// replaced it (the oldest apply's `from`).
+    pub fn original_schema(&self) -> Option<String> {
+        let applies = self.commits.values().filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
+        applies.min_by_key(|(c, _)| c.manifest_version).map(|(_, s)| s.from.clone())
+    }
+
     /// History reachable from `head` through parents and merged parents,
     /// newest first (by manifest version, then time, then id).
     pub fn history(&self, head: &str) -> Vec<&CommitRow> {

@@ -726,3 +726,54 @@ pub async fn remove_versions(ds: &Dataset, versions: Vec<u64>, execute: bool) ->
         data_files_removed: stats.data_files_removed,
     })
 }
+
+/// A change of a table's columns that touches no data file.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnEdit {
+    /// `(from, to)` column renames.
+    pub renames: Vec<(String, String)>,
+    /// Columns removed from the schema (their data stays in the files, so
+    /// older versions still read them).
+    pub drops: Vec<String>,
+    /// `(column, nullable)` nullability changes.
+    pub nullability: Vec<(String, bool)>,
+    /// New nullable columns (read as null from every existing fragment).
+    pub adds: Vec<arrow_schema::Field>,
+    /// The column order the table must end with (the catalog's order).
+    pub order: Vec<String>,
+}
+
+/// Stage `edit` as one metadata-only transaction: `Merge` with the current
+/// fragments when it adds all-null columns, else `Project`. Field ids of
+/// kept columns never change, so renamed columns keep their data and
+/// indexes.
+pub fn stage_column_edit(ds: Arc<Dataset>, edit: &ColumnEdit, uuid: &str) -> Result<StagedTxn> {
+    let uri = table_uri(&ds);
+    let err = |e: lance::Error| OmniError::storage(format!("planning the column change of {uri}"), e);
+    let mut schema = ds.schema().clone();
+    schema.fields.retain(|f| !edit.drops.contains(&f.name));
+    for f in &mut schema.fields {
+        if let Some((_, to)) = edit.renames.iter().find(|(from, _)| *from == f.name) {
+            f.name = to.clone();
+        }
+        if let Some((_, nullable)) = edit.nullability.iter().find(|(c, _)| *c == f.name) {
+            f.nullable = *nullable;
+        }
+    }
+    if !edit.adds.is_empty() {
+        schema = schema.merge(&ArrowSchema::new(edit.adds.clone())).map_err(err)?;
+        schema.try_set_field_id(Some(ds.manifest().max_field_id())).map_err(err)?;
+    }
+    let position = |name: &str| edit.order.iter().position(|c| c == name).unwrap_or(usize::MAX);
+    schema.fields.sort_by_key(|f| position(&f.name));
+    let tightens = edit.nullability.iter().any(|(_, nullable)| !nullable);
+    let op = if edit.adds.is_empty() {
+        Operation::Project { schema, preserves_nullability: !tightens }
+    } else {
+        let fragments = ds.get_fragments().iter().map(|f| f.metadata().clone()).collect();
+        Operation::Merge { fragments, schema, preserves_nullability: !tightens }
+    };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    Ok(StagedTxn { uri, dataset: Some(ds), txn, affected_rows: None, rows_written: 0 })
+}

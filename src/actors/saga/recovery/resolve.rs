@@ -15,6 +15,7 @@ use crate::actors::child_key::ChildKey;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{self, Lineage, ManifestView, Precondition, PublishRequest, TableUpdate};
+use crate::engine::schema_store::{self, SchemaState};
 use crate::engine::storage::table;
 use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
@@ -86,12 +87,16 @@ fn restore_uuid(op: &str, table_key: &str) -> String {
     format!("omni-rollback-{op}-{}", table_key.replace(':', "-"))
 }
 
-/// What Lance shows for table `t` of the sidecar (see [`classify`]).
-async fn evidence(t: &SidecarTable, branch: &str, pin: u64) -> Result<Evidence> {
+/// What Lance shows for table `t` of `body` (see [`classify`]).
+async fn evidence(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<Evidence> {
     let mut e = Evidence { pin, head: None, txns: vec![], fork_matches: None };
     if let Some(plan) = &t.fork {
-        let Some(found) = table::list_branches(&t.table_path).await?.remove(branch) else { return Ok(e) };
+        let Some(found) = table::list_branches(&t.table_path).await?.remove(&body.branch) else { return Ok(e) };
         e.fork_matches = Some(found.parent_branch == plan.parent_branch && found.parent_version == plan.parent_version);
+    }
+    if t.is_create() && rt.root().list(&created_location(body, t)?).await?.is_empty() {
+        // A schema apply's new table that was never created.
+        return Ok(e);
     }
     let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), None).await?;
     let head = ds.version().version;
@@ -104,9 +109,21 @@ async fn evidence(t: &SidecarTable, branch: &str, pin: u64) -> Result<Evidence> 
     Ok(e)
 }
 
-/// Classify table `t` of the sidecar of operation `op`.
-async fn observe(t: &SidecarTable, branch: &str, pin: u64, op: &str) -> Result<TableClass> {
-    Ok(classify(&evidence(t, branch, pin).await?, &t.identities(), &restore_uuid(op, &t.table_key)))
+/// Classify table `t` of `body`.
+async fn observe(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<TableClass> {
+    let compensation = restore_uuid(&body.operation_id, &t.table_key);
+    Ok(classify(&evidence(rt, body, t, pin).await?, &t.identities(), &compensation))
+}
+
+/// The path a schema apply registers for its new table `t`.
+fn created_location(body: &SidecarBody, t: &SidecarTable) -> Result<String> {
+    let regs = body.lineage.schema.as_ref().map(|s| s.registrations.as_slice()).unwrap_or_default();
+    regs.iter().find(|r| r.table_key == t.table_key).map(|r| r.location.clone()).ok_or_else(|| {
+        OmniError::RecoveryRequired {
+            operation_id: body.operation_id.clone(),
+            reason: format!("{} is created by the apply but its registration is missing", t.table_key),
+        }
+    })
 }
 
 /// Each table of `body` with its pin and class, and the decision over them.
@@ -117,12 +134,17 @@ async fn classify_sidecar<'b>(
 ) -> Result<(Vec<(&'b SidecarTable, u64, TableClass)>, Decision)> {
     let mut observed = Vec::with_capacity(body.tables.len());
     for t in &body.tables {
-        let pinned =
-            view.state.tables.get(&t.table_key).map(|e| e.version).ok_or_else(|| OmniError::RecoveryRequired {
-                operation_id: body.operation_id.clone(),
-                reason: format!("{} is no longer in the manifest", t.table_key),
-            })?;
-        observed.push((t, pinned, observe(t, &body.branch, pinned, &body.operation_id).await?));
+        let pinned = match view.state.tables.get(&t.table_key) {
+            Some(e) => e.version,
+            None if t.is_create() => 0,
+            None => {
+                return Err(OmniError::RecoveryRequired {
+                    operation_id: body.operation_id.clone(),
+                    reason: format!("{} is no longer in the manifest", t.table_key),
+                });
+            }
+        };
+        observed.push((t, pinned, observe(rt, body, t, pinned).await?));
     }
     let schema = rt.schema().await?;
     let authority_holds = view.branch_id == body.token.branch_id
@@ -177,6 +199,7 @@ pub async fn process(
         Err(e) => return Err(e),
     };
     if view.state.commits.contains_key(&body.lineage.commit_id) {
+        promote_schema(rt, &body).await?;
         return settle(
             rt,
             store,
@@ -188,6 +211,7 @@ pub async fn process(
         .await;
     }
     if view.state.commits.contains_key(&body.rollback_commit_id) {
+        discard_schema(rt, &body).await?;
         return settle(rt, store, &body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), vec![]).await;
     }
     let (observed, decision) = classify_sidecar(rt, &body, &view).await?;
@@ -202,6 +226,7 @@ pub async fn process(
                     reclaim_fork(rt, t, &body.branch, leases).await?;
                 }
             }
+            discard_schema(rt, &body).await?;
             return settle(rt, store, &body, RecoveryKind::RolledBack, None, vec![]).await;
         }
         Decision::RollBack { why } => why,
@@ -244,7 +269,7 @@ async fn roll_forward(
     let mut updates: Vec<TableUpdate> = body.tables.iter().filter_map(|t| t.confirmed.clone()).collect();
     updates.extend(body.pointers.iter().map(|p| p.update.clone()));
     let mut expected: BTreeMap<String, u64> =
-        body.tables.iter().map(|t| (t.table_key.clone(), t.expected_version)).collect();
+        body.tables.iter().filter(|t| !t.is_create()).map(|t| (t.table_key.clone(), t.expected_version)).collect();
     expected.extend(body.pointers.iter().map(|p| (p.update.table_key.clone(), p.expected_version)));
     let request = PublishRequest {
         branch: body.branch.clone(),
@@ -257,6 +282,7 @@ async fn roll_forward(
         lineage: body.lineage.clone(),
     };
     publish(rt, request, leases).await?;
+    promote_schema(rt, body).await?;
     info!(operation_id = %body.operation_id, "rolled forward");
     settle(rt, store, body, RecoveryKind::RolledForward, Some(body.lineage.commit_id.clone()), forward_outcomes(body))
         .await
@@ -297,6 +323,12 @@ async fn roll_back(
         let head = match o {
             TableClass::NoMovement | TableClass::UntouchedFork => continue,
             TableClass::RolledPastExpected { .. } | TableClass::PartialChain { .. } if t.fork.is_some() => continue,
+            TableClass::RolledPastExpected { head } if t.is_create() => {
+                // Our exact version-one create, registered nowhere: remove it whole.
+                rt.root().delete_prefix(&created_location(body, t)?).await?;
+                outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head, to_version: 0 });
+                continue;
+            }
             foreign @ (TableClass::UnexpectedAtP1
             | TableClass::UnexpectedMultistep { .. }
             | TableClass::InvariantViolation(_)) => {
@@ -319,8 +351,9 @@ async fn roll_back(
         outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head - 1, to_version: pinned });
         expected.insert(t.table_key.clone(), pinned);
     }
+    discard_schema(rt, body).await?;
     if updates.is_empty() {
-        // Only forks were compensated: the manifest never moved.
+        // Only forks (or creates) were compensated: the manifest never moved.
         info!(operation_id = %op, "rolled back (forks reclaimed)");
         return settle(rt, store, body, RecoveryKind::RolledBack, None, outcomes).await;
     }
@@ -342,6 +375,22 @@ async fn roll_back(
     publish(rt, request, leases).await?;
     info!(operation_id = %op, "rolled back");
     settle(rt, store, body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), outcomes).await
+}
+
+/// A schema apply whose commit is visible: make its staged schema current
+/// (the sweep then swaps the schema actor's catalog).
+async fn promote_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
+    let Some(schema) = &body.lineage.schema else { return Ok(()) };
+    named_failpoint!("recovery.before_promote");
+    SchemaState::promote(rt.root(), &schema.change.to).await
+}
+
+/// A schema apply rolled back: its staged schema files go.
+async fn discard_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
+    if body.lineage.schema.is_some() {
+        schema_store::discard_staging(rt.root()).await?;
+    }
+    Ok(())
 }
 
 async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Result<()> {

@@ -9,9 +9,10 @@ use tracing::{Instrument, info_span, warn};
 use super::resolve::{self, Mode, Resolution};
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
+use crate::engine::schema_store::SchemaState;
 use crate::protocol::{OmniError, Result};
 use crate::recovery::list_pending;
-use crate::recovery::sidecar::{SidecarBody, SidecarStore};
+use crate::recovery::sidecar::{SidecarBody, SidecarStore, WriterKind};
 
 /// Which sidecars a pass looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +47,17 @@ pub async fn sweep(rt: &Runtime, mode: Mode, scope: Scope<'_>) -> Result<Vec<(St
         return Ok(vec![]);
     }
     let schema_mode = if mode == Mode::Full { LeaseMode::Exclusive } else { LeaseMode::Shared };
-    let _schema = rt.lease_schema(schema_mode).await?;
-    resolve_all(rt, names, mode, scope, Acquire::Queue).await
+    let schema = rt.lease_schema(schema_mode).await?;
+    let out = resolve_all(rt, names, mode, scope, Acquire::Queue).await?;
+    if mode == Mode::Full {
+        // A schema apply this pass finished promoted its schema files: swap
+        // the catalog the schema actor serves.
+        let stored = SchemaState::read(rt.root()).await?;
+        if stored.identity != rt.schema().await?.identity {
+            rt.reload_schema(&schema).await?;
+        }
+    }
+    Ok(out)
 }
 
 async fn resolve_all(
@@ -109,6 +119,15 @@ async fn one(
     // queueing behind its gates would only find the sidecar gone.
     if rt.is_live(&body.operation_id) {
         return Ok(Some(Resolution::InFlight));
+    }
+    // A schema apply is graph-global: only a pass holding the schema gate
+    // exclusively (a full, queueing pass) may resolve it.
+    if body.writer_kind == WriterKind::SchemaApply && (mode != Mode::Full || acquire == Acquire::Try) {
+        return Ok(Some(Resolution::Deferred {
+            reason: format!("{} is a schema apply; a read-write open recovers it", body.operation_id),
+            operation_id: body.operation_id,
+            branch: body.branch,
+        }));
     }
     let Some(leases) = lease_sidecar(rt, &body, acquire).await? else {
         return Ok(Some(Resolution::InFlight));

@@ -11,6 +11,7 @@ pub mod annotations;
 pub mod arrow;
 pub mod compile;
 pub mod dates;
+pub mod evolve;
 pub mod id;
 pub mod key;
 pub mod rules;

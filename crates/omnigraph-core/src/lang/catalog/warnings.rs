@@ -8,8 +8,19 @@ use crate::lang::schema::ast::{Annotation, Decl, PropDecl};
 use crate::lang::schema::{codes, parse_schema};
 
 /// Every annotation name the catalog interprets.
-pub const KNOWN_ANNOTATIONS: &[&str] =
-    &["card", "check", "description", "embed", "index", "instruction", "key", "range", "rename_from", "unique"];
+pub const KNOWN_ANNOTATIONS: &[&str] = &[
+    "card",
+    "check",
+    "default",
+    "description",
+    "embed",
+    "index",
+    "instruction",
+    "key",
+    "range",
+    "rename_from",
+    "unique",
+];
 
 /// One warning per unknown annotation in `src` (nothing when it does not parse:
 /// the compile error says more).

@@ -1,0 +1,59 @@
+//! Schema evolution through the embedded handle (see `docs/schema-evolution.md`).
+
+use std::sync::Arc;
+
+use super::Graph;
+use crate::actors::saga::schema_apply::{self, SchemaApplyReport, SchemaApplyRequest};
+use crate::engine::branch_name::MAIN;
+use crate::engine::manifest::ManifestView;
+use crate::engine::schema_store::SchemaState;
+use crate::protocol::Result;
+
+impl Graph {
+    /// The steps applying `source` would take, without writing anything
+    /// (`supported: false` names a step the apply would refuse).
+    pub async fn schema_plan(&self, source: &str, allow_data_loss: bool) -> Result<SchemaApplyReport> {
+        let req = SchemaApplyRequest { source: source.to_string(), allow_data_loss, actor: None, dry_run: true };
+        Box::pin(schema_apply::run(&self.rt, &req)).await
+    }
+
+    /// Make `source` main's schema as one commit. Drops are soft unless
+    /// `allow_data_loss` (then the dropped data goes with the apply).
+    /// Refused while any branch other than main exists, for an unsupported
+    /// step, or when a tightened rule is broken by existing rows.
+    pub async fn schema_apply(
+        &self,
+        source: &str,
+        allow_data_loss: bool,
+        actor: Option<&str>,
+    ) -> Result<SchemaApplyReport> {
+        self.require_writable()?;
+        let req = SchemaApplyRequest {
+            source: source.to_string(),
+            allow_data_loss,
+            actor: actor.map(str::to_string),
+            dry_run: false,
+        };
+        Box::pin(schema_apply::run(&self.rt, &req)).await
+    }
+
+    /// The schema that was current at `commit_id` of `view`: the catalog a
+    /// read there binds. The accepted schema unless a schema apply lies
+    /// between them (then the archived one), so a reader never pairs a
+    /// manifest with a catalog from the other side of an apply.
+    pub(super) async fn schema_at(&self, view: &ManifestView, commit_id: &str) -> Result<Arc<SchemaState>> {
+        let current = self.schema().await?;
+        let identity = match view.state.schema_applied_at(commit_id) {
+            Some(identity) => Some(identity),
+            // Older than every apply: the schema the graph was created with
+            // (main's current manifest records every apply).
+            None => self.rt.view(MAIN).await?.state.original_schema(),
+        };
+        match identity {
+            Some(identity) if identity != current.identity => {
+                Ok(Arc::new(SchemaState::archived(self.root(), &identity).await?))
+            }
+            _ => Ok(current),
+        }
+    }
+}

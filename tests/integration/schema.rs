@@ -1,0 +1,322 @@
+//! Schema evolution through the CLI, as real processes: for each supported
+//! change kind, plan (writes nothing), apply (one commit), query the new
+//! shape, and time-travel to the commit before the apply, where the old
+//! shape still answers. Refusals (unsupported steps, tightened rules broken
+//! by existing rows, live branches) write nothing. The embedded and HTTP
+//! surfaces are covered at the end.
+
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::common::{SOCIAL_PG, temp_graph_dir};
+
+fn omnigraph(args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run omnigraph")
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    let out = omnigraph(args);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "omnigraph {args:?}: {said}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?} printed no JSON ({e})"))
+}
+
+/// A graph holding the example schema and data; returns its location, the
+/// directory (kept alive) and the head commit before any apply.
+fn example_graph() -> (tempfile::TempDir, String, String) {
+    let (dir, loc) = temp_graph_dir();
+    let ex = env!("CARGO_MANIFEST_DIR");
+    ok_json(&["init", "--json", "--schema", &format!("{ex}/examples/social.pg"), &loc]);
+    let data = format!("{ex}/examples/social.jsonl");
+    ok_json(&["load", "--json", "--data", &data, "--mode", "overwrite", &loc]);
+    let head = ok_json(&["snapshot", "--json", &loc])["head_commit_id"].as_str().expect("head").to_string();
+    (dir, loc, head)
+}
+
+fn query(loc: &str, src: &str, commit: Option<&str>) -> Output {
+    let mut args = vec!["query", "--json", "-e", src];
+    if let Some(c) = commit {
+        args.extend(["--commit", c]);
+    }
+    args.push(loc);
+    omnigraph(&args)
+}
+
+fn rows(loc: &str, src: &str, commit: Option<&str>) -> Value {
+    let out = query(loc, src, commit);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{src} at {commit:?}: {said}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("query json");
+    v["rows"].clone()
+}
+
+fn commit_count(loc: &str) -> usize {
+    ok_json(&["commit", "list", "--json", loc]).as_array().map_or_else(
+        || ok_json(&["commit", "list", "--json", loc])["commits"].as_array().expect("commits").len(),
+        Vec::len,
+    )
+}
+
+/// Write `schema` next to the graph and return its path.
+fn schema_file(dir: &tempfile::TempDir, schema: &str) -> String {
+    let path = dir.path().join("target.pg");
+    std::fs::write(&path, schema).expect("write schema");
+    path.to_string_lossy().to_string()
+}
+
+/// One supported change: the target schema, the step kind the plan must
+/// show, a query of the new shape with its rows, and a query of the old
+/// shape that answers at the commit before the apply.
+struct Case {
+    name: &'static str,
+    schema: String,
+    kind: &'static str,
+    new_query: &'static str,
+    new_rows: Value,
+    old_query: &'static str,
+    old_rows: Value,
+}
+
+fn social(edit: impl Fn(&str) -> String) -> String {
+    edit(SOCIAL_PG)
+}
+
+fn cases() -> Vec<Case> {
+    let names = json!([{"p.name": "Alice"}, {"p.name": "Bob"}, {"p.name": "Carol"}]);
+    let ages = json!([{"p.age": 31}, {"p.age": 27}, {"p.age": 45}]);
+    vec![
+        Case {
+            name: "add a node type",
+            schema: format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n"),
+            kind: "add_type",
+            new_query: "query q() { match { $t: Team } return { $t.name } }",
+            new_rows: json!([]),
+            old_query: "query q() { match { $p: Person } return { $p.name } order { $p.name } }",
+            old_rows: names.clone(),
+        },
+        Case {
+            name: "add an edge type",
+            schema: format!("{SOCIAL_PG}\nedge Mentors: Person -> Person\n"),
+            kind: "add_type",
+            new_query: "query q() { match { $a: Person $a mentors $b } return { $b.name } }",
+            new_rows: json!([]),
+            old_query: "query q() { match { $p: Person } return { $p.name } order { $p.name } }",
+            old_rows: names.clone(),
+        },
+        Case {
+            name: "add a nullable property",
+            schema: social(|s| s.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")),
+            kind: "add_property",
+            new_query: "query q() { match { $p: Person } return { $p.name, $p.nickname } order { $p.name } }",
+            new_rows: json!([
+                {"p.name": "Alice", "p.nickname": null},
+                {"p.name": "Bob", "p.nickname": null},
+                {"p.name": "Carol", "p.nickname": null}
+            ]),
+            old_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            old_rows: ages.clone(),
+        },
+        Case {
+            name: "add a required property with a default",
+            schema: social(|s| s.replace("    age: I32?\n", "    age: I32?\n    level: I32 @default(1)\n")),
+            kind: "add_property",
+            new_query: "query q() { match { $p: Person } return { $p.level } order { $p.name } }",
+            new_rows: json!([{"p.level": 1}, {"p.level": 1}, {"p.level": 1}]),
+            old_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            old_rows: ages.clone(),
+        },
+        Case {
+            name: "rename a type",
+            schema: social(|s| {
+                s.replace("node Person @description", "node Human @rename_from(\"Person\") @description")
+                    .replace("Person -> Person", "Human -> Human")
+                    .replace("Person -> Company", "Human -> Company")
+            }),
+            kind: "rename_type",
+            new_query: "query q() { match { $p: Human } return { $p.name } order { $p.name } }",
+            new_rows: names.clone(),
+            old_query: "query q() { match { $p: Person } return { $p.name } order { $p.name } }",
+            old_rows: names.clone(),
+        },
+        Case {
+            name: "rename a property",
+            schema: social(|s| {
+                s.replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+                    .replace("@range(age,", "@range(years,")
+            }),
+            kind: "rename_property",
+            new_query: "query q() { match { $p: Person } return { $p.years } order { $p.name } }",
+            new_rows: json!([{"p.years": 31}, {"p.years": 27}, {"p.years": 45}]),
+            old_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            old_rows: ages.clone(),
+        },
+        Case {
+            name: "drop a property (soft)",
+            schema: social(|s| {
+                s.replace("    email: String? @unique\n", "").replace("    @check(email, \"^[^@]+@[^@]+$\")\n", "")
+            }),
+            kind: "drop_property",
+            new_query: "query q() { match { $p: Person } return { $p.name } order { $p.name } }",
+            new_rows: names.clone(),
+            old_query: "query q() { match { $p: Person } return { $p.email } order { $p.name } }",
+            old_rows: json!([{"p.email": "alice@example.com"}, {"p.email": "bob@example.com"}, {"p.email": null}]),
+        },
+        Case {
+            name: "drop a type (soft)",
+            schema: social(|s| s.replace("edge WorksAt: Person -> Company @card(0..1) {\n    title: String?\n}\n", "")),
+            kind: "drop_type",
+            new_query: "query q() { match { $p: Person } return { $p.name } order { $p.name } }",
+            new_rows: names.clone(),
+            old_query: "query q() { match { $p: Person $p worksAt $c } return { $p.name } order { $p.name } }",
+            old_rows: json!([{"p.name": "Alice"}, {"p.name": "Carol"}]),
+        },
+        Case {
+            name: "widen an enum, add an index, drop a check, change a description",
+            schema: social(|s| {
+                s.replace("enum(engineer, designer, manager)", "enum(engineer, designer, manager, intern)")
+                    .replace("    @check(email, \"^[^@]+@[^@]+$\")\n", "    @index(age)\n")
+                    .replace("Someone in the network", "A person")
+            }),
+            kind: "widen_enum",
+            new_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            new_rows: ages.clone(),
+            old_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            old_rows: ages.clone(),
+        },
+        Case {
+            name: "tighten a rule every row keeps",
+            schema: social(|s| s.replace("    age: I32?\n", "    age: I32\n").replace("0..150", "18..99")),
+            kind: "tighten_nullability",
+            new_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            new_rows: ages.clone(),
+            old_query: "query q() { match { $p: Person } return { $p.age } order { $p.name } }",
+            old_rows: ages,
+        },
+    ]
+}
+
+#[test]
+fn every_supported_change_plans_applies_queries_and_time_travels() {
+    for case in cases() {
+        let (dir, loc, before) = example_graph();
+        let file = schema_file(&dir, &case.schema);
+        let commits = commit_count(&loc);
+        let plan = ok_json(&["schema", "plan", "--json", "--schema", &file, &loc]);
+        let kinds: Vec<&str> =
+            plan["steps"].as_array().expect("steps").iter().filter_map(|s| s["kind"].as_str()).collect();
+        assert!(kinds.contains(&case.kind), "{}: plan kinds {kinds:?}", case.name);
+        assert_eq!(plan["supported"], true, "{}: {plan}", case.name);
+        assert_eq!(plan["applied"], false, "{}", case.name);
+        assert_eq!(plan["step_count"], json!(kinds.len()), "{}", case.name);
+        assert_eq!(commit_count(&loc), commits, "{}: a plan wrote a commit", case.name);
+
+        let applied = ok_json(&["schema", "apply", "--json", "--schema", &file, &loc]);
+        assert_eq!(applied["applied"], true, "{}: {applied}", case.name);
+        let commit = applied["graph_commit_id"].as_str().expect("commit id").to_string();
+        assert!(applied["manifest_version"].as_u64().is_some(), "{}: {applied}", case.name);
+        assert_eq!(commit_count(&loc), commits + 1, "{}: one commit per apply", case.name);
+        let head = ok_json(&["snapshot", "--json", &loc])["head_commit_id"].clone();
+        assert_eq!(head, json!(commit), "{}", case.name);
+        let shown = omnigraph(&["schema", "show", &loc]);
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), case.schema, "{}: accepted source", case.name);
+
+        assert_eq!(rows(&loc, case.new_query, None), case.new_rows, "{}: new shape", case.name);
+        assert_eq!(rows(&loc, case.old_query, Some(&before)), case.old_rows, "{}: time travel", case.name);
+        // Applying the same schema again changes nothing.
+        let again = ok_json(&["schema", "apply", "--json", "--schema", &file, &loc]);
+        assert_eq!(again["applied"], false, "{}: {again}", case.name);
+        assert_eq!(commit_count(&loc), commits + 1, "{}", case.name);
+        assert!(!dir.path().join("graph/_schema.pg.staging").exists(), "{}: staging left", case.name);
+        assert!(std::fs::read_dir(dir.path().join("graph/__recovery")).map_or(true, |mut d| d.next().is_none()));
+    }
+}
+
+/// The new shape is writable at once, and the old shape's names are gone
+/// from the head: a query naming a dropped or renamed thing fails to compile.
+#[test]
+fn the_head_speaks_only_the_new_shape() {
+    let (dir, loc, before) = example_graph();
+    let target = SOCIAL_PG
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n    nickname: String?\n")
+        .replace("@range(age,", "@range(years,");
+    let file = schema_file(&dir, &target);
+    ok_json(&["schema", "apply", "--json", "--schema", &file, &loc]);
+    let old = query(&loc, "query q() { match { $p: Person } return { $p.age } }", None);
+    assert!(!old.status.success(), "a renamed property still answers at the head");
+    let insert = r#"query q() { insert Person { name: "Dan", years: 40, nickname: "D" } }"#;
+    ok_json(&["mutate", "--json", "-e", insert, &loc]);
+    let got = rows(&loc, "query q() { match { $p: Person } return { $p.nickname } order { $p.name } }", None);
+    assert_eq!(got, json!([{"p.nickname": null}, {"p.nickname": null}, {"p.nickname": null}, {"p.nickname": "D"}]));
+    // The commit before the apply never learns the new names.
+    let new_at_old = query(&loc, "query q() { match { $p: Person } return { $p.years } }", Some(&before));
+    assert!(!new_at_old.status.success(), "the old commit answered a property it never had");
+}
+
+#[test]
+fn refusals_name_the_problem_and_write_nothing() {
+    let (dir, loc, _) = example_graph();
+    let commits = commit_count(&loc);
+    let unchanged = |why: &str| {
+        assert_eq!(commit_count(&loc), commits, "{why}: a commit was written");
+        let shown = omnigraph(&["schema", "show", &loc]);
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), SOCIAL_PG, "{why}: the schema changed");
+        assert!(!dir.path().join("graph/_schema.pg.staging").exists(), "{why}: staging left");
+    };
+
+    // A type change needs a data conversion we do not do.
+    let file = schema_file(
+        &dir,
+        &SOCIAL_PG.replace("    age: I32?\n", "    age: String?\n").replace("    @range(age, 0..150)\n", ""),
+    );
+    let plan = ok_json(&["schema", "plan", "--json", "--schema", &file, &loc]);
+    assert_eq!(plan["supported"], false, "{plan}");
+    let out = omnigraph(&["schema", "apply", "--schema", &file, &loc]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("age"), "{}", String::from_utf8_lossy(&out.stderr));
+    unchanged("type change");
+
+    // A required property without a default.
+    let file = schema_file(&dir, &SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    level: I32\n"));
+    assert_eq!(omnigraph(&["schema", "apply", "--schema", &file, &loc]).status.code(), Some(2));
+    unchanged("required without default");
+
+    // A tightened range Carol (45) breaks: refused with her id named.
+    let file = schema_file(&dir, &SOCIAL_PG.replace("0..150", "0..40"));
+    let out = omnigraph(&["schema", "apply", "--schema", &file, &loc]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Carol") && err.contains("1 existing row"), "{err}");
+    unchanged("tightened range");
+
+    // A live branch.
+    ok_json(&["branch", "create", "--json", "feature", &loc]);
+    let file = schema_file(&dir, &format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n"));
+    let out = omnigraph(&["schema", "apply", "--schema", &file, &loc]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success() && err.contains("feature"), "{err}");
+    unchanged("live branch");
+    ok_json(&["branch", "delete", "--json", "feature", &loc]);
+    ok_json(&["schema", "apply", "--json", "--schema", &file, &loc]);
+}
+
+/// A hard drop is marked as data loss in the plan and rewrites the table
+/// without the column; soft is the default.
+#[test]
+fn hard_drops_need_allow_data_loss() {
+    let (dir, loc, before) = example_graph();
+    let target =
+        SOCIAL_PG.replace("    email: String? @unique\n", "").replace("    @check(email, \"^[^@]+@[^@]+$\")\n", "");
+    let file = schema_file(&dir, &target);
+    let soft = ok_json(&["schema", "plan", "--json", "--schema", &file, &loc]);
+    let step = |v: &Value| v["steps"].as_array().expect("steps").iter().find(|s| s["kind"] == "drop_property").cloned();
+    assert_eq!(step(&soft).expect("drop step")["data_loss"], false);
+    let hard = ok_json(&["schema", "plan", "--json", "--allow-data-loss", "--schema", &file, &loc]);
+    assert_eq!(step(&hard).expect("drop step")["data_loss"], true);
+    ok_json(&["schema", "apply", "--json", "--allow-data-loss", "--schema", &file, &loc]);
+    let names = rows(&loc, "query q() { match { $p: Person } return { $p.name } order { $p.name } }", None);
+    assert_eq!(names, json!([{"p.name": "Alice"}, {"p.name": "Bob"}, {"p.name": "Carol"}]));
+    // The versions before the apply stay until cleanup removes them.
+    let old = rows(&loc, "query q() { match { $p: Person } return { $p.email } order { $p.name } }", Some(&before));
+    assert_eq!(old[0]["p.email"], "alice@example.com");
+}
