@@ -60,10 +60,28 @@ enum Op {
     /// than a write leaves uncompacted: its chain ends with a compaction.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
     CompactingInsert,
+    /// Apply [`SCHEMA_TARGET`] on main: one apply with every kind of table
+    /// effect (a staged overwrite, a metadata-only column edit, a re-key, a
+    /// version-one create, a tombstone). Not in the [`OPS`] matrix: it
+    /// refuses to run while another branch exists.
+    SchemaApply,
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 1] = [Op::CompactingInsert];
+const EXTRA_OPS: [Op; 2] = [Op::CompactingInsert, Op::SchemaApply];
+
+/// The example schema evolved: Person gains a required `level` with a
+/// default (an overwrite), Company a nullable `nickname` (a column edit),
+/// Knows becomes Friends (a re-key), Team is new (a create), WorksAt goes
+/// (a tombstone).
+fn schema_target() -> String {
+    SCHEMA
+        .replace("    age: I32?\n", "    age: I32?\n    level: I32 @default(1)\n")
+        .replace("    founded: Date?\n", "    founded: Date?\n    nickname: String?\n")
+        .replace("edge Knows: Person -> Person {", "edge Friends: Person -> Person @rename_from(\"Knows\") {")
+        .replace("edge WorksAt: Person -> Company @card(0..1) {\n    title: String?\n}\n", "")
+        + "\nnode Team { name: String @key }\n"
+}
 
 const OPS: [Op; 8] = [
     Op::MutationInsert,
@@ -97,6 +115,7 @@ impl Op {
             Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert => "mutation",
             Op::Merge => "merge",
             Op::Optimize => "optimize",
+            Op::SchemaApply => "schema_apply",
             _ => "load",
         }
     }
@@ -112,6 +131,7 @@ impl Op {
         let kind = match self {
             Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
             Op::Optimize => omnigraph::recovery::sidecar::WriterKind::Optimize,
+            Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
             _ => omnigraph::recovery::sidecar::WriterKind::Mutation,
         };
@@ -154,6 +174,7 @@ impl Op {
                 Ok(commit_only(r.report.graph_commit_id))
             }
             Op::Optimize => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
+            Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
         }
     }
 
@@ -329,6 +350,7 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
     } else {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
+    assert_schema_matches(&g, op, outcome == "applied", &context).await;
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
         assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
@@ -344,6 +366,19 @@ async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'stati
         .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
     assert_clean_on(&g, branch, &format!("{context}, then a write")).await;
     outcome
+}
+
+/// After a schema apply's crash and recovery: the accepted schema is the
+/// target exactly when the apply is applied, and no staging file is left.
+async fn assert_schema_matches(g: &Graph, op: Op, applied: bool, context: &str) {
+    if !matches!(op, Op::SchemaApply) {
+        return;
+    }
+    let source = g.schema().await.expect("schema").source.clone();
+    let want = if applied { schema_target() } else { SCHEMA.to_string() };
+    assert_eq!(source, want, "{context}: the accepted schema does not match the outcome (applied: {applied})");
+    let staged = omnigraph::engine::schema_store::staging_exists(g.root()).await.expect("staging");
+    assert!(!staged, "{context}: schema staging files left");
 }
 
 /// How the one recovery of a crash case resolved, if one ran.
@@ -778,4 +813,34 @@ async fn writes_on_two_branches_are_inside_their_effect_phases_at_once() {
     assert_eq!(peak, 2, "the two writes were never inside their effect phases at the same time");
     assert_clean_on(&g, "left", "parallel writes").await;
     assert_clean_on(&g, "right", "parallel writes").await;
+}
+
+/// Boundaries only a schema apply crosses: its staged schema files written
+/// (before the confirmation) and promoted (after the publish).
+const SCHEMA_BOUNDARIES: [&str; 2] = ["after_schema_staging", "after_promote"];
+
+/// A schema apply dies at every boundary it crosses: recovery leaves it
+/// invisible (old schema, no new table, no staging) or applied (new schema
+/// current, every effect published under its commit), never half; from the
+/// publish on it is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
+    let _s = serial().await;
+    let mut report = Vec::new();
+    for b in SAGA_BOUNDARIES.iter().chain(&SCHEMA_BOUNDARIES).filter(|b| Op::SchemaApply.crosses(b)) {
+        let name = format!("schema_apply.{b}");
+        let outcome = crash_case_on(Op::SchemaApply, &name, "main").await;
+        report.push(format!("SchemaApply @ {name}: {outcome}"));
+    }
+    println!("schema apply crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert_eq!(report.len(), 9, "{report:?}");
+    for (point, want) in [
+        ("after_arm", "invisible"),
+        ("after_schema_staging", "invisible"),
+        ("after_confirm", "applied"),
+        ("after_publish", "applied"),
+        ("after_promote", "applied"),
+    ] {
+        assert!(report.iter().any(|r| r.ends_with(&format!("schema_apply.{point}: {want}"))), "{point}: {report:?}");
+    }
 }

@@ -14,8 +14,8 @@ use serde_json::Map;
 
 use super::child::{Action, crash_in_child};
 use super::{
-    CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, assert_clean, counts, crash, crash_case_on,
-    serial, setup, shut_down,
+    CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, SCHEMA_BOUNDARIES, assert_clean,
+    assert_schema_matches, counts, crash, crash_case_on, serial, setup, shut_down,
 };
 
 /// Points inside the table / branch actors' handlers, crashed during a write.
@@ -45,6 +45,9 @@ const ROLL_FORWARD_CRASHES: [&str; 5] = [
     "recovery.after_audit",
     "recovery.after_sidecar_delete",
 ];
+
+/// Recovery points only a schema apply's recovery crosses.
+const SCHEMA_RECOVERY_CRASHES: [&str; 1] = ["recovery.before_promote"];
 
 /// Every failpoint named at a call site under `src/`: each
 /// `saga_failpoint!(kind, "b")` once per saga writer, each `named_failpoint!("n")`.
@@ -84,13 +87,17 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
             covered.insert(format!("{}.{b}", op.prefix()));
         }
     }
+    for b in SAGA_BOUNDARIES.iter().chain(&SCHEMA_BOUNDARIES).filter(|b| Op::SchemaApply.crosses(b)) {
+        covered.insert(format!("{}.{b}", Op::SchemaApply.prefix()));
+    }
     let named = CONTROL_CRASHES
         .iter()
         .chain(&ACTOR_CRASHES)
         .chain(&ROLL_BACK_CRASHES)
         .chain(&ROLL_FORWARD_CRASHES)
         .chain(&CHAIN_CRASHES)
-        .chain(&CLEANUP_CRASHES);
+        .chain(&CLEANUP_CRASHES)
+        .chain(&SCHEMA_RECOVERY_CRASHES);
     covered.extend(named.map(|s| s.to_string()));
     let missing: Vec<&String> = registry.difference(&covered).collect();
     assert!(missing.is_empty(), "failpoints without a crash case: {missing:?}");
@@ -140,9 +147,9 @@ async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
 /// Recovery itself dies at each of its points; the next open re-enters it and
 /// ends with the same outcome as an uninterrupted recovery, exactly one
 /// audit row, and a writable graph.
-async fn recovery_crash(write_point: &str, recovery_point: &str, kind: RecoveryKind) {
-    let (_dir, loc, before, after, committed) = setup(Op::MutationInsert).await;
-    crash(&loc, Op::MutationInsert, "main", write_point).await;
+async fn recovery_crash(op: Op, write_point: &str, recovery_point: &str, kind: RecoveryKind) {
+    let (_dir, loc, before, after, committed) = setup(op).await;
+    crash(&loc, op, "main", write_point).await;
     let root = omnigraph::engine::storage::Root::parse(&loc).expect("root");
     assert_eq!(list_pending(&root).await.expect("list").len(), 1, "{write_point} left its sidecar");
     let l = loc.clone();
@@ -154,6 +161,7 @@ async fn recovery_crash(write_point: &str, recovery_point: &str, kind: RecoveryK
     assert_clean(&g, &context).await;
     let expected = if kind == RecoveryKind::RolledForward { &after } else { &before };
     assert_eq!(&counts(&g).await, expected, "{context}: wrong outcome");
+    assert_schema_matches(&g, op, kind == RecoveryKind::RolledForward, &context).await;
     let history: Vec<String> =
         g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
@@ -171,7 +179,7 @@ async fn recovery_crash(write_point: &str, recovery_point: &str, kind: RecoveryK
 async fn a_crash_inside_a_roll_back_is_re_entered_cleanly() {
     let _s = serial().await;
     for point in ROLL_BACK_CRASHES {
-        recovery_crash("mutation.after_table_commit", point, RecoveryKind::RolledBack).await;
+        recovery_crash(Op::MutationInsert, "mutation.after_table_commit", point, RecoveryKind::RolledBack).await;
     }
 }
 
@@ -179,6 +187,35 @@ async fn a_crash_inside_a_roll_back_is_re_entered_cleanly() {
 async fn a_crash_inside_a_roll_forward_is_re_entered_cleanly() {
     let _s = serial().await;
     for point in ROLL_FORWARD_CRASHES {
-        recovery_crash("mutation.after_confirm", point, RecoveryKind::RolledForward).await;
+        recovery_crash(Op::MutationInsert, "mutation.after_confirm", point, RecoveryKind::RolledForward).await;
+    }
+}
+
+/// Recovery of a confirmed schema apply dies before promoting its schema
+/// files (after its roll-forward publish, and when the crash came after the
+/// writer's own publish): the next open promotes them, with one audit row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_recovery_promotes_a_schema_is_re_entered_cleanly() {
+    let _s = serial().await;
+    for write_point in ["schema_apply.after_confirm", "schema_apply.after_publish"] {
+        for point in SCHEMA_RECOVERY_CRASHES.iter().chain(&["recovery.after_publish", "recovery.before_audit"]) {
+            if write_point.ends_with("after_publish") && *point == "recovery.after_publish" {
+                continue; // the commit is visible already: recovery does not publish
+            }
+            recovery_crash(Op::SchemaApply, write_point, point, RecoveryKind::RolledForward).await;
+        }
+    }
+}
+
+/// Recovery of an unconfirmed schema apply (a new table created, an
+/// existing one rewritten) dies while it rolls back: re-entered, it removes
+/// the created table and restores the rewritten one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_inside_a_schema_apply_roll_back_is_re_entered_cleanly() {
+    let _s = serial().await;
+    for point in
+        ["recovery.before_restore", "recovery.after_restore", "recovery.before_publish", "recovery.after_audit"]
+    {
+        recovery_crash(Op::SchemaApply, "schema_apply.after_schema_staging", point, RecoveryKind::RolledBack).await;
     }
 }
