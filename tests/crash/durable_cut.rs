@@ -17,7 +17,7 @@ use serde_json::Map;
 use crate::intercept::{Intercept, Policy, injected};
 use crate::lance_hook;
 
-use super::{Op, assert_clean_on, counts_on, crash, serial, setup_on, shut_down};
+use super::{Op, assert_clean_on, assert_schema_matches, counts_on, crash, serial, setup_on, shut_down};
 
 /// The shared counter: writes up to `limit` pass, later ones fail.
 #[derive(Debug)]
@@ -133,6 +133,7 @@ async fn enumerate(op: Op, branch: &'static str) -> (usize, usize) {
         assert_clean_on(&g, branch, &context).await;
         let now = counts_on(&g, branch).await;
         assert!(now == before || now == after, "{context}: half-applied");
+        assert_schema_matches(&g, op, now == after && now != before, &context).await;
         if acknowledged {
             assert_eq!(now, after, "{context}: an acknowledged write was lost");
         }
@@ -176,6 +177,16 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
         report.push(format!("{op:?} on {branch}: N = {n} durable writes, {clean} clean states"));
     }
     println!("durable-write cut (0 violations):\n{}", report.join("\n"));
+}
+
+/// A schema apply (every kind of table effect, the staged schema files and
+/// their promotion) cut at every durable write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_durable_write_cut_of_a_schema_apply_recovers_clean() {
+    let _s = serial().await;
+    let (n, clean) = enumerate(Op::SchemaApply, "main").await;
+    assert_eq!(clean, n);
+    println!("schema apply durable-write cut (0 violations): N = {n} durable writes, {clean} clean states");
 }
 
 /// Open the graph at `loc` read-write (running recovery) with the world

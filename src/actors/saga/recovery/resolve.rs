@@ -94,11 +94,13 @@ async fn evidence(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) 
         let Some(found) = table::list_branches(&t.table_path).await?.remove(&body.branch) else { return Ok(e) };
         e.fork_matches = Some(found.parent_branch == plan.parent_branch && found.parent_version == plan.parent_version);
     }
-    if t.is_create() && rt.root().list(&created_location(body, t)?).await?.is_empty() {
-        // A schema apply's new table that was never created.
-        return Ok(e);
-    }
-    let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), None).await?;
+    let ds = match table::open_table(&t.table_path, t.table_branch.as_deref(), None).await {
+        Ok(ds) => ds,
+        // A schema apply's new table with no version: never created, or only
+        // the files of a create that did not land (recovery removes them).
+        Err(OmniError::NotFound(_)) if t.is_create() => return Ok(e),
+        Err(err) => return Err(err),
+    };
     let head = ds.version().version;
     e.head = Some(head);
     // The chain, plus one more version: room for our compensating restore.
@@ -113,6 +115,17 @@ async fn evidence(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) 
 async fn observe(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<TableClass> {
     let compensation = restore_uuid(&body.operation_id, &t.table_key);
     Ok(classify(&evidence(rt, body, t, pin).await?, &t.identities(), &compensation))
+}
+
+/// Remove a schema apply's new table `t` whole: its exact version-one
+/// create (classified ours) or the files of a create that never landed. The
+/// manifest registers it nowhere, and the apply verified the path empty
+/// under its gates before arming, so everything there is the apply's.
+async fn remove_created(rt: &Runtime, body: &SidecarBody, t: &SidecarTable) -> Result<()> {
+    let location = created_location(body, t)?;
+    rt.root().delete_prefix(&location).await?;
+    info!(operation_id = %body.operation_id, table = %t.table_key, "removed a rolled-back schema apply's new table");
+    Ok(())
 }
 
 /// The path a schema apply registers for its new table `t`.
@@ -225,6 +238,9 @@ pub async fn process(
                 if t.fork.is_some() {
                     reclaim_fork(rt, t, &body.branch, leases).await?;
                 }
+                if t.is_create() {
+                    remove_created(rt, &body, t).await?;
+                }
             }
             discard_schema(rt, &body).await?;
             return settle(rt, store, &body, RecoveryKind::RolledBack, None, vec![]).await;
@@ -321,14 +337,17 @@ async fn roll_back(
     }
     for (t, pinned, o) in observed {
         let head = match o {
-            TableClass::NoMovement | TableClass::UntouchedFork => continue,
-            TableClass::RolledPastExpected { .. } | TableClass::PartialChain { .. } if t.fork.is_some() => continue,
+            TableClass::NoMovement if t.is_create() => {
+                remove_created(rt, body, t).await?;
+                continue;
+            }
             TableClass::RolledPastExpected { head } if t.is_create() => {
-                // Our exact version-one create, registered nowhere: remove it whole.
-                rt.root().delete_prefix(&created_location(body, t)?).await?;
+                remove_created(rt, body, t).await?;
                 outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head, to_version: 0 });
                 continue;
             }
+            TableClass::NoMovement | TableClass::UntouchedFork => continue,
+            TableClass::RolledPastExpected { .. } | TableClass::PartialChain { .. } if t.fork.is_some() => continue,
             foreign @ (TableClass::UnexpectedAtP1
             | TableClass::UnexpectedMultistep { .. }
             | TableClass::InvariantViolation(_)) => {
