@@ -105,6 +105,47 @@ fn the_merge_walkthrough_in_the_docs_runs() {
     assert_eq!(age("Mia"), Some(serde_json::json!(20)), "{rows:?}");
 }
 
+/// The walk-through in docs/schema-evolution.md runs as written: the plan
+/// writes nothing, the apply is one commit, the new type takes a write and
+/// the new property reads as null on every existing row.
+#[test]
+fn the_schema_evolution_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/schema-evolution.md");
+    let block = page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
+    let (dir, loc) = crate::common::temp_graph_dir();
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
+        assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
+    run(&["init", "--schema", &format!("{ex}/social.pg"), &loc]);
+    run(&["load", "--data", &format!("{ex}/social.jsonl"), "--mode", "overwrite", &loc]);
+    let next = crate::common::SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")
+        + "\nnode Team { name: String @key }\n";
+    std::fs::write(dir.path().join("next.pg"), next).expect("next.pg");
+    let commits = |out: String| serde_json::from_str::<Value>(&out).expect("json").as_array().expect("list").len();
+    let before = commits(run(&["commit", "list", "--json", &loc]));
+    let mut outputs = Vec::new();
+    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
+        let words = shell_words(line);
+        let args: Vec<&str> =
+            words[1..].iter().map(|w| if w == "./g.graph" { loc.as_str() } else { w.as_str() }).collect();
+        outputs.push(run(&args));
+    }
+    assert_eq!(outputs.len(), 4, "the walk-through has four commands");
+    assert!(outputs[0].contains("add node type Team"), "plan output: {}", outputs[0]);
+    let applied: Value = serde_json::from_str(&outputs[1]).expect("apply json");
+    assert_eq!(applied["applied"], true, "{applied}");
+    // The apply and the insert: two commits.
+    assert_eq!(commits(run(&["commit", "list", "--json", &loc])), before + 2);
+    let rows: Value = serde_json::from_str(&outputs[3]).expect("query json");
+    let rows = rows["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|r| r["p.nickname"].is_null()), "{rows:?}");
+}
+
 /// Split a command line on spaces, keeping '…' quoted words whole.
 fn shell_words(line: &str) -> Vec<String> {
     let mut out = Vec::new();

@@ -52,10 +52,7 @@ fn rows(loc: &str, src: &str, commit: Option<&str>) -> Value {
 }
 
 fn commit_count(loc: &str) -> usize {
-    ok_json(&["commit", "list", "--json", loc]).as_array().map_or_else(
-        || ok_json(&["commit", "list", "--json", loc])["commits"].as_array().expect("commits").len(),
-        Vec::len,
-    )
+    ok_json(&["commit", "list", "--json", loc]).as_array().expect("commit list").len()
 }
 
 /// Write `schema` next to the graph and return its path.
