@@ -45,15 +45,17 @@ async fn main() {
     let rows = env_usize("OMNIGRAPH_BENCH_ROWS", 1_000_000);
     let dir = tempfile::tempdir().expect("tempdir");
     let g = Omnigraph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
-    let lines: String =
-        (0..rows).map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{}}}}}\n", i % 100)).collect();
+    let lines: String = (0..rows)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{}}}}}\n", i % 100))
+        .collect();
     g.load(lines.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
     drop(lines);
 
     // The floor: Lance's own metadata-only all-null column on a bare copy.
     let snap = g.snapshot("main").await.expect("snapshot");
     let person = snap.tables.iter().find(|t| t.table_key == "node:Person").expect("Person");
-    let ds = table::open_table(&g.root().child_uri(&person.table_path), None, Some(person.version)).await.expect("open");
+    let ds =
+        table::open_table(&g.root().child_uri(&person.table_path), None, Some(person.version)).await.expect("open");
     let batches = table::scan(&ds, None).await.expect("scan");
     let all = arrow::compute::concat_batches(&batches[0].schema(), &batches).expect("concat");
     drop(batches);

@@ -660,6 +660,10 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
         };
         println!("{} ({})  orphan fork of a deleted branch: {what}", o.type_key, o.table_branch);
     }
+    for d in &r.dropped_tables {
+        let what = if d.reclaimed { "deleted" } else { "would delete" };
+        println!("{}  dropped by a schema apply, read by no retained commit: {what}", d.type_key);
+    }
     let verb = if r.dry_run { "would remove" } else { "removed" };
     println!(
         "{verb} {} versions ({} bytes); {} commits stay readable, {} {}",

@@ -32,8 +32,8 @@ impl Graph {
     /// Plan an export of `target`: every type, or only `types` (type names or
     /// table keys).
     pub async fn export(&self, target: &ReadTarget, types: &[String]) -> Result<Export> {
-        let (view, _) = self.snapshot_for(target).await?;
-        let schema = self.schema().await?;
+        let (view, commit_id) = self.snapshot_for(target).await?;
+        let schema = self.schema_at(&view, &commit_id).await?;
         let tables = export::plan(&schema.catalog, types)?;
         Ok(Export { view, tables, root: self.root().clone() })
     }

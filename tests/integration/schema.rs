@@ -408,3 +408,46 @@ async fn readers_never_pair_a_snapshot_with_the_other_sides_catalog() {
     assert_eq!(old.1, 0, "the commit before the applies must always answer: {old:?}");
     assert!(head.0 + head.1 >= 5, "{head:?}");
 }
+
+/// A soft-dropped type stays readable by time travel until `cleanup` drops
+/// the commits that read it; then its dataset is deleted. A hard-dropped
+/// type's dataset goes with the apply, and cleanup copes with its absence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleanup_reclaims_dropped_tables_once_nothing_retained_reads_them() {
+    let (dir, g) = crate::common::loaded_social_graph().await;
+    let before = g.snapshot("main").await.expect("snapshot").head_commit_id.expect("head");
+    let works_at =
+        g.snapshot("main").await.expect("snapshot").tables.into_iter().find(|t| t.table_key == "edge:WorksAt");
+    let path = dir.path().join("graph").join(works_at.expect("WorksAt").table_path);
+    let dropped = SOCIAL_PG.replace("edge WorksAt: Person -> Company @card(0..1) {\n    title: String?\n}\n", "");
+    g.schema_apply(&dropped, false, None).await.expect("soft drop");
+    let q = "query q() { match { $p: Person $p worksAt $c } return { $p.name } order { $p.name } }";
+    let at = omnigraph::ReadTarget::Commit(before.clone());
+    // Retained: the soft-dropped table is kept whole.
+    let r = g.cleanup(Some(10), None, true).await.expect("cleanup keep 10");
+    assert!(r.dropped_tables.is_empty(), "{:?}", r.dropped_tables);
+    assert_eq!(g.query_json(q, None, serde_json::Map::new(), &at).await.expect("time travel")["row_count"], 2);
+    // Only the head retained: nothing reads it, so it goes.
+    let dry = g.cleanup(Some(1), None, false).await.expect("dry run");
+    assert_eq!(dry.dropped_tables.len(), 1, "{:?}", dry.dropped_tables);
+    assert!(!dry.dropped_tables[0].reclaimed && files_under(&path) > 0);
+    let r = g.cleanup(Some(1), None, true).await.expect("cleanup keep 1");
+    assert_eq!((r.dropped_tables[0].type_key.as_str(), r.dropped_tables[0].reclaimed), ("edge:WorksAt", true));
+    assert_eq!(files_under(&path), 0, "the dropped table's dataset is still there");
+    let err = g.query_json(q, None, serde_json::Map::new(), &at).await.expect_err("cleaned commit");
+    assert!(matches!(err, omnigraph::OmniError::CommitCleaned { .. }), "{err}");
+    // Hard: the dataset goes with the apply; a later cleanup is fine.
+    let company =
+        g.snapshot("main").await.expect("snapshot").tables.into_iter().find(|t| t.table_key == "node:Company");
+    let company = dir.path().join("graph").join(company.expect("Company").table_path);
+    let no_company = dropped.replace("node Company {\n    name: String @key\n    founded: Date?\n}\n", "");
+    g.schema_apply(&no_company, true, None).await.expect("hard drop");
+    assert_eq!(files_under(&company), 0, "a hard drop keeps the dataset");
+    g.cleanup(Some(5), None, true).await.expect("cleanup after a hard drop");
+}
+
+/// Files (not directories) under `path`; 0 when it does not exist.
+fn files_under(path: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries.flatten().map(|e| if e.path().is_dir() { files_under(&e.path()) } else { 1 }).sum()
+}

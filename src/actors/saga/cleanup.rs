@@ -14,7 +14,9 @@
 //! blocks it because recovery may need the history it would delete. Lance
 //! keeps the files a child branch (a first-touch fork) still reads. Table
 //! forks of branches that no longer exist, which nothing retained reads, are
-//! deleted (the backstop of an interrupted branch delete).
+//! deleted (the backstop of an interrupted branch delete), and so are the
+//! datasets of types a schema apply dropped once no retained commit reads
+//! them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,6 +64,18 @@ pub struct CleanupReport {
     /// Table forks of branches that no longer exist, which nothing retained
     /// reads (left by an interrupted branch delete): deleted, or to delete.
     pub orphan_forks: Vec<OrphanFork>,
+    /// Tables a schema apply dropped that no retained commit reads: their
+    /// datasets are deleted, or to delete.
+    pub dropped_tables: Vec<DroppedTable>,
+}
+
+/// A dropped type's dataset that nothing retained reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct DroppedTable {
+    /// The type's key when it was dropped.
+    pub type_key: String,
+    /// True once deleted (false on a dry run).
+    pub reclaimed: bool,
 }
 
 /// A table's native branch whose graph branch is gone.
@@ -109,6 +123,7 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
             bytes_removed: 0,
             tables: Vec::new(),
             orphan_forks: Vec::new(),
+            dropped_tables: Vec::new(),
         };
         for (key, location, branch) in &plan.refs {
             let line = clean_ref(rt, &plan.keep, key, location, branch.as_deref(), req.confirm).await?;
@@ -122,6 +137,14 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
         for (key, location, branch) in &plan.orphans {
             let reclaimed = req.confirm && reclaim(rt, location, branch).await?;
             report.orphan_forks.push(OrphanFork { type_key: key.clone(), table_branch: branch.clone(), reclaimed });
+        }
+        for (key, location) in &plan.dropped {
+            if req.confirm {
+                // Registered nowhere live and read by nothing retained: no
+                // writer can reach it (a re-added type gets a fresh path).
+                rt.root().delete_prefix(location).await?;
+            }
+            report.dropped_tables.push(DroppedTable { type_key: key.clone(), reclaimed: req.confirm });
         }
         info!(versions = report.versions_removed, bytes = report.bytes_removed, "cleanup done");
         Ok(report)
@@ -152,6 +175,8 @@ struct Plan {
     refs: Vec<DatasetRef>,
     /// `(type key, location, native branch)` of forks no live branch owns.
     orphans: Vec<(String, String, String)>,
+    /// `(type key, location)` of dropped tables no retained commit reads.
+    dropped: Vec<(String, String)>,
     retained: usize,
     removed: usize,
 }
@@ -180,19 +205,29 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     let live: BTreeSet<(&str, u64)> = views.iter().chain(&heads).map(|v| (v.branch.as_str(), v.version)).collect();
     retained.retain(|(b, v, _)| live.contains(&(b.as_str(), *v)));
     let mut keep = KeepSet::default();
-    let mut keys = BTreeMap::new();
+    let (mut keys, mut read) = (BTreeMap::new(), BTreeSet::new());
     for view in views.iter().chain(&heads) {
         keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), view.version);
         for t in view.state.tables.values() {
             keep.keep(&t.location, t.branch.as_deref(), t.version);
+            read.insert(t.location.clone());
         }
         for reg in view.state.registrations.values() {
             keys.insert(reg.location.clone(), reg.table_key.clone());
         }
     }
-    let (refs, orphans) = dataset_refs(rt, &branches, keys, &keep).await?;
+    // A registered table no retained manifest shows is one a schema apply dropped.
+    let (kept, dropped): (BTreeMap<_, _>, BTreeMap<_, _>) = keys.into_iter().partition(|(l, _)| read.contains(l));
+    let mut gone = Vec::new();
+    for (location, key) in dropped {
+        if !rt.root().list(&location).await?.is_empty() {
+            gone.push((key, location));
+        }
+    }
+    let (refs, orphans) = dataset_refs(rt, &branches, kept, &keep).await?;
     let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
-    Ok(Plan { keep, refs, orphans, retained: kept_ids.len(), removed: seen.len() - kept_ids.len() })
+    let removed = seen.len() - kept_ids.len();
+    Ok(Plan { keep, refs, orphans, dropped: gone, retained: kept_ids.len(), removed })
 }
 
 /// The manifests the retained `(branch, version, commit)`s produced. A
@@ -232,8 +267,14 @@ async fn dataset_refs(
         .collect();
     let mut orphans = Vec::new();
     for (location, key) in keys {
+        let forks = match table::list_branches(&rt.root().child_uri(&location)).await {
+            Ok(forks) => forks,
+            // A type dropped hard: its dataset is gone with its versions.
+            Err(OmniError::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
         refs.push((key.clone(), location.clone(), None));
-        for b in table::list_branches(&rt.root().child_uri(&location)).await?.into_keys() {
+        for b in forks.into_keys() {
             if branches.contains(&b) || keep.reads(&location, Some(&b)) {
                 refs.push((key.clone(), location.clone(), Some(b)));
             } else {
