@@ -844,3 +844,43 @@ async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
         assert!(report.iter().any(|r| r.ends_with(&format!("schema_apply.{point}: {want}"))), "{point}: {report:?}");
     }
 }
+
+/// A schema apply that fails after its effects (an error, not a crash)
+/// leaves its sidecar; the reconciler resolves it without a reopen: rolled
+/// back when unconfirmed (old schema, created table gone), rolled forward
+/// when confirmed (the schema actor then serves the new catalog).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_resolves_a_failed_schema_apply_without_reopening() {
+    let _s = serial().await;
+    let _scenario = fail::FailScenario::setup();
+    for (point, applied) in [("schema_apply.after_table_commit", false), ("schema_apply.after_confirm", true)] {
+        let (_dir, loc, before, after, _) = setup(Op::SchemaApply).await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        fail_once_after_effects(point, Op::SchemaApply.run(&g)).await;
+        // Writes on every branch wait for the schema apply's recovery.
+        let early = r#"query q() { insert Company { name: "Early" } }"#;
+        let blocked = g.mutate(early, None, Map::new(), &WriteOptions::default()).await;
+        match blocked {
+            Err(OmniError::RecoveryRequired { .. }) | Ok(_) => {}
+            Err(other) => panic!("{point}: a write during the pending apply failed with {other}"),
+        }
+        wait_for_no_sidecar(&g).await;
+        let context = format!("reconciler after {point}");
+        assert_clean(&g, &context).await;
+        let now = counts(&g).await;
+        let without_early = |mut c: Content| {
+            for rows in c.values_mut() {
+                rows.retain(|r| !r.contains("Early"));
+            }
+            c
+        };
+        assert_eq!(without_early(now), if applied { after.clone() } else { before.clone() }, "{context}");
+        assert_schema_matches(&g, Op::SchemaApply, applied, &context).await;
+        let audit = audit::read_all(g.root()).await.expect("audit");
+        assert_eq!(audit.len(), 1, "{context}: {audit:?}");
+        g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &WriteOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
+        shut_down(g).await;
+    }
+}

@@ -7,7 +7,7 @@
 use tracing::{Instrument, info_span, warn};
 
 use super::resolve::{self, Mode, Resolution};
-use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::engine::schema_store::SchemaState;
 use crate::protocol::{OmniError, Result};
@@ -48,30 +48,40 @@ pub async fn sweep(rt: &Runtime, mode: Mode, scope: Scope<'_>) -> Result<Vec<(St
     }
     let schema_mode = if mode == Mode::Full { LeaseMode::Exclusive } else { LeaseMode::Shared };
     let schema = rt.lease_schema(schema_mode).await?;
-    let out = resolve_all(rt, names, mode, scope, Acquire::Queue).await?;
-    if mode == Mode::Full {
-        // A schema apply this pass finished promoted its schema files: swap
-        // the catalog the schema actor serves.
-        let stored = SchemaState::read(rt.root()).await?;
-        if stored.identity != rt.schema().await?.identity {
-            rt.reload_schema(&schema).await?;
-        }
+    let exclusive = mode == Mode::Full;
+    let out = resolve_all(rt, names, mode, scope, Acquire::Queue, exclusive).await?;
+    if exclusive {
+        reload_if_promoted(rt, &schema).await?;
     }
     Ok(out)
 }
 
+/// A schema apply a pass finished promoted its schema files: swap the
+/// catalog the schema actor serves (`schema` is the exclusive lease).
+async fn reload_if_promoted(rt: &Runtime, schema: &Lease) -> Result<()> {
+    let stored = SchemaState::read(rt.root()).await?;
+    if stored.identity != rt.schema().await?.identity {
+        rt.reload_schema(schema).await?;
+    }
+    Ok(())
+}
+
+/// `exclusive`: the pass holds the schema gate exclusively, so it may resolve
+/// a schema apply's sidecar.
 async fn resolve_all(
     rt: &Runtime,
     names: Vec<String>,
     mode: Mode,
     scope: Scope<'_>,
     acquire: Acquire,
+    exclusive: bool,
 ) -> Result<Vec<(String, Resolution)>> {
     let store = SidecarStore::new(rt.root().clone());
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let span = info_span!("recovery.sidecar", sidecar = %name, ?mode);
-        if let Some(resolution) = one(rt, &store, &name, mode, scope, acquire).instrument(span).await? {
+        let pass = Pass { mode, scope, acquire, exclusive };
+        if let Some(resolution) = one(rt, &store, &name, pass).instrument(span).await? {
             out.push((name, resolution));
         }
     }
@@ -101,14 +111,17 @@ async fn lease_sidecar(rt: &Runtime, body: &SidecarBody, acquire: Acquire) -> Re
     Ok(Some(leases))
 }
 
-async fn one(
-    rt: &Runtime,
-    store: &SidecarStore,
-    name: &str,
+/// How one pass runs.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
     mode: Mode,
-    scope: Scope<'_>,
+    scope: Scope<'a>,
     acquire: Acquire,
-) -> Result<Option<Resolution>> {
+    exclusive: bool,
+}
+
+async fn one(rt: &Runtime, store: &SidecarStore, name: &str, pass: Pass<'_>) -> Result<Option<Resolution>> {
+    let Pass { mode, scope, acquire, exclusive } = pass;
     let Some(body) = store.read(name).await? else { return Ok(Some(Resolution::RolledBack)) };
     if let Scope::Branch(branch) = scope
         && body.branch != branch
@@ -120,11 +133,14 @@ async fn one(
     if rt.is_live(&body.operation_id) {
         return Ok(Some(Resolution::InFlight));
     }
-    // A schema apply is graph-global: only a pass holding the schema gate
-    // exclusively (a full, queueing pass) may resolve it.
-    if body.writer_kind == WriterKind::SchemaApply && (mode != Mode::Full || acquire == Acquire::Try) {
+    // A schema apply is graph-global: only a full pass holding the schema
+    // gate exclusively may resolve it.
+    if body.writer_kind == WriterKind::SchemaApply && !(exclusive && mode == Mode::Full) {
         return Ok(Some(Resolution::Deferred {
-            reason: format!("{} is a schema apply; a read-write open recovers it", body.operation_id),
+            reason: format!(
+                "{} is a schema apply; the reconciler or a read-write open recovers it once no write runs",
+                body.operation_id
+            ),
             operation_id: body.operation_id,
             branch: body.branch,
         }));
@@ -146,17 +162,23 @@ async fn one(
 }
 
 /// The reconciler's pass: roll forward or back every sidecar whose gates are
-/// free now (the schema gate shared: holding a sidecar's branch and table
-/// gates is what proves its owner gone), waiting on none. A busy sidecar is
-/// left for the next pass. Failures are logged, not returned.
+/// free now (holding a sidecar's branch and table gates is what proves its
+/// owner gone), waiting on none. The schema gate is taken exclusively when
+/// it is free (then a schema apply's sidecar is resolved too), else shared.
+/// A busy sidecar is left for the next pass. Failures are logged, not returned.
 pub async fn background_pass(rt: &Runtime) {
     let out = async {
         let names = list_pending(rt.root()).await?;
         if names.is_empty() {
             return Ok(vec![]);
         }
+        if let Some(schema) = rt.try_lease_schema(LeaseMode::Exclusive).await? {
+            let out = resolve_all(rt, names, Mode::Full, Scope::All, Acquire::Try, true).await?;
+            reload_if_promoted(rt, &schema).await?;
+            return Ok(out);
+        }
         let Some(_schema) = rt.try_lease_schema(LeaseMode::Shared).await? else { return Ok(vec![]) };
-        resolve_all(rt, names, Mode::Full, Scope::All, Acquire::Try).await
+        resolve_all(rt, names, Mode::Full, Scope::All, Acquire::Try, false).await
     };
     if let Err(e) = out.await {
         warn!(error = %e, "background recovery pass failed; the sidecar stays for the next pass");
