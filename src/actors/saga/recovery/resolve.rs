@@ -88,7 +88,7 @@ fn restore_uuid(op: &str, table_key: &str) -> String {
 }
 
 /// What Lance shows for table `t` of `body` (see [`classify`]).
-async fn evidence(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<Evidence> {
+async fn evidence(body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<Evidence> {
     let mut e = Evidence { pin, head: None, txns: vec![], fork_matches: None };
     if let Some(plan) = &t.fork {
         let Some(found) = table::list_branches(&t.table_path).await?.remove(&body.branch) else { return Ok(e) };
@@ -112,9 +112,9 @@ async fn evidence(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) 
 }
 
 /// Classify table `t` of `body`.
-async fn observe(rt: &Runtime, body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<TableClass> {
+async fn observe(body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<TableClass> {
     let compensation = restore_uuid(&body.operation_id, &t.table_key);
-    Ok(classify(&evidence(rt, body, t, pin).await?, &t.identities(), &compensation))
+    Ok(classify(&evidence(body, t, pin).await?, &t.identities(), &compensation))
 }
 
 /// Remove a schema apply's new table `t` whole: its exact version-one
@@ -157,7 +157,7 @@ async fn classify_sidecar<'b>(
                 });
             }
         };
-        observed.push((t, pinned, observe(rt, body, t, pinned).await?));
+        observed.push((t, pinned, observe(body, t, pinned).await?));
     }
     let schema = rt.schema().await?;
     let authority_holds = view.branch_id == body.token.branch_id
