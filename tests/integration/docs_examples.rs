@@ -50,14 +50,9 @@ async fn every_query_example_in_the_docs_returns_the_rows_shown() {
 /// standing in for the reader's file).
 #[test]
 fn the_branch_walkthrough_in_the_docs_runs() {
-    let page = include_str!("../../docs/branches.md");
-    let block = page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
+    let block = first_sh_block(include_str!("../../docs/branches.md"));
     let (dir, loc) = crate::common::temp_graph_dir();
-    let bin = env!("CARGO_BIN_EXE_omnigraph");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
-        assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let run = |args: &[&str]| run_ok(dir.path(), args);
     let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
     let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
     run(&["init", "--schema", &schema, &loc]);
@@ -110,15 +105,9 @@ fn the_merge_walkthrough_in_the_docs_runs() {
 /// the new property reads as null on every existing row.
 #[test]
 fn the_schema_evolution_walkthrough_in_the_docs_runs() {
-    let page = include_str!("../../docs/schema-evolution.md");
-    let block = page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block");
+    let block = first_sh_block(include_str!("../../docs/schema-evolution.md"));
     let (dir, loc) = crate::common::temp_graph_dir();
-    let bin = env!("CARGO_BIN_EXE_omnigraph");
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
-        assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
+    let run = |args: &[&str]| run_ok(dir.path(), args);
     let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
     run(&["init", "--schema", &format!("{ex}/social.pg"), &loc]);
     run(&["load", "--data", &format!("{ex}/social.jsonl"), "--mode", "overwrite", &loc]);
@@ -144,6 +133,19 @@ fn the_schema_evolution_walkthrough_in_the_docs_runs() {
     let rows = rows["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|r| r["p.nickname"].is_null()), "{rows:?}");
+}
+
+/// The first ```sh block of a docs page.
+fn first_sh_block(page: &str) -> &str {
+    page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block")
+}
+
+/// Run the CLI in `dir`, asserting it succeeds; its stdout.
+fn run_ok(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).current_dir(dir).output();
+    let out = out.expect("run");
+    assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Split a command line on spaces, keeping '…' quoted words whole.
