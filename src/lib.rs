@@ -23,6 +23,7 @@ pub mod server;
 
 pub use actors::saga::branch_control::{BranchInfo, DeletedBranch};
 pub use actors::saga::cleanup::{CleanupReport, DroppedTable, OrphanFork, TableCleanup};
+pub use actors::saga::ensure_indices::{EnsureIndicesReport, PendingIndex, TableIndexes};
 pub use actors::saga::merge::MergeReport;
 pub use actors::saga::optimize::{ManifestCompaction, OptimizeReport, TableOptimize};
 pub use actors::saga::schema_apply::SchemaApplyReport;

@@ -141,8 +141,14 @@ enum Command {
         #[command(subcommand)]
         command: RecoveryCommand,
     },
+    /// Indexes: build the ones the schema asks for.
+    Index {
+        #[command(subcommand)]
+        command: IndexCommand,
+    },
     /// Compact a branch's tables and `__manifest` into few fragments: one
-    /// maintenance commit (none when nothing needed it); queries answer the same.
+    /// maintenance commit (none when nothing needed it), then build missing
+    /// indexes; queries answer the same.
     Optimize {
         /// Graph branch to optimize.
         #[arg(long, default_value = "main")]
@@ -266,6 +272,25 @@ impl WriteArgs {
     fn options(&self) -> WriteOptions {
         WriteOptions { branch: self.branch.clone(), actor: self.actor.clone(), if_commit: self.if_commit.clone() }
     }
+}
+
+#[derive(Subcommand)]
+enum IndexCommand {
+    /// Build every index the schema derives that a branch's tables lack, as
+    /// one commit (none when nothing is missing).
+    Ensure {
+        /// Graph branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Actor recorded on the commit.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the fields of `POST /graphs/{id}/indexes/ensure`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -483,6 +508,7 @@ impl Command {
             Command::Recovery { command: RecoveryCommand::List { json, .. } }
             | Command::Repair { json, .. }
             | Command::Optimize { json, .. }
+            | Command::Index { command: IndexCommand::Ensure { json, .. } }
             | Command::Cleanup { json, .. } => *json,
             Command::Serve { .. } | Command::Export { .. } => false,
             Command::Branch {
@@ -614,6 +640,23 @@ fn print_optimize(r: &omnigraph::OptimizeReport) {
     match &r.graph_commit_id {
         Some(c) => println!("optimized {} as commit {c}", r.branch),
         None => println!("{}: no table needed compaction; no commit", r.branch),
+    }
+}
+
+fn print_indexes(r: &omnigraph::EnsureIndicesReport) {
+    for t in &r.tables {
+        let pending: Vec<String> = t.pending.iter().map(|p| format!("{} ({})", p.index, p.reason)).collect();
+        println!(
+            "{}  built [{}]  existing [{}]{}",
+            t.type_key,
+            t.built.join(", "),
+            t.existing.join(", "),
+            if pending.is_empty() { String::new() } else { format!("  pending [{}]", pending.join("; ")) }
+        );
+    }
+    match &r.graph_commit_id {
+        Some(c) => println!("built indexes on {} as commit {c}", r.branch),
+        None => println!("{}: every index exists (or is pending); no commit", r.branch),
     }
 }
 
@@ -824,6 +867,14 @@ async fn run_command(command: Command) -> Result<()> {
                     a.graph_commit_id.as_deref().unwrap_or("-")
                 );
             }
+            Ok(())
+        }
+        Command::Index { command: IndexCommand::Ensure { branch, actor, json, graph } } => {
+            let report = Omnigraph::open(&graph).await?.ensure_indices(&branch, actor.as_deref()).await?;
+            if json {
+                return print_json(&report);
+            }
+            print_indexes(&report);
             Ok(())
         }
         Command::Optimize { branch, actor, json, graph } => {

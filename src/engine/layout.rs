@@ -2,7 +2,7 @@
 
 use arrow_schema::Schema;
 
-use crate::engine::lang::catalog::{Catalog, TypeKind};
+use crate::engine::lang::catalog::{Catalog, TypeDef, TypeKind};
 
 /// One node or edge type's table as laid out on disk.
 #[derive(Debug, Clone)]
@@ -32,6 +32,14 @@ pub fn location(kind: TypeKind, table_id: &str) -> String {
     match kind {
         TypeKind::Node => format!("nodes/{table_id}"),
         TypeKind::Edge => format!("edges/{table_id}"),
+    }
+}
+
+/// Table key of a node or edge type.
+pub fn key_of(def: TypeDef<'_>) -> String {
+    match def.kind() {
+        TypeKind::Node => node_key(def.name()),
+        TypeKind::Edge => edge_key(def.name()),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::Graph;
 use crate::actors::saga::cleanup::{self, CleanupReport, CleanupRequest};
+use crate::actors::saga::ensure_indices::{self, EnsureIndicesReport, EnsureIndicesRequest};
 use crate::actors::saga::optimize::{self, OptimizeReport, OptimizeRequest};
 use crate::engine::retention::RetentionPolicy;
 use crate::protocol::Result;
@@ -17,6 +18,16 @@ impl Graph {
         // Boxed: the saga's state machine is large, and callers (a test's
         // own thread, a request handler) should not carry it on their stack.
         Box::pin(optimize::run(&self.rt, &req)).await
+    }
+
+    /// Build every index the catalog derives (BTree on ids and `@key` /
+    /// `@index` scalars, full-text on such strings, vector on `@index`
+    /// vectors) that `branch`'s tables lack, as one commit (none when
+    /// nothing is missing). Untrainable vector indexes stay pending.
+    pub async fn ensure_indices(&self, branch: &str, actor: Option<&str>) -> Result<EnsureIndicesReport> {
+        self.require_writable()?;
+        let req = EnsureIndicesRequest { branch: branch.to_string(), actor: actor.map(str::to_string) };
+        Box::pin(ensure_indices::run(&self.rt, &req)).await
     }
 
     /// Remove the versions no retained commit reads: with `keep`, the newest

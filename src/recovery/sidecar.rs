@@ -28,6 +28,9 @@ pub const MERGE_SIDECAR_SCHEMA_VERSION: u32 = 4;
 /// existing tables, exact version-one creates of new ones (a table whose
 /// `expected_version` is 0), and the registry delta in its lineage.
 pub const SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION: u32 = 7;
+/// The sidecar format of an ensure-indices: one exact `CreateIndex` per
+/// table (a first touch forks first).
+pub const ENSURE_INDICES_SIDECAR_SCHEMA_VERSION: u32 = 8;
 
 /// Which writer armed the sidecar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +45,8 @@ pub enum WriterKind {
     Optimize,
     /// A schema apply (graph-global: it blocks writers on every branch).
     SchemaApply,
+    /// An ensure-indices: one exact `CreateIndex` per table.
+    EnsureIndices,
 }
 
 /// How far the write got.
@@ -143,7 +148,7 @@ impl SidecarBody {
         sidecar_name(&self.operation_id)
     }
 
-    /// The schema this body needs: 7 for a schema apply, 4 for a merge, or any write that commits
+    /// The schema this body needs: 8 for an ensure-indices, 7 for a schema apply, 4 for a merge, or any write that commits
     /// a chain of transactions on a table (a write that also compacts) or
     /// moves a pointer without an effect; else 3 (one exact transaction per
     /// table: mutation, load, optimize).
@@ -151,6 +156,8 @@ impl SidecarBody {
         let chained = !self.pointers.is_empty() || self.tables.iter().any(|t| !t.chain.is_empty());
         if self.writer_kind == WriterKind::SchemaApply {
             SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION
+        } else if self.writer_kind == WriterKind::EnsureIndices {
+            ENSURE_INDICES_SIDECAR_SCHEMA_VERSION
         } else if self.writer_kind == WriterKind::Merge || chained {
             MERGE_SIDECAR_SCHEMA_VERSION
         } else {
@@ -229,7 +236,12 @@ impl SidecarStore {
             OmniError::Internal(format!("sidecar {name} is not valid JSON ({e}); kept for an operator"))
         })?;
         let version = value.get("schema_version").and_then(serde_json::Value::as_u64);
-        let known = [SIDECAR_SCHEMA_VERSION, MERGE_SIDECAR_SCHEMA_VERSION, SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION];
+        let known = [
+            SIDECAR_SCHEMA_VERSION,
+            MERGE_SIDECAR_SCHEMA_VERSION,
+            SCHEMA_APPLY_SIDECAR_SCHEMA_VERSION,
+            ENSURE_INDICES_SIDECAR_SCHEMA_VERSION,
+        ];
         if !version.is_some_and(|v| known.iter().any(|k| u64::from(*k) == v)) {
             return Err(OmniError::Internal(format!(
                 "sidecar {name} has schema version {version:?}; this binary reads {known:?}; kept for an operator"

@@ -42,6 +42,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
     ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
     ("post", "/graphs/{id}/optimize", "Compact a branch's tables and manifest (one maintenance commit)"),
+    ("post", "/graphs/{id}/indexes/ensure", "Build the indexes the schema derives that a branch lacks (one commit)"),
     ("post", "/graphs/{id}/cleanup", "Remove versions no retained commit reads (dry run unless confirm)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
@@ -97,6 +98,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
         .route("/graphs/{id}/optimize", post(optimize))
         .route("/graphs/{id}/cleanup", post(cleanup))
+        .route("/graphs/{id}/indexes/ensure", post(ensure_indices))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -554,6 +556,7 @@ async fn branch_merge(
 struct OptimizeBody {
     branch: Option<String>,
 }
+// `POST /indexes/ensure` takes the same body: `{branch?}`.
 
 /// `POST /graphs/{id}/optimize` with `{branch?}` (an empty body = main).
 async fn optimize(
@@ -565,6 +568,20 @@ async fn optimize(
     let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<OptimizeBody>(b))?;
     let g = s.graph(&id)?;
     let report = g.optimize(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
+    let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
+    body["actor_id"] = json!(actor);
+    Ok(axum::Json(body))
+}
+
+/// `POST /graphs/{id}/indexes/ensure` with `{branch?}` (an empty body = main).
+async fn ensure_indices(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<OptimizeBody>(b))?;
+    let report = s.graph(&id)?.ensure_indices(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))

@@ -169,6 +169,7 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
         (Op::Merge, "main"),
         (Op::Merge, "fresh"),
         (Op::Optimize, "main"),
+        (Op::EnsureIndices, "main"),
     ];
     let mut report = Vec::new();
     for (op, branch) in cases {

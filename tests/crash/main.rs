@@ -56,6 +56,9 @@ enum Op {
     /// Optimize the branch under test after [`SMALL_COMMITS`] on it: one
     /// `Rewrite` per table it owns, and no row changes.
     Optimize,
+    /// Build every index the schema derives on the branch under test (a
+    /// fresh branch forks every table first): one `CreateIndex` per table.
+    EnsureIndices,
     /// [`Op::MutationInsert`] on a Person table with more small fragments
     /// than a write leaves uncompacted: its chain ends with a compaction.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
@@ -83,7 +86,7 @@ fn schema_target() -> String {
         + "\nnode Team { name: String @key }\n"
 }
 
-const OPS: [Op; 8] = [
+const OPS: [Op; 9] = [
     Op::MutationInsert,
     Op::MutationUpdate,
     Op::MutationDelete,
@@ -92,6 +95,7 @@ const OPS: [Op; 8] = [
     Op::LoadOverwrite,
     Op::Merge,
     Op::Optimize,
+    Op::EnsureIndices,
 ];
 
 /// The one-row commits [`Op::Optimize`] compacts (each adds a fragment).
@@ -116,6 +120,7 @@ impl Op {
             Op::Merge => "merge",
             Op::Optimize => "optimize",
             Op::SchemaApply => "schema_apply",
+            Op::EnsureIndices => "ensure_indices",
             _ => "load",
         }
     }
@@ -123,7 +128,7 @@ impl Op {
     /// Whether a clean run changes the branch's rows (optimize does not:
     /// whether it applied shows in the history, not the content).
     fn changes_content(self) -> bool {
-        !matches!(self, Op::Optimize)
+        !matches!(self, Op::Optimize | Op::EnsureIndices)
     }
 
     /// Whether this op's saga crosses `boundary`.
@@ -132,6 +137,7 @@ impl Op {
             Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
             Op::Optimize => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
+            Op::EnsureIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
             Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
             _ => omnigraph::recovery::sidecar::WriterKind::Mutation,
         };
@@ -175,6 +181,7 @@ impl Op {
             }
             Op::Optimize => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
             Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
+            Op::EnsureIndices => Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id)),
         }
     }
 

@@ -18,6 +18,7 @@ mod export;
 mod faults;
 mod foundation;
 mod hostile;
+mod indexes;
 #[path = "../support/intercept.rs"]
 mod intercept;
 mod maintenance;

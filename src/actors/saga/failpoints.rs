@@ -12,8 +12,14 @@
 use crate::recovery::sidecar::WriterKind;
 
 /// The writer kinds whose sagas cross [`saga_failpoint!`]s.
-pub const SAGA_WRITERS: [WriterKind; 5] =
-    [WriterKind::Mutation, WriterKind::Load, WriterKind::Merge, WriterKind::Optimize, WriterKind::SchemaApply];
+pub const SAGA_WRITERS: [WriterKind; 6] = [
+    WriterKind::Mutation,
+    WriterKind::Load,
+    WriterKind::Merge,
+    WriterKind::Optimize,
+    WriterKind::SchemaApply,
+    WriterKind::EnsureIndices,
+];
 
 /// The failpoint prefix of a writer kind.
 pub fn writer_prefix(kind: WriterKind) -> &'static str {
@@ -23,6 +29,7 @@ pub fn writer_prefix(kind: WriterKind) -> &'static str {
         WriterKind::Merge => "merge",
         WriterKind::Optimize => "optimize",
         WriterKind::SchemaApply => "schema_apply",
+        WriterKind::EnsureIndices => "ensure_indices",
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod branch_control;
 pub mod cleanup;
+pub mod ensure_indices;
 pub mod failpoints;
 pub mod merge;
 pub mod optimize;

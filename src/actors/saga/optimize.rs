@@ -8,6 +8,7 @@
 //!   revalidate → arm (schema-3 sidecar, one exact transaction per table)
 //!   → commit → confirm → publish (exact head) → finish
 //!   → still under the branch gate: physical `__manifest` compaction
+//!   → ensure-indices (its own commit when it builds anything)
 //! ```
 //!
 //! Compaction changes no row, so the commit is a maintenance commit: every
@@ -21,6 +22,7 @@
 use serde::Serialize;
 use tracing::{Instrument, info_span};
 
+use super::ensure_indices::{EnsureIndicesReport, EnsureIndicesRequest};
 use super::pipeline::{self, Attempt};
 use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
@@ -54,6 +56,9 @@ pub struct OptimizeReport {
     pub tables: Vec<TableOptimize>,
     /// The branch's `__manifest` compaction.
     pub manifest: ManifestCompaction,
+    /// The ensure-indices run after the compaction (its own commit when it
+    /// built anything).
+    pub indexes: Option<EnsureIndicesReport>,
 }
 
 /// One table's part in an optimize.
@@ -90,7 +95,10 @@ pub struct ManifestCompaction {
 pub async fn run(rt: &Runtime, req: &OptimizeRequest) -> Result<OptimizeReport> {
     let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "optimize", branch = %req.branch);
-    attempt(rt, req, lineage).instrument(span).await
+    let mut report = attempt(rt, req, lineage).instrument(span).await?;
+    let indexes = EnsureIndicesRequest { branch: req.branch.clone(), actor: req.actor.clone() };
+    report.indexes = Some(Box::pin(super::ensure_indices::run(rt, &indexes)).await?);
+    Ok(report)
 }
 
 async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Result<OptimizeReport> {
@@ -110,6 +118,7 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
         graph_commit_id: None,
         tables: vec![],
         manifest: ManifestCompaction { fragments_before: 0, fragments_after: 0 },
+        indexes: None,
     };
     let leases = if staged.is_empty() {
         leases

@@ -80,6 +80,12 @@ pub enum StagePlan {
     /// the step before left nothing to rewrite, so the chain keeps the
     /// versions it armed.
     Compact,
+    /// Build these indexes (each missing one) as one `CreateIndex`
+    /// transaction: no row changes.
+    Indices {
+        /// What to build.
+        specs: Vec<crate::engine::lang::catalog::indexes::IndexSpec>,
+    },
 }
 
 /// An uncommitted Lance transaction bound to the dataset handle it was staged

@@ -190,6 +190,7 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
+        StagePlan::Indices { specs } => stage_indices(ds, &specs, uuid).await,
         StagePlan::Compact => {
             // Boxed: Lance's planner future is `Send` only for one lifetime,
             // which the callers' higher-ranked `Send` bounds (axum) cannot see.
@@ -776,4 +777,67 @@ pub fn stage_column_edit(ds: Arc<Dataset>, edit: &ColumnEdit, uuid: &str) -> Res
     let mut txn = Transaction::new(ds.version().version, op, None);
     txn.uuid = uuid.to_string();
     Ok(StagedTxn { uri, dataset: Some(ds), txn, affected_rows: None, rows_written: 0 })
+}
+
+/// Names of the indexes the dataset has at its checked-out version.
+pub async fn index_names(ds: &Dataset) -> Result<std::collections::BTreeSet<String>> {
+    use lance::index::DatasetIndexExt;
+    let indices =
+        ds.load_indices().await.map_err(|e| OmniError::storage(format!("listing indexes of {}", ds.uri()), e))?;
+    Ok(indices.iter().map(|i| i.name.clone()).collect())
+}
+
+/// Build every index of `specs` the dataset lacks (by name) and stage them
+/// as one `CreateIndex` transaction with a pre-minted uuid; `None` when none
+/// is missing. Nothing is committed: the index files are written, and the
+/// exact commit makes them part of a version.
+pub async fn stage_indices(
+    ds: Arc<Dataset>,
+    specs: &[crate::engine::lang::catalog::indexes::IndexSpec],
+    uuid: &str,
+) -> Result<Option<StagedTxn>> {
+    let existing = index_names(&ds).await?;
+    let missing: Vec<_> = specs.iter().filter(|s| !existing.contains(&s.name())).collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let uri = table_uri(&ds);
+    let rows = row_count(&ds).await?;
+    let mut built = Vec::with_capacity(missing.len());
+    for spec in missing {
+        let mut working = Arc::unwrap_or_clone(ds.clone());
+        // Boxed: the builder's future is large and `Send` only for one lifetime.
+        let index: futures::future::BoxFuture<'_, _> = Box::pin(build_index(&mut working, spec, rows));
+        built.push(index.await.map_err(|e| OmniError::storage(format!("building {} on {uri}", spec.name()), e))?);
+    }
+    let op = Operation::CreateIndex { new_indices: built, removed_indices: vec![] };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    Ok(Some(StagedTxn { uri, dataset: Some(ds), txn, affected_rows: None, rows_written: 0 }))
+}
+
+/// Rows a vector index needs to train its partitions.
+pub const VECTOR_INDEX_MIN_ROWS: u64 = 256;
+
+async fn build_index(
+    ds: &mut Dataset,
+    spec: &crate::engine::lang::catalog::indexes::IndexSpec,
+    rows: u64,
+) -> lance::Result<lance_table::format::IndexMetadata> {
+    use crate::engine::lang::catalog::indexes::IndexKind;
+    use lance_index::scalar::{BuiltinIndexType, InvertedIndexParams, ScalarIndexParams};
+    let (btree, inverted) = (ScalarIndexParams::for_builtin(BuiltinIndexType::BTree), InvertedIndexParams::default());
+    // About one partition per 4,096 rows: small IVF lists train fast and stay exact enough.
+    let partitions = usize::try_from((rows / 4_096).clamp(1, 256)).unwrap_or(1);
+    let vector =
+        lance::index::vector::VectorIndexParams::ivf_flat(partitions, lance_linalg::distance::DistanceType::Cosine);
+    let (index_type, params): (lance_index::IndexType, &dyn lance_index::IndexParams) = match spec.kind {
+        IndexKind::Btree => (lance_index::IndexType::BTree, &btree),
+        IndexKind::Inverted => (lance_index::IndexType::Inverted, &inverted),
+        IndexKind::Vector => (lance_index::IndexType::IvfFlat, &vector),
+    };
+    lance::index::CreateIndexBuilder::new(ds, &[spec.column.as_str()], index_type, params)
+        .name(spec.name())
+        .execute_uncommitted()
+        .await
 }

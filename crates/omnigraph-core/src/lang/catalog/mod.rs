@@ -13,6 +13,7 @@ pub mod compile;
 pub mod dates;
 pub mod evolve;
 pub mod id;
+pub mod indexes;
 pub mod key;
 pub mod rules;
 pub mod types;

@@ -1,0 +1,122 @@
+//! Ensure indices: the indexes the schema derives are built as one commit,
+//! a second run builds nothing, every query answers the same before and
+//! after (and rows written after a build are still found), a branch builds
+//! on its own forks without touching main, and the CLI and HTTP surfaces.
+
+use omnigraph::engine::committed::open_pinned;
+use omnigraph::engine::manifest;
+use omnigraph::engine::storage::table;
+use omnigraph::{Graph, ReadTarget, WriteOptions};
+use serde_json::{Map, Value, json};
+
+use crate::common::loaded_social_graph;
+
+const QUERIES: [&str; 3] = [
+    "query q() { match { $p: Person { name: \"Bob\" } } return { $p.name, $p.age } }",
+    "query q() { match { $p: Person $p.age > 30 } return { $p.name } order { $p.name } }",
+    "query q() { match { $a: Person $a knows $b } return { $a.name, $b.name } order { $a.name } }",
+];
+
+async fn answers(g: &Graph, branch: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for q in QUERIES {
+        let at = ReadTarget::Branch(branch.into());
+        out.push(g.query_json(q, None, Map::new(), &at).await.unwrap_or_else(|e| panic!("{q}: {e}"))["rows"].clone());
+    }
+    out
+}
+
+/// Index names of every table `branch` pins, by table key.
+async fn index_names(g: &Graph, branch: &str) -> Vec<(String, Vec<String>)> {
+    let view = manifest::load(g.root(), branch, None).await.expect("view");
+    let mut out = Vec::new();
+    for (key, entry) in &view.state.tables {
+        let ds = open_pinned(g.root(), entry).await.expect("open");
+        out.push((key.clone(), table::index_names(&ds).await.expect("indexes").into_iter().collect()));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_indices_builds_what_the_schema_derives_once_and_changes_no_answer() {
+    let (_dir, g) = loaded_social_graph().await;
+    let before = answers(&g, "main").await;
+    let commits = g.commits("main", None).await.expect("commits").len();
+    let r = g.ensure_indices("main", Some("ops")).await.expect("ensure");
+    let commit = r.graph_commit_id.clone().expect("a commit");
+    assert_eq!(g.commits("main", None).await.expect("commits").len(), commits + 1);
+    let head = &g.commits("main", Some(1)).await.expect("head")[0];
+    assert_eq!((head.commit_id.as_str(), head.actor.as_deref()), (commit.as_str(), Some("ops")));
+    let names = index_names(&g, "main").await;
+    let person = &names.iter().find(|(k, _)| k == "node:Person").expect("Person").1;
+    assert_eq!(person, &["id_btree", "name_btree", "name_inverted"], "{names:?}");
+    let knows = &names.iter().find(|(k, _)| k == "edge:Knows").expect("Knows").1;
+    assert_eq!(knows, &["dst_btree", "id_btree", "src_btree"]);
+    let report_person = r.tables.iter().find(|t| t.type_key == "node:Person").expect("report");
+    assert_eq!(report_person.built, ["id_btree", "name_btree", "name_inverted"]);
+    assert_eq!(answers(&g, "main").await, before, "an index changed an answer");
+    for inv in omnigraph::recovery::invariants::violations(g.root(), "main").await.expect("check") {
+        panic!("after ensure: {inv:?}");
+    }
+    // Nothing left to build: no commit.
+    let again = g.ensure_indices("main", None).await.expect("again");
+    assert!(again.graph_commit_id.is_none(), "{again:?}");
+    assert!(again.tables.iter().all(|t| t.built.is_empty()));
+    // Rows written after the build are found through the partly indexed table.
+    let o = WriteOptions::default();
+    g.mutate(r#"query q() { insert Person { name: "Zoe", age: 44 } }"#, None, Map::new(), &o).await.expect("insert");
+    let q = "query q() { match { $p: Person { name: \"Zoe\" } } return { $p.age } }";
+    let rows = g.query_json(q, None, Map::new(), &ReadTarget::default()).await.expect("query")["rows"].clone();
+    assert_eq!(rows, json!([{"p.age": 44}]));
+}
+
+/// A branch created before the build forks the tables it builds on; main
+/// keeps its own (unindexed) tables and answers; a branch created after a
+/// build on main inherits the indexes and builds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_builds_on_its_own_forks() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("early", "main").await.expect("early");
+    let main_before = index_names(&g, "main").await;
+    let r = g.ensure_indices("early", None).await.expect("ensure on early");
+    assert!(r.graph_commit_id.is_some());
+    assert_eq!(index_names(&g, "main").await, main_before, "building on a branch touched main");
+    let snap = g.snapshot("early").await.expect("snapshot");
+    assert!(snap.tables.iter().all(|t| t.table_branch.as_deref() == Some("early")), "{:?}", snap.tables);
+    assert_eq!(answers(&g, "early").await, answers(&g, "main").await);
+    g.ensure_indices("main", None).await.expect("ensure on main");
+    g.branch_create("late", "main").await.expect("late");
+    let late = g.ensure_indices("late", None).await.expect("ensure on late");
+    assert!(late.graph_commit_id.is_none(), "an inherited, indexed table was rebuilt: {late:?}");
+    let snap = g.snapshot("late").await.expect("snapshot");
+    assert!(snap.tables.iter().all(|t| t.table_branch.is_none()), "nothing forked: {:?}", snap.tables);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_ensure_through_the_cli_and_http() {
+    let (_dir, loc) = crate::common::temp_graph_dir();
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let ex = env!("CARGO_MANIFEST_DIR");
+    for args in [
+        vec!["init", "--schema", &format!("{ex}/examples/social.pg"), &loc],
+        vec!["load", "--data", &format!("{ex}/examples/social.jsonl"), "--mode", "overwrite", &loc],
+    ] {
+        assert!(std::process::Command::new(bin).args(&args).output().expect("run").status.success());
+    }
+    let out = std::process::Command::new(bin).args(["index", "ensure", "--json", &loc]).output().expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["graph_commit_id"].is_string(), "{v}");
+    assert_eq!(v["branch"], "main");
+    let again = std::process::Command::new(bin).args(["index", "ensure", &loc]).output().expect("run");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("no commit"));
+
+    let s = crate::server::start().await;
+    let (st, v) = crate::server::post(&s, "/graphs/g/indexes/ensure", json!({})).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["graph_commit_id"].is_string() && v["actor_id"] == "alice", "{v}");
+    let (st, v) = crate::server::post(&s, "/graphs/g/indexes/ensure", json!({"branch": "nope"})).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, _) = crate::server::post(&s, "/graphs/g/optimize", json!({})).await;
+    assert_eq!(st, 200);
+}
