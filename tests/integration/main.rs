@@ -26,6 +26,7 @@ mod merge;
 mod publisher;
 mod queries;
 mod schema;
+mod search;
 mod server;
 mod source_rules;
 mod writes;

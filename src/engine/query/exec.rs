@@ -42,22 +42,23 @@ pub struct QueryResult {
 
 type DfResult<T> = std::result::Result<T, datafusion::error::DataFusionError>;
 
-fn df_err(e: datafusion::error::DataFusionError) -> OmniError {
+pub(super) fn df_err(e: datafusion::error::DataFusionError) -> OmniError {
     OmniError::Internal(format!("query execution: {e}"))
 }
 
 /// The column of `var`'s property `prop` in the binding frame.
-fn var_col(var: &str, prop: &str) -> Expr {
+pub(super) fn var_col(var: &str, prop: &str) -> Expr {
     ident(format!("{var}.{prop}"))
 }
 
 /// Column name of the nearest-distance score.
 const NEAREST_COL: &str = "__nearest";
 
-struct Planner<'a> {
-    ctx: SessionContext,
-    root: &'a Root,
-    view: &'a ManifestView,
+/// The plan builder of one read query at one snapshot.
+pub(super) struct Planner<'a> {
+    pub(super) ctx: SessionContext,
+    pub(super) root: &'a Root,
+    pub(super) view: &'a ManifestView,
     params: &'a ParamValues,
     now_ms: i64,
     fresh: std::sync::atomic::AtomicU32,
@@ -72,7 +73,6 @@ pub async fn execute(
     params: &ParamValues,
     now_ms: i64,
 ) -> Result<QueryResult> {
-    refuse_unindexed_search(ir)?;
     let p = Planner { ctx: SessionContext::new(), root, view, params, now_ms, fresh: Default::default() };
     let df = p.match_frame(&ir.pattern, &[]).await?;
     let df = p.finish(df, ir).await?;
@@ -81,30 +81,8 @@ pub async fn execute(
     Ok(QueryResult { columns, batches, graph_commit_id: commit_id.to_string() })
 }
 
-/// Full-text functions need an inverted index, which only `optimize` builds;
-/// until one exists they are a typed error, never a wrong answer.
-fn refuse_unindexed_search(ir: &ReadIr) -> Result<()> {
-    fn first_search(m: &MatchIr) -> Option<String> {
-        m.searches
-            .first()
-            .map(|s| format!("{}.{}", s.var, s.prop))
-            .or_else(|| m.not_blocks.iter().find_map(first_search))
-    }
-    let ranked = ir.order.iter().find_map(|k| match &k.key {
-        OrderKey::Bm25(b) => Some(format!("{}.{}", b.var, b.prop)),
-        OrderKey::Rrf(_) => Some("rrf(...)".to_string()),
-        _ => None,
-    });
-    match first_search(&ir.pattern).or(ranked) {
-        Some(prop) => Err(OmniError::BadRequest(format!(
-            "full-text search on `{prop}` requires a full-text index; none exists yet (run optimize to build indexes)"
-        ))),
-        None => Ok(()),
-    }
-}
-
 impl Planner<'_> {
-    fn fresh(&self, stem: &str) -> String {
+    pub(super) fn fresh(&self, stem: &str) -> String {
         let n = self.fresh.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         format!("__{stem}{n}")
     }
@@ -233,6 +211,9 @@ impl Planner<'_> {
         for f in &m.filters {
             df = df.filter(self.filter_expr(f)?).map_err(df_err)?;
         }
+        for s in &m.searches {
+            df = self.text_filter(df, m, s).await?;
+        }
         let visible: Vec<VarIr> = scope.iter().chain(m.vars.iter()).cloned().collect();
         for block in &m.not_blocks {
             df = Box::pin(self.anti_join(df, &bound, &visible, block)).await?;
@@ -286,7 +267,7 @@ impl Planner<'_> {
         }
     }
 
-    fn operand_json(&self, op: &Operand) -> Result<Json> {
+    pub(super) fn operand_json(&self, op: &Operand) -> Result<Json> {
         match op {
             Operand::Param { name, .. } => Ok(self.params.get(name).cloned().unwrap_or(Json::Null)),
             Operand::Value { value, .. } => Ok(literal_json(value, self.now_ms)),
@@ -344,6 +325,9 @@ impl Planner<'_> {
             let udf = self.cosine_udf(n, &df)?;
             df = df.with_column(NEAREST_COL, udf.call(vec![var_col(&n.var, &n.prop)])).map_err(df_err)?;
         }
+        if let Some(k) = ir.order.iter().find(|k| matches!(k.key, OrderKey::Bm25(_) | OrderKey::Rrf(_))) {
+            df = self.with_rank(df, &k.key, &ir.pattern).await?;
+        }
         if ir.aggregate {
             return self.finish_aggregate(df, ir);
         }
@@ -354,7 +338,8 @@ impl Planner<'_> {
                 OrderKey::Prop { var, prop, .. } => var_col(var, prop),
                 OrderKey::Column { index, .. } => self.projection_expr(&ir.projections[*index].expr, &columns)?,
                 OrderKey::Nearest(_) => ident(NEAREST_COL),
-                OrderKey::Bm25(_) | OrderKey::Rrf(_) => continue,
+                // The score: descending (best first) unless written `asc`.
+                OrderKey::Bm25(_) | OrderKey::Rrf(_) => ident(super::search::RANK_COL),
             };
             sort.push(e.sort(!k.descending, !k.descending));
         }
@@ -437,7 +422,7 @@ impl Planner<'_> {
     }
 
     /// Cosine distance to the query vector, by brute force (no vector index).
-    fn cosine_udf(&self, n: &NearestIr, df: &DataFrame) -> Result<ScalarUDF> {
+    pub(super) fn cosine_udf(&self, n: &NearestIr, df: &DataFrame) -> Result<ScalarUDF> {
         if n.query_is_text {
             return Err(OmniError::BadRequest(format!(
                 "nearest({}.{}) with a text query needs an embedding model; pass a vector",

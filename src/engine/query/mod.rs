@@ -12,6 +12,7 @@
 
 mod exec;
 mod params;
+mod search;
 
 pub use exec::{QueryResult, execute};
 pub use params::{ParamValues, bind_params};

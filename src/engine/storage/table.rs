@@ -826,7 +826,9 @@ async fn build_index(
 ) -> lance::Result<lance_table::format::IndexMetadata> {
     use crate::engine::lang::catalog::indexes::IndexKind;
     use lance_index::scalar::{BuiltinIndexType, InvertedIndexParams, ScalarIndexParams};
-    let (btree, inverted) = (ScalarIndexParams::for_builtin(BuiltinIndexType::BTree), InvertedIndexParams::default());
+    // Positions: `match_text` is a phrase query.
+    let inverted = InvertedIndexParams::default().with_position(true);
+    let btree = ScalarIndexParams::for_builtin(BuiltinIndexType::BTree);
     // About one partition per 4,096 rows: small IVF lists train fast and stay exact enough.
     let partitions = usize::try_from((rows / 4_096).clamp(1, 256)).unwrap_or(1);
     let vector =
@@ -840,4 +842,51 @@ async fn build_index(
         .name(spec.name())
         .execute_uncommitted()
         .await
+}
+
+/// A full-text query on one column (see [`full_text_scores`]).
+#[derive(Debug, Clone)]
+pub enum TextQuery {
+    /// Rows with any token of the text (BM25-scored).
+    Match(String),
+    /// Rows with a token within `max_edits` edits of one of the text's
+    /// (`None` = by token length: 0 up to 2 chars, 1 up to 5, else 2).
+    Fuzzy(String, Option<u32>),
+    /// Rows with the text's tokens as a phrase, in order.
+    Phrase(String),
+}
+
+/// `id` and BM25 score of every row at the checked-out version that
+/// matches `query` on `column`, through its inverted index (rows written
+/// after the index was built are searched too). `None` when the column has
+/// no inverted index.
+pub async fn full_text_scores(ds: &Dataset, column: &str, query: &TextQuery) -> Result<Option<Vec<(String, f32)>>> {
+    use lance_index::scalar::FullTextSearchQuery;
+    use lance_index::scalar::inverted::query::{FtsQuery, MatchQuery, PhraseQuery};
+    let inverted = format!("{column}_inverted");
+    if !index_names(ds).await?.contains(&inverted) {
+        return Ok(None);
+    }
+    let col = Some(column.to_string());
+    let fts: FtsQuery = match query {
+        TextQuery::Match(q) => MatchQuery::new(q.clone()).with_column(col).into(),
+        TextQuery::Fuzzy(q, edits) => MatchQuery::new(q.clone()).with_column(col).with_fuzziness(*edits).into(),
+        TextQuery::Phrase(q) => PhraseQuery::new(q.clone()).with_column(col).into(),
+    };
+    let ctx = || format!("full-text search of {column} in {}", ds.uri());
+    let mut scanner = ds.scan();
+    scanner.project(&["id"]).map_err(|e| OmniError::storage(ctx(), e))?;
+    scanner.full_text_search(FullTextSearchQuery::new_query(fts)).map_err(|e| OmniError::storage(ctx(), e))?;
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let ids = b.column_by_name("id").and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>());
+        let scores = b.column_by_name("_score").and_then(|c| c.as_any().downcast_ref::<arrow_array::Float32Array>());
+        let (Some(ids), Some(scores)) = (ids, scores) else {
+            return Err(OmniError::Internal(format!("{}: no id/_score columns in the result", ctx())));
+        };
+        out.extend((0..b.num_rows()).map(|i| (ids.value(i).to_string(), scores.value(i))));
+    }
+    Ok(Some(out))
 }
