@@ -135,11 +135,16 @@ async fn prepare_table(
     let ds = open_pinned(rt.root(), entry).await?;
     let existing = table::index_names(&ds).await?;
     let rows = entry.row_count;
+    // Drift (HEAD past the pin, no recorded write) is left to `repair`.
+    let drifted = &entry.branch == target && table::latest_version(&ds).await? != entry.version;
     let mut line = TableIndexes { type_key: key.to_string(), built: vec![], existing: vec![], pending: vec![] };
     let mut build = Vec::new();
     for spec in wanted {
         if existing.contains(&spec.name()) {
             line.existing.push(spec.name());
+        } else if drifted {
+            let reason = "the table's Lance HEAD is past its manifest pin: run `omnigraph repair`".to_string();
+            line.pending.push(PendingIndex { index: spec.name(), reason });
         } else if spec.kind == IndexKind::Vector && rows < table::VECTOR_INDEX_MIN_ROWS {
             let reason = format!(
                 "a vector index trains on at least {} rows; the table has {rows}",
