@@ -87,15 +87,20 @@ impl Planner<'_> {
         format!("__{stem}{n}")
     }
 
-    /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
-    async fn table_frame(&self, table_key: &str, prefix: &str) -> Result<DataFrame> {
+    /// The table of `table_key` opened at the snapshot's pin.
+    pub(super) async fn pinned(&self, table_key: &str) -> Result<Arc<lance::Dataset>> {
         let entry = self
             .view
             .state
             .tables
             .get(table_key)
             .ok_or_else(|| OmniError::NotFound(format!("{table_key} in this snapshot")))?;
-        let ds = open_pinned(self.root, entry).await?;
+        open_pinned(self.root, entry).await
+    }
+
+    /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
+    async fn table_frame(&self, table_key: &str, prefix: &str) -> Result<DataFrame> {
+        let ds = self.pinned(table_key).await?;
         let provider = LanceTableProvider::new(ds, false, false);
         let df = self.ctx.read_table(Arc::new(provider)).map_err(df_err)?;
         let cols: Vec<Expr> =

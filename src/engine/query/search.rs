@@ -25,7 +25,6 @@ use datafusion::prelude::{Expr, ident};
 use serde_json::Value as Json;
 
 use super::exec::{Planner, df_err, var_col};
-use crate::engine::committed::open_pinned;
 use crate::engine::lang::query::ir::{Bm25Ir, MatchIr, OrderKey, RankIr, TextSearchIr, TextSearchKind};
 use crate::engine::storage::table::{self, TextQuery};
 use crate::protocol::{OmniError, Result};
@@ -56,13 +55,7 @@ impl Planner<'_> {
                 TextQuery::Fuzzy(q, edits)
             }
         };
-        let table_key = &m
-            .vars
-            .iter()
-            .find(|v| v.name == s.var)
-            .ok_or_else(|| OmniError::Internal(format!("search on unbound variable {}", s.var)))?
-            .table_key;
-        let scores = self.scores(table_key, &s.var, &s.prop, &query).await?;
+        let scores = self.scores(table_of(m, &s.var)?, &s.var, &s.prop, &query).await?;
         let tag = self.fresh("search");
         let ids = self.score_frame(&tag, scores.into_iter().map(|(id, _)| (id, 0.0)))?;
         let on = [var_col(&s.var, "id").eq(ident(format!("{tag}.id")))];
@@ -148,25 +141,13 @@ impl Planner<'_> {
 
     /// BM25 scores of `b.var`'s table for `b.query` on `b.prop`.
     async fn bm25(&self, m: &MatchIr, b: &Bm25Ir) -> Result<Vec<(String, f64)>> {
-        let table_key = &m
-            .vars
-            .iter()
-            .find(|v| v.name == b.var)
-            .ok_or_else(|| OmniError::Internal(format!("bm25 on unbound variable {}", b.var)))?
-            .table_key;
         let q = self.text_operand(&b.query)?;
-        let scores = self.scores(table_key, &b.var, &b.prop, &TextQuery::Match(q)).await?;
+        let scores = self.scores(table_of(m, &b.var)?, &b.var, &b.prop, &TextQuery::Match(q)).await?;
         Ok(scores.into_iter().map(|(id, s)| (id, f64::from(s))).collect())
     }
 
     async fn scores(&self, table_key: &str, var: &str, prop: &str, q: &TextQuery) -> Result<Vec<(String, f32)>> {
-        let entry = self
-            .view
-            .state
-            .tables
-            .get(table_key)
-            .ok_or_else(|| OmniError::NotFound(format!("{table_key} in this snapshot")))?;
-        let ds = open_pinned(self.root, entry).await?;
+        let ds = self.pinned(table_key).await?;
         table::full_text_scores(&ds, prop, q).await?.ok_or_else(|| {
             OmniError::BadRequest(format!(
                 "full-text search on `{var}.{prop}` requires a full-text index; none exists yet (run \
@@ -194,4 +175,13 @@ impl Planner<'_> {
                 .map_err(|e| OmniError::Internal(format!("building a score frame: {e}")))?;
         self.ctx.read_batch(batch).map_err(df_err)
     }
+}
+
+/// The table key of variable `var` of `m`.
+fn table_of<'m>(m: &'m MatchIr, var: &str) -> Result<&'m str> {
+    m.vars
+        .iter()
+        .find(|v| v.name == var)
+        .map(|v| v.table_key.as_str())
+        .ok_or_else(|| OmniError::Internal(format!("text search on unbound variable {var}")))
 }
