@@ -1,10 +1,13 @@
 //! Query latency benchmark: `cargo run --example bench_queries -- --bench`.
 //!
 //! Prints one JSON object per figure: the p50 latency of every cookbook read
-//! query (when the shared fixtures are present) and of a 2-hop traversal on a
-//! generated graph of 100k nodes / 500k edges, beside the raw-Lance floor
-//! measured in the same run (a projected scan of the edge table, the least
-//! work any 2-hop over it must do).
+//! query (when the shared fixtures are present); of a 2-hop and a `{1,6}`
+//! traversal on a generated graph of 100k nodes / 500k edges, beside the
+//! raw-Lance floor measured in the same run (a projected scan of the edge
+//! table, the least work a traversal over it must do); of `{1,100}` and
+//! `{1,1000}` on a 4-person cycle; and of an equality lookup on a
+//! 1,000,000-row table before and after its BTree index is built, beside a
+//! raw-Lance filtered scan of the indexed table.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -104,6 +107,16 @@ async fn two_hop() {
         samples.push(t.elapsed());
     }
     let hop_ms = p50(samples);
+    let deep =
+        "query deep($n: String) { match { $p: Person { name: $n } $p knows{1,6} $f } return { count($f) as n } }";
+    let mut samples = Vec::new();
+    for i in 0..RUNS {
+        let params = json!({"n": format!("p{}", i * 997 % NODES)}).as_object().cloned().unwrap_or_default();
+        let t = Instant::now();
+        g.query(deep, None, params, &ReadTarget::default()).await.expect("{1,6}");
+        samples.push(t.elapsed());
+    }
+    let deep_ms = p50(samples);
 
     let view = manifest::load(g.root(), "main", None).await.expect("view");
     let knows = &view.state.tables["edge:Knows"];
@@ -121,6 +134,87 @@ async fn two_hop() {
         json!({"bench": "two_hop", "nodes": NODES, "edges": EDGES, "p50_ms": hop_ms,
                "raw_lance_edge_scan_p50_ms": floor_ms, "ratio": hop_ms / floor_ms.max(1e-9)})
     );
+    println!(
+        "{}",
+        json!({"bench": "hops_1_6", "nodes": NODES, "edges": EDGES, "p50_ms": deep_ms,
+               "raw_lance_edge_scan_p50_ms": floor_ms, "ratio": deep_ms / floor_ms.max(1e-9)})
+    );
+}
+
+/// `{1,100}` and `{1,1000}` from every person of a 4-person cycle.
+async fn deep_cycle() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let schema = "node Person { name: String @key }\nedge Knows: Person -> Person\n";
+    let g = Omnigraph::init(&tmp.path().join("g").to_string_lossy(), schema).await.expect("init");
+    let names = ["a", "b", "c", "d"];
+    let mut data = String::new();
+    for (i, n) in names.iter().enumerate() {
+        data.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{n}\"}}}}\n"));
+        let next = names[(i + 1) % names.len()];
+        data.push_str(&format!("{{\"edge\":\"Knows\",\"from\":\"{n}\",\"to\":\"{next}\"}}\n"));
+    }
+    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    for max in [100, 1000] {
+        let src = format!("query q() {{ match {{ $p: Person $p knows{{1,{max}}} $f }} return {{ $f.name }} }}");
+        let ms = time_query(&g, &src, "q", &Map::new()).await.unwrap_or(f64::NAN);
+        println!("{}", json!({"bench": "cycle_hops", "persons": 4, "bounds": format!("{{1,{max}}}"), "p50_ms": ms}));
+    }
+}
+
+/// Rows of the lookup table.
+const LOOKUP_ROWS: usize = 1_000_000;
+
+/// An equality lookup on an `@index` integer, before and after the index.
+async fn indexed_lookup() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let schema = "node Item { name: String @key\n n: I64 @index }\n";
+    let g = Omnigraph::init(&tmp.path().join("g").to_string_lossy(), schema).await.expect("init");
+    let mut data = String::with_capacity(LOOKUP_ROWS * 48);
+    for i in 0..LOOKUP_ROWS {
+        data.push_str(&format!("{{\"type\":\"Item\",\"data\":{{\"name\":\"i{i}\",\"n\":{}}}}}\n", i * 7));
+    }
+    g.load(data.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    drop(data);
+    let src = "query q($v: I64) { match { $i: Item { n: $v } } return { $i.name } }";
+    let lookup = |g: Graph| async move {
+        let mut samples = Vec::with_capacity(RUNS);
+        for r in 0..RUNS {
+            let v = (r * 65_537 % LOOKUP_ROWS * 7) as i64;
+            let params = json!({"v": v}).as_object().cloned().unwrap_or_default();
+            let t = Instant::now();
+            let out = g.query_json(src, None, params, &ReadTarget::default()).await.expect("lookup");
+            samples.push(t.elapsed());
+            assert_eq!(out["row_count"], 1, "one row holds n = {v}");
+        }
+        p50(samples)
+    };
+    let scan_ms = lookup(g.clone()).await;
+    let t = Instant::now();
+    g.ensure_indices("main", None).await.expect("ensure indices");
+    let build_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let indexed_ms = lookup(g.clone()).await;
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let item = &view.state.tables["node:Item"];
+    let ds = table::open_table(&g.root().child_uri(&item.location), None, Some(item.version)).await.expect("open");
+    let mut floor = Vec::new();
+    for r in 0..RUNS {
+        let t = Instant::now();
+        let mut scan = ds.scan();
+        scan.filter(&format!("n = {}", r * 65_537 % LOOKUP_ROWS * 7)).expect("filter");
+        scan.project(&["name"]).expect("project");
+        let batches: Vec<_> =
+            futures::TryStreamExt::try_collect(scan.try_into_stream().await.expect("scan")).await.expect("rows");
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+        floor.push(t.elapsed());
+    }
+    let floor_ms = p50(floor);
+    println!(
+        "{}",
+        json!({"bench": "indexed_equality", "rows": LOOKUP_ROWS, "unindexed_p50_ms": scan_ms,
+               "indexed_p50_ms": indexed_ms, "speedup": scan_ms / indexed_ms.max(1e-9),
+               "index_build_ms": build_ms, "raw_lance_indexed_p50_ms": floor_ms,
+               "ratio_to_floor": indexed_ms / floor_ms.max(1e-9)})
+    );
 }
 
 fn main() {
@@ -131,6 +225,8 @@ fn main() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
+        indexed_lookup().await;
+        deep_cycle().await;
         two_hop().await;
         cookbooks().await;
     });

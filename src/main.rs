@@ -84,6 +84,8 @@ enum Command {
         /// Same as --format json.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        limits: ReadLimitArgs,
         /// The graph.
         graph: String,
     },
@@ -118,6 +120,8 @@ enum Command {
         /// several are served (with one, it is that one).
         #[arg(long)]
         default_graph: Option<String>,
+        #[command(flatten)]
+        limits: ReadLimitArgs,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     Export {
@@ -225,6 +229,37 @@ enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+}
+
+/// The limits a read query runs under (0 = no limit; the defaults are
+/// 30 s, 10,000,000 rows and 2 GiB).
+#[derive(clap::Args)]
+struct ReadLimitArgs {
+    /// Stop a read query after this many milliseconds.
+    #[arg(long)]
+    query_timeout_ms: Option<u64>,
+    /// Refuse a read query once any intermediate result holds more rows.
+    #[arg(long)]
+    query_max_rows: Option<u64>,
+    /// Memory a read query's execution may reserve, in bytes.
+    #[arg(long)]
+    query_memory_bytes: Option<u64>,
+}
+
+impl ReadLimitArgs {
+    fn limits(&self) -> omnigraph::engine::read_limits::ReadLimits {
+        let d = omnigraph::engine::read_limits::ReadLimits::default();
+        let pick = |given: Option<u64>, default: Option<u64>| match given {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => default,
+        };
+        omnigraph::engine::read_limits::ReadLimits {
+            time_budget_ms: pick(self.query_timeout_ms, d.time_budget_ms),
+            max_rows: pick(self.query_max_rows, d.max_rows),
+            memory_bytes: pick(self.query_memory_bytes, d.memory_bytes),
+        }
+    }
 }
 
 /// Where a query's `.gq` source comes from.
@@ -808,7 +843,7 @@ async fn run_command(command: Command) -> Result<()> {
             }
             print_write(&out)
         }
-        Command::Query { source, params, params_file, branch, commit, format, json, graph } => {
+        Command::Query { source, params, params_file, branch, commit, format, json, limits, graph } => {
             let text = source.text()?;
             let params = match params_file {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
@@ -817,7 +852,7 @@ async fn run_command(command: Command) -> Result<()> {
             let target = ReadTarget::of(commit, branch);
             let format = if json { "json".to_string() } else { format };
             let g = read_only(&graph).await?;
-            let result = g.query(&text, source.name.as_deref(), params, &target).await?;
+            let result = g.query_limited(&text, source.name.as_deref(), params, &target, limits.limits()).await?;
             let target = match &target {
                 ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
                 ReadTarget::Commit(c) => serde_json::json!({ "snapshot": c }),
@@ -921,8 +956,17 @@ async fn run_command(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes, default_graph } => {
-            serve(ServeArgs { bind, graphs, unauthenticated, max_inflight: max_inflight_writes, default_graph }).await
+        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes, default_graph, limits } => {
+            let read_limits = limits.limits();
+            serve(ServeArgs {
+                bind,
+                graphs,
+                unauthenticated,
+                max_inflight: max_inflight_writes,
+                default_graph,
+                read_limits,
+            })
+            .await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
         Command::Schema { command: SchemaCommand::Plan { schema, allow_data_loss, json, graph } } => {
@@ -1112,10 +1156,11 @@ struct ServeArgs {
     unauthenticated: bool,
     max_inflight: usize,
     default_graph: Option<String>,
+    read_limits: omnigraph::engine::read_limits::ReadLimits,
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let ServeArgs { bind, graphs, unauthenticated, max_inflight, default_graph } = args;
+    let ServeArgs { bind, graphs, unauthenticated, max_inflight, default_graph, read_limits } = args;
     let mut specs = Vec::new();
     for g in &graphs {
         let (id, root) =
@@ -1138,6 +1183,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         unauthenticated,
         max_inflight_writes_per_actor: max_inflight,
         default_graph,
+        read_limits,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

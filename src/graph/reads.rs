@@ -4,6 +4,8 @@ use super::{Graph, ReadTarget};
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
 use crate::engine::manifest::ManifestView;
+use crate::engine::query::QueryContext;
+use crate::engine::read_limits::ReadLimits;
 use crate::protocol::{OmniError, Result};
 
 impl Graph {
@@ -26,13 +28,27 @@ impl Graph {
         }
     }
 
-    /// Run the read query `name` (or the file's only query) at `target`.
+    /// Run the read query `name` (or the file's only query) at `target`
+    /// under the default [`ReadLimits`].
     pub async fn query(
         &self,
         source: &str,
         name: Option<&str>,
         params: serde_json::Map<String, serde_json::Value>,
         target: &ReadTarget,
+    ) -> Result<crate::engine::query::QueryResult> {
+        self.query_limited(source, name, params, target, ReadLimits::default()).await
+    }
+
+    /// [`Graph::query`] under `limits`: past any of them the query stops with
+    /// [`OmniError::ResourceLimitExceeded`] naming the limit.
+    pub async fn query_limited(
+        &self,
+        source: &str,
+        name: Option<&str>,
+        params: serde_json::Map<String, serde_json::Value>,
+        target: &ReadTarget,
+        limits: ReadLimits,
     ) -> Result<crate::engine::query::QueryResult> {
         let (view, commit_id) = self.snapshot_for(target).await?;
         let schema = self.schema_at(&view, &commit_id).await?;
@@ -42,7 +58,9 @@ impl Graph {
         };
         let params = crate::engine::query::bind_params(&ir.params, &params)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
-        crate::engine::query::execute(self.root(), &view, &commit_id, read, &params, now_ms).await
+        let cx =
+            QueryContext { root: self.root(), view: &view, commit_id: &commit_id, params: &params, now_ms, limits };
+        crate::engine::query::execute(cx, read).await
     }
 
     /// [`Graph::query`] as the JSON envelope `{columns, rows, row_count, graph_commit_id}`.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use tracing::{info, warn};
 
+use crate::engine::read_limits::ReadLimits;
 use crate::graph::{Graph, Omnigraph};
 use crate::protocol::{OmniError, Result};
 pub use auth::Auth;
@@ -34,6 +35,8 @@ pub struct ServerConfig {
     /// The graph the flat routes (`/snapshot`, `/query`, …) serve; `None`
     /// picks the only graph when there is one, else flat routes are 404.
     pub default_graph: Option<String>,
+    /// The limits every read query runs under (a request may lower them).
+    pub read_limits: ReadLimits,
 }
 
 /// Shared state of the running daemon.
@@ -43,6 +46,7 @@ pub(crate) struct AppState {
     pub(crate) unauthenticated: bool,
     pub(crate) inflight: DashMap<String, usize>,
     pub(crate) max_inflight: usize,
+    pub(crate) read_limits: ReadLimits,
 }
 
 /// Open every graph (recovery runs at open); a graph that fails to open is
@@ -76,6 +80,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         unauthenticated: config.unauthenticated,
         inflight: DashMap::new(),
         max_inflight: config.max_inflight_writes_per_actor.max(1),
+        read_limits: config.read_limits,
     });
     let listener = tokio::net::TcpListener::bind(&config.bind)
         .await

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, middleware};
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
+use crate::engine::read_limits::ReadLimits;
 use crate::graph::{Graph, MergeOptions, ReadTarget, WriteOptions, wire};
 use crate::protocol::OmniError;
 use crate::protocol::error::status_code;
@@ -319,6 +320,8 @@ struct QueryBody {
     branch: Option<String>,
     #[serde(alias = "snapshot")]
     commit: Option<String>,
+    /// Limits for this query, each at most the server's.
+    limits: Option<ReadLimits>,
 }
 
 async fn query(
@@ -330,7 +333,8 @@ async fn query(
     s.actor(&headers)?;
     let q: QueryBody = json_body(b)?;
     let target = ReadTarget::of(q.commit, q.branch);
-    let r = s.graph(&id)?.query(&q.query, q.name.as_deref(), q.params, &target).await?;
+    let limits = s.read_limits.tightened_by(q.limits.unwrap_or_else(ReadLimits::unlimited));
+    let r = s.graph(&id)?.query_limited(&q.query, q.name.as_deref(), q.params, &target, limits).await?;
     let target = match &target {
         ReadTarget::Branch(b) => json!({ "branch": b }),
         ReadTarget::Commit(c) => json!({ "snapshot": c }),

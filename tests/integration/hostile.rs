@@ -100,6 +100,8 @@ fn probes() -> Vec<Probe> {
         "optimize",
         "cleanup",
         "mutate/if-graph-commit",
+        "schema/apply",
+        "indexes/ensure",
     ];
     for base in ["/graphs/g", ""] {
         for route in json_routes {
@@ -107,6 +109,28 @@ fn probes() -> Vec<Probe> {
                 out.push(probe("POST", format!("{base}/{route}"), b.clone()));
             }
         }
+    }
+    // Hostile read limits.
+    let q = "query q() { match { $p: Person } return { $p.name } }";
+    for limits in [
+        json!({"timeout_ms": -1}),
+        json!({"max_rows": 1e30}),
+        json!({"memory_bytes": "lots"}),
+        json!({"timeout": 5}),
+        json!([1, 2]),
+        json!({"timeout_ms": 0}),
+        json!({"max_rows": 0}),
+    ] {
+        out.push(probe("POST", "/graphs/g/query", json!({"query": q, "limits": limits}).to_string()));
+    }
+    // Hostile schemas: malformed ones applied for real, droppers (a soft drop
+    // needs no --allow-data-loss) only planned.
+    for schema in ["node {", "edge E: Nobody -> Person", "node Person { name: Nope @key }"] {
+        out.push(probe("POST", "/graphs/g/schema/apply", json!({"schema_source": schema}).to_string()));
+    }
+    for schema in ["", "node Person { name: String @key }"] {
+        let body = json!({"schema_source": schema, "dry_run": true, "allow_data_loss": true});
+        out.push(probe("POST", "/graphs/g/schema/apply", body.to_string()));
     }
     // Hostile retention policies (never a confirmed cleanup of the graph).
     for body in [

@@ -21,6 +21,7 @@ mod hostile;
 mod indexes;
 #[path = "../support/intercept.rs"]
 mod intercept;
+mod limits;
 mod maintenance;
 mod merge;
 mod publisher;

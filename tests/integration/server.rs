@@ -32,6 +32,11 @@ impl Drop for Server {
 
 /// Start `omnigraph serve` on a fresh graph loaded with the example data.
 pub(crate) async fn start() -> Server {
+    start_with(&[]).await
+}
+
+/// [`start`] with extra `serve` flags.
+pub(crate) async fn start_with(extra: &[&str]) -> Server {
     let (dir, loc) = temp_graph_dir();
     {
         let g = omnigraph::Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
@@ -44,6 +49,7 @@ pub(crate) async fn start() -> Server {
     std::fs::write(&tokens, json!({"alice": TOKEN, "bob": "bob-token"}).to_string()).expect("tokens");
     let mut child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
         .args(["serve", "--bind", "127.0.0.1:0", "--graph", &format!("g={loc}")])
+        .args(extra)
         .env("OMNIGRAPH_SERVER_TOKENS_FILE", &tokens)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.path().join("server.log")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))

@@ -1,6 +1,6 @@
 //! The pure core of omnigraph: the `.pg` and `.gq` languages and the catalog
 //! a schema compiles to, typed rows and their validation, the JSONL load
-//! parser, branch-name rules, merge's row rule and the wire errors. Nothing here touches
+//! parser, branch-name rules, merge's row rule, read limits and the traversal walk and the wire errors. Nothing here touches
 //! storage: the crate does not depend on Lance or DataFusion, so its tests
 //! build and run without them. The `omnigraph` crate re-exports every module.
 
@@ -8,6 +8,8 @@ pub mod branch_name;
 pub mod lang;
 pub mod load;
 pub mod protocol;
+pub mod read_limits;
 pub mod rows;
 pub mod three_way;
 pub mod validate;
+pub mod walk;

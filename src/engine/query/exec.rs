@@ -1,6 +1,6 @@
 //! Building and running the DataFusion plan of one read query.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -8,14 +8,17 @@ use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, Float64Arra
 use arrow_schema::DataType;
 use datafusion::common::JoinType;
 use datafusion::dataframe::DataFrame;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::functions::string::expr_fn as string_fn;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn::array_has;
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, SortExpr, Volatility, create_udf};
-use datafusion::prelude::{Expr, SessionContext, ident, lit};
+use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident, lit};
+use futures::StreamExt;
 use lance::datafusion::LanceTableProvider;
 use serde_json::Value as Json;
 
+use super::adjacency::adjacency;
 use super::params::ParamValues;
 use crate::engine::committed::open_pinned;
 use crate::engine::lang::catalog::arrow::scalar_data_type;
@@ -24,9 +27,11 @@ use crate::engine::lang::query::ir::{
     CmpOp, Direction, FilterIr, MatchIr, NearestIr, Operand, OrderKey, ProjExpr, ReadIr, TraversalIr, Type, VarIr,
     VarKind,
 };
-use crate::engine::manifest::ManifestView;
+use crate::engine::manifest::{ManifestView, TableEntry};
+use crate::engine::read_limits::{Meter, QUERY_MEMORY_BYTES, ReadLimits};
 use crate::engine::storage::Root;
 use crate::engine::values::{json_scalar, literal_json};
+use crate::engine::walk::{Way, reach};
 use crate::protocol::{OmniError, Result};
 
 /// Rows of a read query and the commit they were read from.
@@ -51,6 +56,10 @@ pub(super) fn var_col(var: &str, prop: &str) -> Expr {
     ident(format!("{var}.{prop}"))
 }
 
+/// At most this many distinct sources make a single hop a filtered scan of
+/// the edges (an index lookup) rather than a join with all of them.
+const SELECTIVE_SOURCES: usize = 1024;
+
 /// Column name of the nearest-distance score.
 const NEAREST_COL: &str = "__nearest";
 
@@ -62,23 +71,54 @@ pub(super) struct Planner<'a> {
     params: &'a ParamValues,
     now_ms: i64,
     fresh: std::sync::atomic::AtomicU32,
+    meter: Arc<Meter>,
 }
 
-/// Execute `ir` on the snapshot `view` (read at commit `commit_id`).
-pub async fn execute(
-    root: &Root,
-    view: &ManifestView,
-    commit_id: &str,
-    ir: &ReadIr,
-    params: &ParamValues,
-    now_ms: i64,
-) -> Result<QueryResult> {
-    let p = Planner { ctx: SessionContext::new(), root, view, params, now_ms, fresh: Default::default() };
+/// Where and how one query runs: the snapshot, its commit, the bound
+/// parameters, the clock and the limits.
+pub struct QueryContext<'a> {
+    /// The graph root.
+    pub root: &'a Root,
+    /// The manifest snapshot read.
+    pub view: &'a ManifestView,
+    /// The graph commit the snapshot belongs to.
+    pub commit_id: &'a str,
+    /// Bound parameter values.
+    pub params: &'a ParamValues,
+    /// `now()` in milliseconds since the epoch, fixed for the query.
+    pub now_ms: i64,
+    /// The limits the query runs under.
+    pub limits: ReadLimits,
+}
+
+/// Execute `ir` on the snapshot `cx.view`, stopped with
+/// [`OmniError::ResourceLimitExceeded`] past any of `cx.limits`.
+pub async fn execute(cx: QueryContext<'_>, ir: &ReadIr) -> Result<QueryResult> {
+    let meter = Arc::new(cx.limits.meter());
+    let run = run(&cx, ir, meter.clone());
+    match cx.limits.time_budget() {
+        Some(budget) => tokio::time::timeout(budget, run).await.map_err(|_| meter.time_exceeded())?,
+        None => run.await,
+    }
+}
+
+async fn run(cx: &QueryContext<'_>, ir: &ReadIr, meter: Arc<Meter>) -> Result<QueryResult> {
+    let ctx = session(cx.limits)?;
+    let (root, view, params, now_ms) = (cx.root, cx.view, cx.params, cx.now_ms);
+    let p = Planner { ctx, root, view, params, now_ms, fresh: Default::default(), meter };
     let df = p.match_frame(&ir.pattern, &[]).await?;
     let df = p.finish(df, ir).await?;
     let columns: Vec<String> = ir.projections.iter().map(|c| c.column.clone()).collect();
-    let batches = df.collect().await.map_err(df_err)?;
-    Ok(QueryResult { columns, batches, graph_commit_id: commit_id.to_string() })
+    let batches = p.collect(df).await?;
+    Ok(QueryResult { columns, batches, graph_commit_id: cx.commit_id.to_string() })
+}
+
+/// A DataFusion session whose memory pool holds at most the memory limit.
+fn session(limits: ReadLimits) -> Result<SessionContext> {
+    let Some(bytes) = limits.memory_bytes else { return Ok(SessionContext::new()) };
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    let runtime = RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().map_err(df_err)?;
+    Ok(SessionContext::new_with_config_rt(SessionConfig::new(), runtime))
 }
 
 impl Planner<'_> {
@@ -87,15 +127,18 @@ impl Planner<'_> {
         format!("__{stem}{n}")
     }
 
-    /// The table of `table_key` opened at the snapshot's pin.
-    pub(super) async fn pinned(&self, table_key: &str) -> Result<Arc<lance::Dataset>> {
-        let entry = self
-            .view
+    /// The snapshot's pin of `table_key`.
+    fn entry(&self, table_key: &str) -> Result<&TableEntry> {
+        self.view
             .state
             .tables
             .get(table_key)
-            .ok_or_else(|| OmniError::NotFound(format!("{table_key} in this snapshot")))?;
-        open_pinned(self.root, entry).await
+            .ok_or_else(|| OmniError::NotFound(format!("{table_key} in this snapshot")))
+    }
+
+    /// The table of `table_key` opened at the snapshot's pin.
+    pub(super) async fn pinned(&self, table_key: &str) -> Result<Arc<lance::Dataset>> {
+        open_pinned(self.root, self.entry(table_key)?).await
     }
 
     /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
@@ -112,11 +155,23 @@ impl Planner<'_> {
         self.table_frame(&var.table_key, &var.name)
     }
 
-    /// The (s, d) pairs one traversal connects, oriented from the written
-    /// `src` to the written `dst`, with the edge's columns when it is bound.
-    async fn hop_frame(&self, t: &TraversalIr, tag: &str) -> Result<DataFrame> {
+    /// The (s, d) pairs one edge connects, oriented from the written `src`
+    /// to the written `dst`, with the edge's columns when it is bound. With
+    /// `sources`, only edges leaving them: a filter Lance answers from the
+    /// endpoint's BTree index.
+    async fn hop_frame(&self, t: &TraversalIr, tag: &str, sources: Option<&[String]>) -> Result<DataFrame> {
         let prefix = t.edge_var.clone().unwrap_or_else(|| tag.to_string());
-        let edges = self.table_frame(&t.table_key, &prefix).await?;
+        let mut edges = self.table_frame(&t.table_key, &prefix).await?;
+        if let Some(ids) = sources {
+            let list: Vec<Expr> = ids.iter().map(|id| lit(id.clone())).collect();
+            let from = |end: &str| var_col(&prefix, end).in_list(list.clone(), false);
+            let keep = match t.direction {
+                Direction::Out => from("src"),
+                Direction::In => from("dst"),
+                Direction::Both => from("src").or(from("dst")),
+            };
+            edges = edges.filter(keep).map_err(df_err)?;
+        }
         let (s, d) = (format!("{tag}.s"), format!("{tag}.d"));
         let orient = |df: DataFrame, from: &str, to: &str| -> DfResult<DataFrame> {
             let mut cols = vec![var_col(&prefix, from).alias(&s), var_col(&prefix, to).alias(&d)];
@@ -125,33 +180,41 @@ impl Planner<'_> {
             }
             df.select(cols)
         };
-        let one = match t.direction {
+        match t.direction {
             Direction::Out => orient(edges, "src", "dst"),
             Direction::In => orient(edges, "dst", "src"),
             Direction::Both => {
                 orient(edges.clone(), "src", "dst").and_then(|a| orient(edges, "dst", "src").and_then(|b| a.union(b)))
             }
         }
-        .map_err(df_err)?;
-        if t.min_hops == 1 && t.max_hops == 1 {
-            return Ok(one);
-        }
-        self.expand_hops(one, t, tag).await
+        .map_err(df_err)
     }
 
-    /// Bounded reachability with set semantics: each (source, destination)
-    /// pair once, for any walk length in `min..=max`. Evaluated level by
-    /// level in memory (never as a plan nested `max` joins deep, which
-    /// overflowed the stack), and it stops as soon as further levels can add
-    /// nothing: the levels repeat with some period once a level's pair set
-    /// equals an earlier one's, so after one full period past `min` every
-    /// later level is already counted.
-    async fn expand_hops(&self, one: DataFrame, t: &TraversalIr, tag: &str) -> Result<DataFrame> {
+    /// Bounded reachability from `sources` with set semantics: each
+    /// (source, destination) pair once, for any walk length in `min..=max`,
+    /// walked on the edge table's cached adjacency on a blocking thread (see
+    /// [`crate::engine::walk`]). `hetero`: the edge joins two node types, so
+    /// no walk is longer than one edge.
+    async fn reach_frame(&self, t: &TraversalIr, tag: &str, sources: Vec<String>, hetero: bool) -> Result<DataFrame> {
+        let adj = adjacency(self.root, self.entry(&t.table_key)?).await?;
+        let way = match t.direction {
+            Direction::Out => Way::Out,
+            Direction::In => Way::In,
+            Direction::Both => Way::Both,
+        };
+        let (min, max) = (t.min_hops, if hetero { 1 } else { t.max_hops });
+        let meter = self.meter.clone();
+        let reached = if min > max {
+            Vec::new()
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+                reach(&adj, &refs, way, min, max, &meter)
+            })
+            .await
+            .map_err(|e| OmniError::Internal(format!("traversal task: {e}")))??
+        };
         let (s, d) = (format!("{tag}.s"), format!("{tag}.d"));
-        let batches = one.select(vec![ident(&s), ident(&d)]).and_then(|f| f.distinct()).map_err(df_err)?;
-        let batches = batches.collect().await.map_err(df_err)?;
-        let step = pairs_of(&batches)?;
-        let reached = walk_levels(&step, t.min_hops, t.max_hops);
         let schema = Arc::new(arrow_schema::Schema::new(vec![
             arrow_schema::Field::new(&s, DataType::Utf8, true),
             arrow_schema::Field::new(&d, DataType::Utf8, true),
@@ -165,11 +228,63 @@ impl Planner<'_> {
         self.ctx.read_batch(batch).map_err(df_err)
     }
 
-    /// The binding frame of a match pattern.
+    /// Run `df` into memory (its rows charged against the row cap) and
+    /// return it as a frame again, with the distinct ids `var` binds in it.
+    async fn materialize(&self, df: DataFrame, var: &str) -> Result<(DataFrame, Vec<String>)> {
+        let schema = Arc::new(df.schema().as_arrow().clone());
+        let batches = self.collect(df).await?;
+        let col = format!("{var}.id");
+        let mut ids: BTreeSet<String> = BTreeSet::new();
+        for b in &batches {
+            let c = b
+                .column_by_name(&col)
+                .and_then(|c| c.as_string_opt::<i32>())
+                .ok_or_else(|| OmniError::Internal(format!("the binding frame has no string column `{col}`")))?;
+            ids.extend(c.iter().flatten().map(str::to_string));
+        }
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches]).map_err(df_err)?;
+        Ok((self.ctx.read_table(Arc::new(table)).map_err(df_err)?, ids.into_iter().collect()))
+    }
+
+    /// Execute `df` to completion under the meter: the rows it yields are
+    /// charged against the row cap as they stream, and a refused memory
+    /// reservation is the memory limit, not an internal error.
+    pub(super) async fn collect(&self, df: DataFrame) -> Result<Vec<RecordBatch>> {
+        let mut stream = df.execute_stream().await.map_err(|e| self.exec_err(e))?;
+        let (mut rows, mut out) = (0u64, Vec::new());
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| self.exec_err(e))?;
+            rows += batch.num_rows() as u64;
+            self.meter.check_rows(rows)?;
+            self.meter.check_time()?;
+            out.push(batch);
+        }
+        Ok(out)
+    }
+
+    fn exec_err(&self, e: datafusion::error::DataFusionError) -> OmniError {
+        match (e.find_root(), self.meter.limits().memory_bytes) {
+            // The pool refused a reservation: it is at its limit.
+            (datafusion::error::DataFusionError::ResourcesExhausted(_), Some(limit)) => {
+                OmniError::ResourceLimitExceeded { resource: QUERY_MEMORY_BYTES.into(), limit, actual: limit }
+            }
+            _ => df_err(e),
+        }
+    }
+
+    /// The binding frame of a match pattern. A filter applies as soon as
+    /// every variable it reads is bound, so a traversal walks only from the
+    /// sources that survive it.
     async fn match_frame(&self, m: &MatchIr, scope: &[VarIr]) -> Result<DataFrame> {
         let mut bound: BTreeSet<String> = BTreeSet::new();
         let mut df: Option<DataFrame> = None;
-        let var = |name: &str| m.vars.iter().find(|v| v.name == name);
+        let mut pending: Vec<&FilterIr> = m.filters.iter().collect();
+        let var = |name: &str| {
+            m.vars
+                .iter()
+                .find(|v| v.name == name)
+                .ok_or_else(|| OmniError::Internal(format!("unbound variable {name}")))
+        };
         for t in &m.traversals {
             let mut t = t.clone();
             if !bound.contains(&t.src) && bound.contains(&t.dst) {
@@ -181,27 +296,15 @@ impl Planner<'_> {
                 };
             }
             if !bound.contains(&t.src) {
-                let v = var(&t.src).ok_or_else(|| OmniError::Internal(format!("unbound variable {}", t.src)))?;
-                df = Some(self.cross(df, self.var_frame(v).await?)?);
+                df = Some(self.cross(df, self.var_frame(var(&t.src)?).await?)?);
                 bound.insert(t.src.clone());
             }
-            let tag = self.fresh("hop");
-            let hop = self.hop_frame(&t, &tag).await?;
             let current = df.take().ok_or_else(|| OmniError::Internal("empty binding frame".into()))?;
-            let joined = current
-                .join_on(hop, JoinType::Inner, [var_col(&t.src, "id").eq(ident(format!("{tag}.s")))])
-                .map_err(df_err)?;
-            let joined = if bound.contains(&t.dst) {
-                joined.filter(var_col(&t.dst, "id").eq(ident(format!("{tag}.d")))).map_err(df_err)?
-            } else {
-                let v = var(&t.dst).ok_or_else(|| OmniError::Internal(format!("unbound variable {}", t.dst)))?;
-                let dst = self.var_frame(v).await?;
-                bound.insert(t.dst.clone());
-                joined
-                    .join_on(dst, JoinType::Inner, [ident(format!("{tag}.d")).eq(var_col(&t.dst, "id"))])
-                    .map_err(df_err)?
-            };
-            df = Some(drop_prefixed(joined, &format!("{tag}."))?);
+            let current = self.apply_ready(current, &mut pending, &bound)?;
+            let dst = if bound.contains(&t.dst) { None } else { Some(var(&t.dst)?) };
+            let hetero = dst.is_some_and(|d| var(&t.src).is_ok_and(|s| s.table_key != d.table_key));
+            df = Some(self.traverse(current, &t, dst, hetero).await?);
+            bound.insert(t.dst.clone());
             if let Some(ev) = &t.edge_var {
                 bound.insert(ev.clone());
             }
@@ -213,7 +316,7 @@ impl Planner<'_> {
             bound.insert(v.name.clone());
         }
         let mut df = df.ok_or_else(|| OmniError::BadRequest("the match binds no variable".into()))?;
-        for f in &m.filters {
+        for f in pending {
             df = df.filter(self.filter_expr(f)?).map_err(df_err)?;
         }
         for s in &m.searches {
@@ -224,6 +327,65 @@ impl Planner<'_> {
             df = Box::pin(self.anti_join(df, &bound, &visible, block)).await?;
         }
         Ok(df)
+    }
+
+    /// Apply (and take out of `pending`) every filter whose variables are all bound.
+    fn apply_ready(
+        &self,
+        mut df: DataFrame,
+        pending: &mut Vec<&FilterIr>,
+        bound: &BTreeSet<String>,
+    ) -> Result<DataFrame> {
+        let ready = |f: &FilterIr| {
+            [&f.left, &f.right].iter().all(|op| match op {
+                Operand::Prop { var, .. } => bound.contains(var),
+                _ => true,
+            })
+        };
+        let mut keep = Vec::new();
+        for f in pending.drain(..) {
+            if ready(f) {
+                df = df.filter(self.filter_expr(f)?).map_err(df_err)?;
+            } else {
+                keep.push(f);
+            }
+        }
+        *pending = keep;
+        Ok(df)
+    }
+
+    /// Extend the frame (which binds `t.src`) along one traversal; `dst` is
+    /// the destination variable to bind, `None` when the frame binds it.
+    async fn traverse(
+        &self,
+        current: DataFrame,
+        t: &TraversalIr,
+        dst: Option<&VarIr>,
+        hetero: bool,
+    ) -> Result<DataFrame> {
+        let tag = self.fresh("hop");
+        // The frame's sources decide the plan: a walk starts only from them,
+        // and a few of them make a single hop an index lookup.
+        let (current, sources) = self.materialize(current, &t.src).await?;
+        let hop = if t.min_hops == 1 && t.max_hops == 1 {
+            let selective = (sources.len() <= SELECTIVE_SOURCES).then_some(sources.as_slice());
+            self.hop_frame(t, &tag, selective).await?
+        } else {
+            self.reach_frame(t, &tag, sources, hetero).await?
+        };
+        let joined = current
+            .join_on(hop, JoinType::Inner, [var_col(&t.src, "id").eq(ident(format!("{tag}.s")))])
+            .map_err(df_err)?;
+        let joined = match dst {
+            None => joined.filter(var_col(&t.dst, "id").eq(ident(format!("{tag}.d")))).map_err(df_err)?,
+            Some(v) => {
+                let frame = self.var_frame(v).await?;
+                joined
+                    .join_on(frame, JoinType::Inner, [ident(format!("{tag}.d")).eq(var_col(&t.dst, "id"))])
+                    .map_err(df_err)?
+            }
+        };
+        drop_prefixed(joined, &format!("{tag}."))
     }
 
     fn cross(&self, left: Option<DataFrame>, right: DataFrame) -> Result<DataFrame> {
@@ -254,7 +416,7 @@ impl Planner<'_> {
         }
         let sub = Box::pin(self.match_frame(&inner, visible)).await?;
         if refs.is_empty() {
-            let any = sub.limit(0, Some(1)).map_err(df_err)?.collect().await.map_err(df_err)?;
+            let any = self.collect(sub.limit(0, Some(1)).map_err(df_err)?).await?;
             let exists = any.iter().any(|b| b.num_rows() > 0);
             return if exists { df.filter(lit(false)).map_err(df_err) } else { Ok(df) };
         }
@@ -529,90 +691,5 @@ fn json_to_scalar_guess(v: &Json) -> datafusion::scalar::ScalarValue {
         Json::String(s) => S::Utf8(Some(s.clone())),
         Json::Null => S::Null,
         other => S::Utf8(Some(other.to_string())),
-    }
-}
-
-/// The (source, destination) id pairs of a two-column string frame.
-fn pairs_of(batches: &[RecordBatch]) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let col = |i: usize| {
-            let c = arrow::compute::cast(b.column(i), &DataType::Utf8)
-                .map_err(|e| OmniError::Internal(format!("hop ids as text: {e}")))?;
-            Ok::<_, OmniError>(c)
-        };
-        let (a, z) = (col(0)?, col(1)?);
-        let (a, z) = (a.as_string::<i32>(), z.as_string::<i32>());
-        for i in 0..b.num_rows() {
-            if a.is_valid(i) && z.is_valid(i) {
-                out.push((a.value(i).to_string(), z.value(i).to_string()));
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Every pair joined by a walk of `min..=max` steps over `step`, level by
-/// level, stopping early once the levels repeat and a whole period past
-/// `min` has been counted (see [`Planner::expand_hops`]).
-fn walk_levels(step: &[(String, String)], min: u32, max: u32) -> BTreeSet<(String, String)> {
-    let mut next: HashMap<&str, Vec<&str>> = HashMap::new();
-    for (a, z) in step {
-        next.entry(a.as_str()).or_default().push(z.as_str());
-    }
-    let mut level: BTreeSet<(String, String)> = step.iter().cloned().collect();
-    let mut seen: HashMap<BTreeSet<(String, String)>, u32> = HashMap::new();
-    let mut reached = BTreeSet::new();
-    let mut stop_at = max;
-    for depth in 1..=max {
-        if depth >= min {
-            reached.extend(level.iter().cloned());
-        }
-        if depth >= stop_at || level.is_empty() {
-            break;
-        }
-        if let Some(first) = seen.insert(level.clone(), depth) {
-            // Levels repeat every `p` from `first` on: once `p` consecutive
-            // levels at or past `min` are counted, every later one was.
-            let p = depth - first;
-            stop_at = stop_at.min(depth.max(min.max(first) + p - 1));
-        }
-        let mut following = BTreeSet::new();
-        for (a, z) in &level {
-            for z2 in next.get(z.as_str()).into_iter().flatten() {
-                following.insert((a.clone(), (*z2).to_string()));
-            }
-        }
-        level = following;
-    }
-    reached
-}
-
-#[cfg(test)]
-mod tests {
-    use super::walk_levels;
-
-    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
-    }
-
-    #[test]
-    fn walks_count_each_length_in_range_and_stop_at_the_fixpoint() {
-        let chain = pairs(&[("a", "b"), ("b", "c"), ("c", "d")]);
-        assert_eq!(walk_levels(&chain, 2, 2), pairs(&[("a", "c"), ("b", "d")]).into_iter().collect());
-        assert_eq!(walk_levels(&chain, 1, 3).len(), 6);
-        assert!(walk_levels(&chain, 4, 9).is_empty());
-        // A 2-cycle: odd lengths give a↔b, even lengths give a→a, b→b; a
-        // huge bound ends after one period.
-        let cycle = pairs(&[("a", "b"), ("b", "a")]);
-        assert_eq!(walk_levels(&cycle, 1, u32::MAX).len(), 4);
-        assert_eq!(walk_levels(&cycle, 2, 2), pairs(&[("a", "a"), ("b", "b")]).into_iter().collect());
-        // Past `min` only: min = 5 on the 2-cycle still sees both parities.
-        assert_eq!(walk_levels(&cycle, 5, u32::MAX).len(), 4);
-        assert_eq!(walk_levels(&cycle, 5, 5), pairs(&[("a", "b"), ("b", "a")]).into_iter().collect());
-        // A 3-cycle with min 4: lengths 4, 5, 6 give all three shifts.
-        let tri = pairs(&[("a", "b"), ("b", "c"), ("c", "a")]);
-        assert_eq!(walk_levels(&tri, 4, 1_000_000).len(), 9);
-        assert_eq!(walk_levels(&tri, 4, 4).len(), 3);
     }
 }

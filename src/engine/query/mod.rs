@@ -4,15 +4,18 @@
 //!
 //! Plan shape: one frame per node variable (a Lance scan, its single-variable
 //! filters pushed down), joined along traversals over edge tables
-//! (`src`/`dst`), bounded variable-length hops expanded with set semantics,
+//! (`src`/`dst`), bounded variable-length hops walked breadth-first from the
+//! bound sources over the edge table's cached adjacency, with set semantics,
 //! `not { }` as an anti-join on the outer variables, then filters across
 //! variables, aggregates with implicit grouping, `order` (NULLs first
 //! ascending, last descending; ties broken by the bound ids), `limit`, and
-//! the projection.
+//! the projection. Every query runs under [`crate::engine::read_limits`]: a
+//! time budget, a cap on any intermediate result's rows and a memory pool.
 
+mod adjacency;
 mod exec;
 mod params;
 mod search;
 
-pub use exec::{QueryResult, execute};
+pub use exec::{QueryContext, QueryResult, execute};
 pub use params::{ParamValues, bind_params};

@@ -120,7 +120,7 @@ impl Planner<'_> {
                     .clone()
                     .select(vec![ident(&id), udf.call(vec![var_col(&n.var, &n.prop)]).alias("__d")])
                     .map_err(df_err)?;
-                let batches = dist.collect().await.map_err(df_err)?;
+                let batches = self.collect(dist).await?;
                 let mut out: Vec<(String, f64)> = Vec::new();
                 for b in &batches {
                     let ids = b.column(0).as_any().downcast_ref::<StringArray>();
