@@ -19,6 +19,11 @@ pub async fn open_pinned(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>
     table::open_table(&root.child_uri(&entry.location), entry.branch.as_deref(), Some(entry.version)).await
 }
 
+/// [`open_pinned`] for a query: through the shared read session's caches.
+pub async fn open_pinned_for_read(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>> {
+    table::open_table_for_read(&root.child_uri(&entry.location), entry.branch.as_deref(), entry.version).await
+}
+
 /// A SQL string literal (single quotes doubled).
 pub fn sql_str(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))

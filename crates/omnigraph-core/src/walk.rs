@@ -209,6 +209,20 @@ pub fn reach(
     Ok(out)
 }
 
+/// One hop: a `(source, neighbour)` pair per edge leaving each of `sources`
+/// along `way`, parallel edges kept (the rows a join with the edge table
+/// gives). The pairs are charged to `meter`.
+pub fn step(adj: &Adjacency, sources: &[&str], way: Way, meter: &Meter) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for source in sources {
+        let Some(&start) = adj.index.get(*source) else { continue };
+        adj.neighbours(start, way, |z| out.push((source.to_string(), adj.ids[z as usize].clone())));
+        meter.check_rows(out.len() as u64)?;
+    }
+    meter.charge_work(out.len() as u64)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +308,21 @@ mod tests {
                 .collect();
         }
         all
+    }
+
+    #[test]
+    fn one_step_keeps_parallel_edges() {
+        let adj = Adjacency::build([("a", "b"), ("a", "b"), ("b", "a"), ("c", "c")]);
+        let meter = ReadLimits::unlimited().meter();
+        let pairs = |way| {
+            let mut p = step(&adj, &["a", "c", "zz"], way, &meter).expect("no limit");
+            p.sort();
+            p
+        };
+        let p = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+        assert_eq!(pairs(Way::Out), p(&[("a", "b"), ("a", "b"), ("c", "c")]));
+        assert_eq!(pairs(Way::In), p(&[("a", "b"), ("c", "c")]));
+        assert_eq!(pairs(Way::Both), p(&[("a", "b"), ("a", "b"), ("a", "b"), ("c", "c"), ("c", "c")]));
     }
 
     #[test]

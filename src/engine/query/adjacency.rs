@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use arrow_array::cast::AsArray;
 use futures::TryStreamExt;
 
-use crate::engine::committed::open_pinned;
+use crate::engine::committed::open_pinned_for_read;
 use crate::engine::manifest::TableEntry;
 use crate::engine::storage::Root;
 use crate::engine::walk::Adjacency;
@@ -63,7 +63,7 @@ fn insert(key: Key, adj: Arc<Adjacency>) {
 }
 
 async fn build(root: &Root, entry: &TableEntry) -> Result<Adjacency> {
-    let ds = open_pinned(root, entry).await?;
+    let ds = open_pinned_for_read(root, entry).await?;
     let scan_err = |e: lance::Error| OmniError::Internal(format!("scanning the edges of {}: {e}", entry.table_key));
     let mut scan = ds.scan();
     scan.project(&["src", "dst"]).map_err(scan_err)?;

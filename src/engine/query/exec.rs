@@ -20,7 +20,7 @@ use serde_json::Value as Json;
 
 use super::adjacency::adjacency;
 use super::params::ParamValues;
-use crate::engine::committed::open_pinned;
+use crate::engine::committed::open_pinned_for_read;
 use crate::engine::lang::catalog::arrow::scalar_data_type;
 use crate::engine::lang::query::ast::AggFunc;
 use crate::engine::lang::query::ir::{
@@ -31,7 +31,7 @@ use crate::engine::manifest::{ManifestView, TableEntry};
 use crate::engine::read_limits::{Meter, QUERY_MEMORY_BYTES, ReadLimits};
 use crate::engine::storage::Root;
 use crate::engine::values::{json_scalar, literal_json};
-use crate::engine::walk::{Way, reach};
+use crate::engine::walk::{Way, reach, step};
 use crate::protocol::{OmniError, Result};
 
 /// Rows of a read query and the commit they were read from.
@@ -138,7 +138,7 @@ impl Planner<'_> {
 
     /// The table of `table_key` opened at the snapshot's pin.
     pub(super) async fn pinned(&self, table_key: &str) -> Result<Arc<lance::Dataset>> {
-        open_pinned(self.root, self.entry(table_key)?).await
+        open_pinned_for_read(self.root, self.entry(table_key)?).await
     }
 
     /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
@@ -191,7 +191,8 @@ impl Planner<'_> {
     }
 
     /// Bounded reachability from `sources` with set semantics: each
-    /// (source, destination) pair once, for any walk length in `min..=max`,
+    /// (source, destination) pair once, for any walk length in `min..=max`
+    /// (a plain single hop from many sources: one pair per edge),
     /// walked on the edge table's cached adjacency on a blocking thread (see
     /// [`crate::engine::walk`]). `hetero`: the edge joins two node types, so
     /// no walk is longer than one edge.
@@ -202,6 +203,7 @@ impl Planner<'_> {
             Direction::In => Way::In,
             Direction::Both => Way::Both,
         };
+        let single = t.min_hops == 1 && t.max_hops == 1;
         let (min, max) = (t.min_hops, if hetero { 1 } else { t.max_hops });
         let meter = self.meter.clone();
         let reached = if min > max {
@@ -209,7 +211,8 @@ impl Planner<'_> {
         } else {
             tokio::task::spawn_blocking(move || {
                 let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
-                reach(&adj, &refs, way, min, max, &meter)
+                // A single hop keeps one row per edge, as a join would.
+                if single { step(&adj, &refs, way, &meter) } else { reach(&adj, &refs, way, min, max, &meter) }
             })
             .await
             .map_err(|e| OmniError::Internal(format!("traversal task: {e}")))??
@@ -367,7 +370,8 @@ impl Planner<'_> {
         // The frame's sources decide the plan: a walk starts only from them,
         // and a few of them make a single hop an index lookup.
         let (current, sources) = self.materialize(current, &t.src).await?;
-        let hop = if t.min_hops == 1 && t.max_hops == 1 {
+        let single = t.min_hops == 1 && t.max_hops == 1;
+        let hop = if single && (t.edge_var.is_some() || sources.len() <= SELECTIVE_SOURCES) {
             let selective = (sources.len() <= SELECTIVE_SOURCES).then_some(sources.as_slice());
             self.hop_frame(t, &tag, selective).await?
         } else {
