@@ -29,7 +29,7 @@ use crate::engine::lang::query::ir::{
 };
 use crate::engine::manifest::{ManifestView, TableEntry};
 use crate::engine::read_limits::{Meter, QUERY_MEMORY_BYTES, ReadLimits};
-use crate::engine::storage::Root;
+use crate::engine::storage::{Root, table};
 use crate::engine::values::{json_scalar, literal_json};
 use crate::engine::walk::{Way, reach, step};
 use crate::protocol::{OmniError, Result};
@@ -303,7 +303,7 @@ impl Planner<'_> {
                 bound.insert(t.src.clone());
             }
             let current = df.take().ok_or_else(|| OmniError::Internal("empty binding frame".into()))?;
-            let current = self.apply_ready(current, &mut pending, &bound)?;
+            let current = self.apply_ready(current, &mut pending, &bound, &m.vars)?;
             let dst = if bound.contains(&t.dst) { None } else { Some(var(&t.dst)?) };
             let hetero = dst.is_some_and(|d| var(&t.src).is_ok_and(|s| s.table_key != d.table_key));
             df = Some(self.traverse(current, &t, dst, hetero).await?);
@@ -320,7 +320,7 @@ impl Planner<'_> {
         }
         let mut df = df.ok_or_else(|| OmniError::BadRequest("the match binds no variable".into()))?;
         for f in pending {
-            df = df.filter(self.filter_expr(f)?).map_err(df_err)?;
+            df = df.filter(self.keyed_filter_expr(f, &m.vars)?).map_err(df_err)?;
         }
         for s in &m.searches {
             df = self.text_filter(df, m, s).await?;
@@ -338,6 +338,7 @@ impl Planner<'_> {
         mut df: DataFrame,
         pending: &mut Vec<&FilterIr>,
         bound: &BTreeSet<String>,
+        vars: &[VarIr],
     ) -> Result<DataFrame> {
         let ready = |f: &FilterIr| {
             [&f.left, &f.right].iter().all(|op| match op {
@@ -348,7 +349,7 @@ impl Planner<'_> {
         let mut keep = Vec::new();
         for f in pending.drain(..) {
             if ready(f) {
-                df = df.filter(self.filter_expr(f)?).map_err(df_err)?;
+                df = df.filter(self.keyed_filter_expr(f, vars)?).map_err(df_err)?;
             } else {
                 keep.push(f);
             }
@@ -456,6 +457,25 @@ impl Planner<'_> {
         Ok(lit(scalar))
     }
 
+    /// [`Self::filter_expr`], plus `id = v` when `f` is an equality on a
+    /// variable's id key: the same rows, and Lance answers it from the
+    /// BTree on `id`.
+    fn keyed_filter_expr(&self, f: &FilterIr, vars: &[VarIr]) -> Result<Expr> {
+        let e = self.filter_expr(f)?;
+        let (prop, value) = match (&f.left, &f.right) {
+            (p @ Operand::Prop { .. }, v) | (v, p @ Operand::Prop { .. }) if !matches!(v, Operand::Prop { .. }) => {
+                (p, v)
+            }
+            _ => return Ok(e),
+        };
+        let Operand::Prop { var, prop, .. } = prop else { return Ok(e) };
+        let keyed = vars.iter().any(|v| &v.name == var && v.id_key.as_ref() == Some(prop));
+        if f.op != CmpOp::Eq || !keyed {
+            return Ok(e);
+        }
+        Ok(e.and(var_col(var, "id").eq(self.operand_expr(value, Some(&DataType::Utf8))?)))
+    }
+
     fn filter_expr(&self, f: &FilterIr) -> Result<Expr> {
         // Literals take the type of the property they are compared with.
         let prop_type = |op: &Operand| match op {
@@ -492,6 +512,10 @@ impl Planner<'_> {
             OrderKey::Nearest(n) => Some(n.clone()),
             _ => None,
         });
+        let fused = ir.order.iter().any(|k| matches!(k.key, OrderKey::Rrf(_)));
+        if let (Some(n), Some(limit), false) = (&nearest, ir.limit, fused) {
+            df = self.nearest_candidates(df, n, &ir.pattern, limit as usize).await?;
+        }
         if let Some(n) = &nearest {
             let udf = self.cosine_udf(n, &df)?;
             df = df.with_column(NEAREST_COL, udf.call(vec![var_col(&n.var, &n.prop)])).map_err(df_err)?;
@@ -512,7 +536,9 @@ impl Planner<'_> {
                 // The score: descending (best first) unless written `asc`.
                 OrderKey::Bm25(_) | OrderKey::Rrf(_) => ident(super::search::RANK_COL),
             };
-            sort.push(e.sort(!k.descending, !k.descending));
+            // A node without a vector has no distance: never nearer than one with.
+            let nulls_first = !k.descending && !matches!(k.key, OrderKey::Nearest(_));
+            sort.push(e.sort(!k.descending, nulls_first));
         }
         // Ties break by the bound ids, so results are deterministic.
         let ids: Vec<String> =
@@ -592,8 +618,8 @@ impl Planner<'_> {
         })
     }
 
-    /// Cosine distance to the query vector, by brute force (no vector index).
-    pub(super) fn cosine_udf(&self, n: &NearestIr, df: &DataFrame) -> Result<ScalarUDF> {
+    /// The query vector of `nearest`.
+    fn query_vector(&self, n: &NearestIr) -> Result<Vec<f64>> {
         if n.query_is_text {
             return Err(OmniError::BadRequest(format!(
                 "nearest({}.{}) with a text query needs an embedding model; pass a vector",
@@ -607,6 +633,34 @@ impl Planner<'_> {
         if q.len() != n.dim as usize {
             return Err(OmniError::BadRequest(format!("nearest needs a vector of {} numbers, got {}", n.dim, q.len())));
         }
+        Ok(q)
+    }
+
+    /// Narrow the frame to the nodes the vector index ranks nearest, when
+    /// the frame holds every node of the table (the index ranks the whole
+    /// table; a filtered frame is already small and ranked by brute force).
+    /// Twice the limit plus slack are kept, so ties at the boundary are
+    /// still broken by id over the exact distances computed next.
+    async fn nearest_candidates(&self, df: DataFrame, n: &NearestIr, m: &MatchIr, limit: usize) -> Result<DataFrame> {
+        let Some(v) = m.vars.iter().find(|v| v.name == n.var) else { return Ok(df) };
+        let rows = self.entry(&v.table_key)?.row_count;
+        let q = self.query_vector(n)?;
+        let (df, ids) = self.materialize(df, &n.var).await?;
+        if (ids.len() as u64) < rows {
+            return Ok(df);
+        }
+        let ds = self.pinned(&v.table_key).await?;
+        let q: Vec<f32> = q.iter().map(|x| *x as f32).collect();
+        let Some(best) = table::nearest_ids(&ds, &n.prop, &q, limit.saturating_mul(2) + 16).await? else {
+            return Ok(df);
+        };
+        let best: Vec<Expr> = best.into_iter().map(lit).collect();
+        df.filter(var_col(&n.var, "id").in_list(best, false)).map_err(df_err)
+    }
+
+    /// Cosine distance to the query vector, computed per row.
+    pub(super) fn cosine_udf(&self, n: &NearestIr, df: &DataFrame) -> Result<ScalarUDF> {
+        let q = self.query_vector(n)?;
         let name = format!("{}.{}", n.var, n.prop);
         let dt = df.schema().field_with_unqualified_name(&name).map_err(df_err)?.data_type().clone();
         let qnorm = q.iter().map(|x| x * x).sum::<f64>().sqrt();

@@ -814,6 +814,36 @@ pub async fn index_names(ds: &Dataset) -> Result<std::collections::BTreeSet<Stri
     Ok(indices.iter().map(|i| i.name.clone()).collect())
 }
 
+/// Partitions the widest vector index [`stage_indices`] builds has.
+const MAX_PARTITIONS: usize = 256;
+
+/// The ids of the `k` rows of `ds` nearest `query` by cosine distance, from
+/// the vector index on `column` with every partition probed (IVF_FLAT stores
+/// exact vectors, so the answer is exact; rows appended after the build are
+/// scanned); `None` when the column has no vector index yet.
+pub async fn nearest_ids(ds: &Dataset, column: &str, query: &[f32], k: usize) -> Result<Option<Vec<String>>> {
+    if !index_names(ds).await?.contains(&format!("{column}_vector")) {
+        return Ok(None);
+    }
+    let ctx = || format!("nearest on {column} in {}", table_uri(ds));
+    let mut scanner = ds.scan();
+    scanner.project(&["id"]).map_err(|e| OmniError::storage(ctx(), e))?;
+    let q = arrow_array::Float32Array::from(query.to_vec());
+    scanner.nearest(column, &q, k).map_err(|e| OmniError::storage(ctx(), e))?;
+    scanner.distance_metric(lance_linalg::distance::DistanceType::Cosine).nprobes(MAX_PARTITIONS);
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let ids = b
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+            .ok_or_else(|| OmniError::Internal(format!("{}: no id column in the result", ctx())))?;
+        out.extend(ids.iter().flatten().map(str::to_string));
+    }
+    Ok(Some(out))
+}
+
 /// Build every index of `specs` the dataset lacks (by name) and stage them
 /// as one `CreateIndex` transaction with a pre-minted uuid; `None` when none
 /// is missing. Nothing is committed: the index files are written, and the
@@ -857,7 +887,7 @@ async fn build_index(
     let inverted = InvertedIndexParams::default().with_position(true);
     let btree = ScalarIndexParams::for_builtin(BuiltinIndexType::BTree);
     // About one partition per 4,096 rows: small IVF lists train fast and stay exact enough.
-    let partitions = usize::try_from((rows / 4_096).clamp(1, 256)).unwrap_or(1);
+    let partitions = usize::try_from(rows / 4_096).unwrap_or(MAX_PARTITIONS).clamp(1, MAX_PARTITIONS);
     let vector =
         lance::index::vector::VectorIndexParams::ivf_flat(partitions, lance_linalg::distance::DistanceType::Cosine);
     let (index_type, params): (lance_index::IndexType, &dyn lance_index::IndexParams) = match spec.kind {

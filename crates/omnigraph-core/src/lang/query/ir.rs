@@ -19,7 +19,7 @@
 //!
 //! BodyIr::Read(ReadIr {
 //!   pattern: MatchIr {
-//!     vars:       [VarIr { name, kind: Node|Edge, type_name, table_key: "node:T"|"edge:E", anonymous }]
+//!     vars:       [VarIr { name, kind: Node|Edge, type_name, table_key: "node:T"|"edge:E", anonymous, id_key }]
 //!     traversals: [TraversalIr { edge_type, table_key: "edge:E", src, dst, edge_var?,
 //!                                direction: Out|In|Both, min_hops, max_hops }]
 //!     filters:    [FilterIr { left: Operand, op: CmpOp, right: Operand }]   // incl. inline `{prop: v}`
@@ -254,6 +254,10 @@ pub struct VarIr {
     pub table_key: String,
     /// True for `$_`.
     pub anonymous: bool,
+    /// The node type's single `String` `@key` property, whose value is the
+    /// node's id (so an equality on it is an equality on `id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id_key: Option<String>,
 }
 
 /// Traversal direction relative to the written `src`/`dst`.

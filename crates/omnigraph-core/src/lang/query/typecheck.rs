@@ -669,13 +669,33 @@ impl<'a> Checker<'a> {
         out
     }
 
+    /// The single `String` `@key` of node type `t`: a keyed node's id is its
+    /// key's canonical string, which for one String is the string itself.
+    fn id_key(&self, t: &str) -> Option<String> {
+        let node = self.catalog.nodes.iter().find(|n| n.name == t)?;
+        let [key] = node.key.as_slice() else { return None };
+        let p = node.properties.iter().find(|p| &p.name == key)?;
+        (p.ty == ScalarType::String && !p.list).then(|| key.clone())
+    }
+
     fn bind_new(&mut self, name: &str, anonymous: bool, bound: Bound, scope: &mut Scope, out: &mut ir::MatchIr) {
         if let Bound::Node(t) | Bound::Edge(t) = &bound {
             let (kind, table_key) = match &bound {
                 Bound::Edge(_) => (ir::VarKind::Edge, edge_table_key(t)),
                 _ => (ir::VarKind::Node, node_table_key(t)),
             };
-            out.vars.push(ir::VarIr { name: name.to_string(), kind, type_name: t.clone(), table_key, anonymous });
+            let id_key = match &bound {
+                Bound::Node(_) => self.id_key(t),
+                _ => None,
+            };
+            out.vars.push(ir::VarIr {
+                name: name.to_string(),
+                kind,
+                type_name: t.clone(),
+                table_key,
+                anonymous,
+                id_key,
+            });
         }
         scope.vars.insert(name.to_string(), bound);
     }

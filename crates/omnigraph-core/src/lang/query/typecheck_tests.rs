@@ -699,3 +699,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_single_string_key_is_the_id_key() {
+    let q = ok("query q() { match { $p: Person $c: Chunk $p rated $d } return { $p.name } }");
+    let BodyIr::Read(r) = &q.body else { panic!("a read") };
+    let key = |name: &str| r.pattern.vars.iter().find(|v| v.name == name).and_then(|v| v.id_key.clone());
+    assert_eq!(key("p").as_deref(), Some("name"));
+    assert_eq!(key("d").as_deref(), Some("slug"));
+    assert_eq!(key("c"), None, "unkeyed");
+}
