@@ -9,6 +9,7 @@ use arrow_schema::DataType;
 use datafusion::common::JoinType;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::functions::string::expr_fn as string_fn;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn::array_has;
@@ -114,11 +115,18 @@ async fn run(cx: &QueryContext<'_>, ir: &ReadIr, meter: Arc<Meter>) -> Result<Qu
 }
 
 /// A DataFusion session whose memory pool holds at most the memory limit.
+/// Sessions are cloned from one built once: building a state registers
+/// every built-in function, a fixed cost a point lookup would pay each time.
 fn session(limits: ReadLimits) -> Result<SessionContext> {
-    let Some(bytes) = limits.memory_bytes else { return Ok(SessionContext::new()) };
-    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
-    let runtime = RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().map_err(df_err)?;
-    Ok(SessionContext::new_with_config_rt(SessionConfig::new(), runtime))
+    static BASE: std::sync::OnceLock<SessionState> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(|| SessionContext::new_with_config(SessionConfig::new()).state()).clone();
+    let mut builder = SessionStateBuilder::new_from_existing(base);
+    if let Some(bytes) = limits.memory_bytes {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        builder = builder
+            .with_runtime_env(RuntimeEnvBuilder::new().with_memory_limit(bytes, 1.0).build_arc().map_err(df_err)?);
+    }
+    Ok(SessionContext::new_with_state(builder.build()))
 }
 
 impl Planner<'_> {
