@@ -198,7 +198,7 @@ pub fn reach(
                     queue.push_back((z, next_layer, dist + 1));
                 }
             });
-            if work % 4096 == 0 {
+            if work.is_multiple_of(4096) {
                 meter.charge_work(4096)?;
                 meter.check_rows(out.len() as u64)?;
             }

@@ -26,9 +26,11 @@ const CACHE_BYTES: usize = 1 << 30;
 type Key = (String, Option<String>, u64, String);
 
 /// Cached adjacencies, most recently used last.
-static CACHE: OnceLock<Mutex<Vec<(Key, Arc<Adjacency>)>>> = OnceLock::new();
+type Entries = Mutex<Vec<(Key, Arc<Adjacency>)>>;
 
-fn cache() -> &'static Mutex<Vec<(Key, Arc<Adjacency>)>> {
+static CACHE: OnceLock<Entries> = OnceLock::new();
+
+fn cache() -> &'static Entries {
     CACHE.get_or_init(Default::default)
 }
 
