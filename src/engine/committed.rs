@@ -19,9 +19,32 @@ pub async fn open_pinned(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>
     table::open_table(&root.child_uri(&entry.location), entry.branch.as_deref(), Some(entry.version)).await
 }
 
-/// [`open_pinned`] for a query: through the shared read session's caches.
+/// Pinned handles kept for reads, keyed by (dataset, native branch,
+/// version, table id): a version never changes, and the table id keeps a
+/// re-created table apart from a dropped one at the same path. A version
+/// cleanup removes is reachable only through a commit cleanup removed too,
+/// which fails before any table is opened.
+type PinnedKey = (String, Option<String>, u64, String);
+
+/// At most this many pinned handles are kept.
+const PINNED_HANDLES: usize = 256;
+
+/// [`open_pinned`] for a query: a handle already open at the same pin, or one
+/// opened through the shared read session's caches.
 pub async fn open_pinned_for_read(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>> {
-    table::open_table_for_read(&root.child_uri(&entry.location), entry.branch.as_deref(), entry.version).await
+    static HANDLES: std::sync::OnceLock<dashmap::DashMap<PinnedKey, Arc<Dataset>>> = std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(Default::default);
+    let uri = root.child_uri(&entry.location);
+    let key: PinnedKey = (uri.clone(), entry.branch.clone(), entry.version, entry.table_id.clone());
+    if let Some(ds) = handles.get(&key) {
+        return Ok(ds.clone());
+    }
+    let ds = table::open_table_for_read(&uri, entry.branch.as_deref(), entry.version).await?;
+    if handles.len() >= PINNED_HANDLES {
+        handles.clear();
+    }
+    handles.insert(key, ds.clone());
+    Ok(ds)
 }
 
 /// A SQL string literal (single quotes doubled).
