@@ -653,11 +653,16 @@ impl Planner<'_> {
         let Some(v) = m.vars.iter().find(|v| v.name == n.var) else { return Ok(df) };
         let rows = self.entry(&v.table_key)?.row_count;
         let q = self.query_vector(n)?;
+        // Without an index there is nothing to narrow by: keep the frame
+        // streaming rather than materialise it for nothing.
+        let ds = self.pinned(&v.table_key).await?;
+        if !table::index_names(&ds).await?.contains(&format!("{}_vector", n.prop)) {
+            return Ok(df);
+        }
         let (df, ids) = self.materialize(df, &n.var).await?;
         if (ids.len() as u64) < rows {
             return Ok(df);
         }
-        let ds = self.pinned(&v.table_key).await?;
         let q: Vec<f32> = q.iter().map(|x| *x as f32).collect();
         let Some(best) = table::nearest_ids(&ds, &n.prop, &q, limit.saturating_mul(2) + 16).await? else {
             return Ok(df);
