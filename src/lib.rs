@@ -32,6 +32,7 @@ pub use engine::lang::catalog::evolve::{Step as SchemaStep, StepKind as SchemaSt
 pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
 pub use engine::query::QueryResult;
+pub use engine::storage::StorageOptions;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::{
     CommitInfo, Export, Graph, MergeOptions, MergeResult, Omnigraph, OpenMode, PendingSidecar, ReadTarget,

@@ -15,6 +15,11 @@ use omnigraph::{
 #[derive(Parser)]
 #[command(name = "omnigraph", version, about = "A typed property-graph database on Lance")]
 struct Cli {
+    /// A storage option KEY=VALUE for object-store graphs (repeatable; e.g.
+    /// aws_endpoint=http://127.0.0.1:9000, allow_http=true). Overrides the
+    /// AWS_* environment.
+    #[arg(long = "storage-option", global = true, value_name = "KEY=VALUE")]
+    storage_options: Vec<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -122,6 +127,11 @@ enum Command {
         default_graph: Option<String>,
         #[command(flatten)]
         limits: ReadLimitArgs,
+        /// A JSON file of per-graph storage options,
+        /// `{"graphs": {"ID": {"KEY": "VALUE", ...}}}`; they override
+        /// `--storage-option` and the environment for that graph.
+        #[arg(long)]
+        storage_config: Option<String>,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     Export {
@@ -494,6 +504,17 @@ fn main() -> ExitCode {
             }
         };
     let json = cli.command.json();
+    match omnigraph::StorageOptions::from_pairs(cli.storage_options.iter().map(String::as_str)) {
+        Ok(options) => omnigraph::engine::storage::config::set_defaults(options),
+        Err(e) => {
+            if json {
+                println!("{}", e.to_json());
+            } else {
+                eprintln!("error: {e}");
+            }
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    }
     // Only the daemon lives long enough for background recovery; a one-shot
     // command leaves any sidecar to the next read-write open.
     if !matches!(cli.command, Command::Serve { .. }) {
@@ -956,11 +977,20 @@ async fn run_command(command: Command) -> Result<()> {
             }
             Ok(())
         }
-        Command::Serve { bind, graphs, unauthenticated, max_inflight_writes, default_graph, limits } => {
+        Command::Serve {
+            bind,
+            graphs,
+            unauthenticated,
+            max_inflight_writes,
+            default_graph,
+            limits,
+            storage_config,
+        } => {
             let read_limits = limits.limits();
             serve(ServeArgs {
                 bind,
                 graphs,
+                storage_config,
                 unauthenticated,
                 max_inflight: max_inflight_writes,
                 default_graph,
@@ -1153,6 +1183,7 @@ const EXAMPLE_DATA: &str = include_str!("../examples/social.jsonl");
 struct ServeArgs {
     bind: String,
     graphs: Vec<String>,
+    storage_config: Option<String>,
     unauthenticated: bool,
     max_inflight: usize,
     default_graph: Option<String>,
@@ -1160,12 +1191,24 @@ struct ServeArgs {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let ServeArgs { bind, graphs, unauthenticated, max_inflight, default_graph, read_limits } = args;
+    let ServeArgs { bind, graphs, storage_config, unauthenticated, max_inflight, default_graph, read_limits } = args;
+    let per_graph = match &storage_config {
+        Some(path) => read_storage_config(path)?,
+        None => Default::default(),
+    };
     let mut specs = Vec::new();
     for g in &graphs {
         let (id, root) =
             g.split_once('=').ok_or_else(|| OmniError::BadRequest(format!("--graph takes ID=ROOT, got `{g}`")))?;
+        if let Some(options) = per_graph.get(id) {
+            omnigraph::engine::storage::config::register_root(root, options.clone());
+        }
         specs.push((id.to_string(), root.to_string()));
+    }
+    if let Some(unknown) = per_graph.keys().find(|id| !specs.iter().any(|(g, _)| g == *id)) {
+        return Err(OmniError::BadRequest(format!(
+            "--storage-config names graph `{unknown}`, which no --graph serves"
+        )));
     }
     if specs.is_empty() {
         let root = "omnigraph.graph".to_string();
@@ -1186,6 +1229,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
         read_limits,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
+}
+
+/// Per-graph storage options from a `--storage-config` file.
+fn read_storage_config(path: &str) -> Result<std::collections::BTreeMap<String, omnigraph::StorageOptions>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        graphs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| OmniError::BadRequest(format!("cannot read --storage-config {path}: {e}")))?;
+    let file: File = serde_json::from_str(&text)
+        .map_err(|e| OmniError::BadRequest(format!("--storage-config {path} is not valid: {e}")))?;
+    file.graphs.iter().map(|(id, map)| Ok((id.clone(), omnigraph::StorageOptions::from_map(map)?))).collect()
 }
 
 /// SIGINT or SIGTERM: stop accepting, let in-flight requests finish.

@@ -21,6 +21,7 @@ pub async fn init(root: &Root, schema_source: &str) -> Result<(SchemaState, Stri
     if root.exists(MANIFEST_DIR).await? {
         return Err(OmniError::AlreadyExists(format!("a graph already exists at {}", root.uri())));
     }
+    root.check_atomic_create().await?;
     clear_debris(root).await?;
     let tables = layout::tables(&schema.catalog);
     for t in &tables {

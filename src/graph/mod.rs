@@ -127,6 +127,7 @@ impl Graph {
         let rt = Runtime::for_root(&root, |rt| Box::pin(async move { background_pass(&rt).await })).await?;
         rt.schema().await?;
         if mode == OpenMode::ReadWrite {
+            root.check_atomic_create().await?;
             // A sidecar PUT cut short leaves `<op>.json#<n>`; no write of this
             // process is in flight, so none of it can still be renamed in.
             if !rt.any_live() {

@@ -78,6 +78,7 @@ pub fn crash_in_child(loc: &str, action: &Action, failpoint: &str) {
         .env(ENV_LOC, loc)
         .env(ENV_POINT, failpoint)
         .env(ENV_ACTION, action.encode())
+        .envs(super::s3::child_env(loc))
         .env_remove("FAILPOINTS")
         .output()
         .expect("spawn the crash child");

@@ -26,6 +26,9 @@ mod maintenance;
 mod merge;
 mod publisher;
 mod queries;
+#[path = "../support/s3.rs"]
+mod s3;
+mod s3_graphs;
 mod schema;
 mod search;
 mod server;

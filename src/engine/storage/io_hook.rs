@@ -18,11 +18,12 @@ pub fn set(hook: Option<Arc<dyn WrappingObjectStore>>) {
     }
 }
 
-/// Store parameters carrying the hook, when one is set.
-pub(super) fn store_params() -> Option<ObjectStoreParams> {
+/// Store parameters for a dataset at `uri`: the hook, when one is set, and
+/// the storage options in force there ([`super::config`]).
+pub(super) fn store_params(uri: &str) -> Option<ObjectStoreParams> {
     let hook = match HOOK.read() {
         Ok(h) => h.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
-    }?;
-    Some(ObjectStoreParams { object_store_wrapper: Some(hook), ..Default::default() })
+    };
+    super::config::store_params(uri, hook)
 }

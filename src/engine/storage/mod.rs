@@ -3,14 +3,17 @@
 //! - [`root`]: the graph root over `object_store` (local paths and `s3://`
 //!   URIs share one code path) for the small files omnigraph owns.
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
+//! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`staged`]: the staged and committed transaction types.
 
 pub mod branches;
+pub mod config;
 mod guard;
 pub mod io_hook;
 pub mod root;
 pub mod staged;
 pub mod table;
 
+pub use config::StorageOptions;
 pub use root::Root;
 pub use staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use url::Url;
 
+use super::config::{self, StorageOptions};
 use crate::protocol::{OmniError, Result};
 
 /// A graph root: a local directory or an object-store URI (`s3://bucket/prefix`).
@@ -31,17 +32,38 @@ impl std::fmt::Debug for Root {
 impl Root {
     /// Resolve a user-given location. Local paths become absolute (and
     /// canonical when they exist) so every alias of one root converges.
+    ///
+    /// An object-store root takes its storage options from the environment
+    /// and the process defaults ([`config`]).
     pub fn parse(location: &str) -> Result<Root> {
+        Self::parse_with(location, &StorageOptions::default())
+    }
+
+    /// [`Root::parse`] with options of this root's own, which also apply to
+    /// every Lance dataset under it for the rest of the process.
+    pub fn parse_with(location: &str, options: &StorageOptions) -> Result<Root> {
         if location.trim().is_empty() {
             return Err(OmniError::BadRequest("graph location is empty".into()));
         }
         if location.contains("://") && !location.starts_with("file://") {
             let url = Url::parse(location)
                 .map_err(|e| OmniError::BadRequest(format!("invalid graph URI `{location}`: {e}")))?;
-            let (store, base) = object_store::parse_url(&url)
-                .map_err(|e| OmniError::BadRequest(format!("unsupported graph URI `{location}`: {e}")))?;
             let uri = location.trim_end_matches('/').to_string();
-            return Ok(Root { uri, store: Arc::from(store), base, local: None });
+            let store: Arc<dyn ObjectStore> = if config::is_s3(&uri) {
+                config::s3_store(&uri, &config::resolve(&uri, options))?
+            } else {
+                // The environment's AWS keys mean nothing to other stores.
+                let pairs = options.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+                let (store, _) = object_store::parse_url_opts(&url, pairs)
+                    .map_err(|e| OmniError::BadRequest(format!("unsupported graph URI `{location}`: {e}")))?;
+                Arc::from(store)
+            };
+            let base = Path::from_url_path(url.path())
+                .map_err(|e| OmniError::BadRequest(format!("invalid graph URI `{location}`: {e}")))?;
+            if !options.is_empty() {
+                config::register_root(&uri, options.clone());
+            }
+            return Ok(Root { uri, store, base, local: None });
         }
         let path = location.strip_prefix("file://").unwrap_or(location);
         let abs = std::path::absolute(path)
@@ -133,6 +155,42 @@ impl Root {
         match self.store.delete(&self.path(rel)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(OmniError::storage(format!("deleting {rel}"), e)),
+        }
+    }
+
+    /// Check, once per root and process, that the object store refuses to
+    /// overwrite on a create-only put. Every commit (Lance's manifests, the
+    /// exact guard, `__manifest`'s compare-and-swap) rests on it; a store that
+    /// silently overwrites (an S3 server without conditional writes) would
+    /// lose commits, so writing is refused there. Local roots always have it.
+    pub async fn check_atomic_create(&self) -> Result<()> {
+        static CHECKED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let seen = |uri: &str| CHECKED.lock().map(|c| c.iter().any(|u| u == uri)).unwrap_or(false);
+        if self.local.is_some() || seen(&self.uri) {
+            return Ok(());
+        }
+        let probe = self.path(&format!("_omnigraph_probe/{}", ulid::Ulid::new()));
+        let create = || PutOptions { mode: PutMode::Create, ..Default::default() };
+        let ctx = "checking that the object store supports conditional writes";
+        self.store
+            .put_opts(&probe, PutPayload::from_static(b"1"), create())
+            .await
+            .map_err(|e| OmniError::storage(ctx, e))?;
+        let second = self.store.put_opts(&probe, PutPayload::from_static(b"2"), create()).await;
+        let _ = self.store.delete(&probe).await;
+        match second {
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                if let Ok(mut c) = CHECKED.lock() {
+                    c.push(self.uri.clone());
+                }
+                Ok(())
+            }
+            Ok(_) => Err(OmniError::UnsupportedStorage(format!(
+                "the object store at `{}` overwrote an object on a create-only (If-None-Match) put: without \
+                 conditional writes commits could be lost, so this graph can be opened read-only only",
+                self.uri
+            ))),
+            Err(e) => Err(OmniError::storage(ctx, e)),
         }
     }
 

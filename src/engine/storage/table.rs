@@ -34,14 +34,14 @@ fn lance_branch(branch: Option<&str>) -> Option<&str> {
 
 /// Write parameters shared by every dataset: stable row ids on, auto-cleanup
 /// off (nothing may garbage-collect a version `__manifest` pins).
-fn write_params(mode: WriteMode) -> WriteParams {
+fn write_params(uri: &str, mode: WriteMode) -> WriteParams {
     WriteParams {
         mode,
         enable_stable_row_ids: true,
         data_storage_version: Some(FILE_VERSION),
         auto_cleanup: None,
         skip_auto_cleanup: true,
-        store_params: io_hook::store_params(),
+        store_params: io_hook::store_params(uri),
         ..Default::default()
     }
 }
@@ -50,7 +50,7 @@ fn write_params(mode: WriteMode) -> WriteParams {
 pub async fn create_table(uri: &str, batch: RecordBatch) -> Result<Arc<Dataset>> {
     let schema = batch.schema();
     let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
-    let params = write_params(WriteMode::Create);
+    let params = write_params(uri, WriteMode::Create);
     let ds = Dataset::write(reader, uri, Some(params))
         .await
         .map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
@@ -68,8 +68,8 @@ pub async fn create_empty_table(uri: &str, schema: &ArrowSchema) -> Result<Arc<D
 pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
     let schema = batch.schema();
     let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
-    let exists = DatasetBuilder::from_uri(uri).load().await.is_ok();
-    let params = write_params(if exists { WriteMode::Append } else { WriteMode::Create });
+    let exists = open_table(uri, None, None).await.is_ok();
+    let params = write_params(uri, if exists { WriteMode::Append } else { WriteMode::Create });
     Dataset::write(reader, uri, Some(params))
         .await
         .map_err(|e| OmniError::storage(format!("appending to {uri}"), e))?;
@@ -106,7 +106,7 @@ async fn open_with(
     branch: Option<&str>,
     version: Option<u64>,
 ) -> Result<Arc<Dataset>> {
-    if let Some(params) = io_hook::store_params() {
+    if let Some(params) = io_hook::store_params(uri) {
         builder = builder.with_store_params(params);
     }
     builder = match lance_branch(branch) {
@@ -320,7 +320,7 @@ pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: 
 async fn stage_write(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: WriteMode, uuid: &str) -> Result<StagedTxn> {
     let uri = table_uri(&ds);
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let params = write_params(mode);
+    let params = write_params(&uri, mode);
     let mut txn = InsertBuilder::new(ds.clone())
         .with_params(&params)
         .execute_uncommitted(batches)
@@ -387,7 +387,7 @@ pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
 /// Commit a staged creation exactly as version 1.
 async fn commit_create(uri: &str, identity: &TxnIdentity, txn: Transaction) -> Result<CommittedTxn> {
     let mut builder = CommitBuilder::new(uri);
-    if let Some(params) = io_hook::store_params() {
+    if let Some(params) = io_hook::store_params(uri) {
         builder = builder.with_store_params(params);
     }
     let created = builder
