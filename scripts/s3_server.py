@@ -11,8 +11,9 @@ still accepted concurrently.
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
 Prints `ready http://127.0.0.1:PORT` once the buckets exist (port 0 picks a
-free one). With --log, one line per request (`METHOD PATH`) is appended, so a
-test can prove that a process sent no write. --exit-on-stdin-eof stops the
+free one). With --log, one line per request (`METHOD PATH ACCESS_KEY_ID`) is
+appended, so a test can prove that a process (signing with its own key) sent
+no write. --exit-on-stdin-eof stops the
 server when its parent (a test binary) exits. --ignore-conditional-writes drops
 `If-None-Match` headers: a server without conditional writes, on which
 omnigraph must refuse to write.
@@ -44,7 +45,9 @@ def main():
     def locked(environ, start_response):
         with lock:
             if log is not None:
-                log.write(f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}\n")
+                auth = environ.get("HTTP_AUTHORIZATION", "")
+                key = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else "-"
+                log.write(f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')} {key}\n")
             if args.ignore_conditional_writes:
                 environ.pop("HTTP_IF_NONE_MATCH", None)
             # Materialise the body inside the lock: the response is built lazily.

@@ -132,6 +132,15 @@ enum Command {
         /// `--storage-option` and the environment for that graph.
         #[arg(long)]
         storage_config: Option<String>,
+        /// Serve as a read replica: open every graph read-only, never write
+        /// to storage (no recovery, no compaction), answer writes 403.
+        #[arg(long)]
+        read_only: bool,
+        /// With --read-only: how old (ms) a replica's view of the branch heads
+        /// may be before it looks at storage again (`POST
+        /// /graphs/{id}/refresh` refreshes at once).
+        #[arg(long, default_value_t = 1000, requires = "read_only")]
+        refresh_interval_ms: u64,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     Export {
@@ -985,12 +994,16 @@ async fn run_command(command: Command) -> Result<()> {
             default_graph,
             limits,
             storage_config,
+            read_only,
+            refresh_interval_ms,
         } => {
             let read_limits = limits.limits();
             serve(ServeArgs {
                 bind,
                 graphs,
                 storage_config,
+                read_only,
+                refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
                 unauthenticated,
                 max_inflight: max_inflight_writes,
                 default_graph,
@@ -1184,6 +1197,8 @@ struct ServeArgs {
     bind: String,
     graphs: Vec<String>,
     storage_config: Option<String>,
+    read_only: bool,
+    refresh_interval: std::time::Duration,
     unauthenticated: bool,
     max_inflight: usize,
     default_graph: Option<String>,
@@ -1191,7 +1206,17 @@ struct ServeArgs {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let ServeArgs { bind, graphs, storage_config, unauthenticated, max_inflight, default_graph, read_limits } = args;
+    let ServeArgs {
+        bind,
+        graphs,
+        storage_config,
+        read_only,
+        refresh_interval,
+        unauthenticated,
+        max_inflight,
+        default_graph,
+        read_limits,
+    } = args;
     let per_graph = match &storage_config {
         Some(path) => read_storage_config(path)?,
         None => Default::default(),
@@ -1210,6 +1235,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
             "--storage-config names graph `{unknown}`, which no --graph serves"
         )));
     }
+    if specs.is_empty() && read_only {
+        return Err(OmniError::BadRequest("--read-only serves existing graphs: pass --graph ID=ROOT".into()));
+    }
     if specs.is_empty() {
         let root = "omnigraph.graph".to_string();
         if Omnigraph::open_with(&root, OpenMode::ReadOnly).await.is_err() {
@@ -1227,6 +1255,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_inflight_writes_per_actor: max_inflight,
         default_graph,
         read_limits,
+        read_only,
+        refresh_interval,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

@@ -29,6 +29,9 @@ pub struct BranchState {
     args: BranchArgs,
     /// Reused while the manifest branch stays at the same version and incarnation.
     cache: Option<ManifestView>,
+    /// When `cache` was last checked against storage (read replicas reuse it
+    /// for their refresh interval).
+    checked: Option<super::replica::Checked>,
 }
 
 impl std::ops::Deref for BranchState {
@@ -40,7 +43,15 @@ impl std::ops::Deref for BranchState {
 
 impl BranchState {
     async fn view(&mut self) -> Result<ManifestView> {
-        manifest::load_cached(&self.args.root, &self.args.branch, &mut self.cache).await
+        if let (Some(view), Some(checked)) = (&self.cache, self.checked)
+            && checked.is_fresh()
+        {
+            return Ok(view.clone());
+        }
+        let checked = super::replica::Checked::now();
+        let view = manifest::load_cached(&self.args.root, &self.args.branch, &mut self.cache).await?;
+        self.checked = Some(checked);
+        Ok(view)
     }
 }
 
@@ -50,7 +61,7 @@ impl Actor for BranchActor {
     type Arguments = BranchArgs;
 
     async fn pre_start(&self, _me: ActorRef<BranchMsg>, args: BranchArgs) -> Result<BranchState, ActorProcessingErr> {
-        Ok(BranchState { args, cache: None })
+        Ok(BranchState { args, cache: None, checked: None })
     }
 
     async fn handle(

@@ -10,6 +10,7 @@ pub mod guardian;
 pub mod lease;
 pub mod messages;
 pub mod reconciler;
+pub mod replica;
 pub mod runtime;
 pub mod schema;
 pub mod supervisor;

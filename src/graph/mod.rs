@@ -163,7 +163,9 @@ impl Graph {
     fn require_writable(&self) -> Result<()> {
         match self.mode {
             OpenMode::ReadWrite => Ok(()),
-            OpenMode::ReadOnly => Err(OmniError::BadRequest("the graph is open read-only".into())),
+            OpenMode::ReadOnly => Err(OmniError::ReadOnly(
+                "this graph is open read-only (a read replica); send writes to the writer process".into(),
+            )),
         }
     }
 }

@@ -15,7 +15,7 @@ use dashmap::DashMap;
 use tracing::{info, warn};
 
 use crate::engine::read_limits::ReadLimits;
-use crate::graph::{Graph, Omnigraph};
+use crate::graph::{Graph, Omnigraph, OpenMode};
 use crate::protocol::{OmniError, Result};
 pub use auth::Auth;
 
@@ -37,6 +37,12 @@ pub struct ServerConfig {
     pub default_graph: Option<String>,
     /// The limits every read query runs under (a request may lower them).
     pub read_limits: ReadLimits,
+    /// A read replica: open every graph read-only, run no recovery or
+    /// maintenance, and answer every write 403.
+    pub read_only: bool,
+    /// A read replica's view of the branch heads is at most this old
+    /// (`POST /graphs/{id}/refresh` refreshes it at once).
+    pub refresh_interval: std::time::Duration,
 }
 
 /// Shared state of the running daemon.
@@ -47,14 +53,15 @@ pub(crate) struct AppState {
     pub(crate) inflight: DashMap<String, usize>,
     pub(crate) max_inflight: usize,
     pub(crate) read_limits: ReadLimits,
+    pub(crate) read_only: bool,
 }
 
 /// Open every graph (recovery runs at open); a graph that fails to open is
 /// reported and not served.
-async fn open_graphs(specs: &[(String, String)]) -> BTreeMap<String, (String, Graph)> {
+async fn open_graphs(specs: &[(String, String)], mode: OpenMode) -> BTreeMap<String, (String, Graph)> {
     let mut out = BTreeMap::new();
     for (id, root) in specs {
-        match Omnigraph::open(root).await {
+        match Omnigraph::open_with(root, mode).await {
             Ok(g) => {
                 out.insert(id.clone(), (root.clone(), g));
             }
@@ -73,7 +80,17 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
                 .into(),
         ));
     }
-    let graphs = open_graphs(&config.graphs).await;
+    let mode = if config.read_only {
+        // A replica never writes: no background recovery (a pending sidecar
+        // is reported by `/recovery`, resolved by the writer), and views of
+        // the heads are reused for the refresh interval.
+        crate::actors::runtime::set_background_recovery(false);
+        crate::actors::replica::set_refresh_interval(config.refresh_interval);
+        OpenMode::ReadOnly
+    } else {
+        OpenMode::ReadWrite
+    };
+    let graphs = open_graphs(&config.graphs, mode).await;
     let state = Arc::new(AppState {
         graphs,
         auth: config.auth.clone(),
@@ -81,6 +98,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         inflight: DashMap::new(),
         max_inflight: config.max_inflight_writes_per_actor.max(1),
         read_limits: config.read_limits,
+        read_only: config.read_only,
     });
     let listener = tokio::net::TcpListener::bind(&config.bind)
         .await

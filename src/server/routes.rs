@@ -89,6 +89,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/openapi.json", get(openapi))
         .route("/graphs", get(list_graphs))
         .route("/graphs/{id}/snapshot", get(snapshot))
+        .route("/graphs/{id}/refresh", post(refresh))
         .route("/graphs/{id}/query", post(query))
         .route("/graphs/{id}/mutate", post(mutate))
         .route("/graphs/{id}/mutate/if-graph-commit", post(mutate_if_commit))
@@ -243,7 +244,10 @@ struct HealthParams {
 }
 
 async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Query<HealthParams>) -> ApiResult {
-    let mut out = json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP});
+    let mut out = json!({
+        "status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP,
+        "read_only": s.read_only,
+    });
     if q.verbose == Some(true) {
         s.actor(&headers)?;
         let mut graphs = Map::new();
@@ -305,6 +309,21 @@ async fn snapshot(
 ) -> ApiResult {
     s.actor(&headers)?;
     let snap = s.graph(&id)?.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
+    Ok(axum::Json(wire::snapshot_json(&snap)))
+}
+
+/// Drop every cached branch view (a read replica's refresh on demand), then
+/// answer the branch's snapshot as read from storage now.
+async fn refresh(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let g = s.graph(&id)?;
+    crate::actors::replica::refresh();
+    let snap = g.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
     Ok(axum::Json(wire::snapshot_json(&snap)))
 }
 

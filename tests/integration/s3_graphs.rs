@@ -232,3 +232,75 @@ async fn a_read_only_open_sends_no_write_to_the_bucket() {
         .collect();
     assert!(writes.is_empty(), "a read-only open wrote: {writes:?}");
 }
+
+async fn replica_names(replica: &crate::server::Server) -> Vec<String> {
+    let (st, out) = crate::server::post(replica, "/graphs/g/query", serde_json::json!({ "query": PEOPLE })).await;
+    assert_eq!(st, 200, "{out}");
+    out["rows"].as_array().expect("rows").iter().map(|r| r["p.name"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_replica_beside_a_writer_converges_and_never_writes() {
+    let Some(loc) = s3::location("replica") else { return };
+    let server = s3::server().expect("server");
+    let g = Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+    g.load(DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+
+    // The replica signs with its own key, so its requests can be told apart.
+    const REPLICA_KEY: &str = "replica-reader";
+    let env: Vec<(String, String)> = s3::env(server)
+        .into_iter()
+        .map(|(k, v)| if k == "AWS_ACCESS_KEY_ID" { (k, REPLICA_KEY.to_string()) } else { (k, v) })
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let replica = crate::server::spawn(dir, loc.clone(), &["--read-only", "--refresh-interval-ms", "500"], &env);
+    let (st, health) = crate::server::get(&replica, "/healthz").await;
+    assert_eq!((st, health["read_only"].clone()), (200, Value::Bool(true)), "{health}");
+    assert_eq!(replica_names(&replica).await, ["Alice", "Bob", "Carol"]);
+
+    // A commit of the writer's reaches the replica within its interval.
+    mutate(&g, "main", r#"query q() { insert Person { name: "Dan", age: 40 } }"#).await;
+    let written = std::time::Instant::now();
+    let deadline = written + std::time::Duration::from_secs(20);
+    while replica_names(&replica).await.len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "the replica never saw the commit: {}", replica.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    println!("replica converged {} ms after the commit (interval 500 ms)", written.elapsed().as_millis());
+
+    // On demand: a refresh answers the new head, and reads see it at once.
+    let head = mutate_head(&g, r#"query q() { insert Person { name: "Eve", age: 31 } }"#).await;
+    let (st, snap) = crate::server::post(&replica, "/graphs/g/refresh", serde_json::json!({})).await;
+    assert_eq!((st, snap["head_commit_id"].as_str()), (200, Some(head.as_str())), "{snap}");
+    assert_eq!(replica_names(&replica).await, ["Alice", "Bob", "Carol", "Dan", "Eve"]);
+
+    // Every write is refused, typed, and nothing reaches the bucket.
+    let person = r#"{"type": "Person", "data": {"name": "Zed"}}"#.to_string() + "\n";
+    let writes = [
+        ("/graphs/g/mutate", serde_json::json!({"query": r#"query q() { insert Person { name: "Zed" } }"#})),
+        ("/graphs/g/load", serde_json::json!({"data": person, "mode": "append"})),
+        ("/graphs/g/branches", serde_json::json!({"name": "x"})),
+        ("/graphs/g/optimize", serde_json::json!({})),
+        ("/graphs/g/indexes/ensure", serde_json::json!({})),
+        ("/graphs/g/cleanup", serde_json::json!({"confirm": true})),
+        ("/graphs/g/schema/apply", serde_json::json!({"schema_source": SOCIAL_PG})),
+    ];
+    for (path, body) in writes {
+        let (st, out) = crate::server::post(&replica, path, body).await;
+        assert_eq!((st, out["code"].as_str()), (403, Some("forbidden")), "{path}: {out}");
+    }
+    let (st, rec) = crate::server::get(&replica, "/graphs/g/recovery").await;
+    assert_eq!(st, 200, "{rec}");
+    drop(replica);
+    let replica_requests: Vec<String> =
+        s3::requests(server).into_iter().filter(|r| r.ends_with(&format!(" {REPLICA_KEY}"))).collect();
+    assert!(!replica_requests.is_empty(), "the replica's requests were not logged");
+    let replica_writes: Vec<&String> =
+        replica_requests.iter().filter(|r| !r.starts_with("GET ") && !r.starts_with("HEAD ")).collect();
+    assert!(replica_writes.is_empty(), "the replica wrote to the bucket: {replica_writes:?}");
+    println!("replica: {} storage requests, 0 writes", replica_requests.len());
+}
+
+async fn mutate_head(g: &Graph, src: &str) -> String {
+    g.mutate(src, None, Map::new(), &on("main")).await.expect("mutate").commit_id.expect("commit")
+}

@@ -45,12 +45,19 @@ pub(crate) async fn start_with(extra: &[&str]) -> Server {
             .await
             .expect("load");
     }
+    spawn(dir, loc, extra, &[])
+}
+
+/// `omnigraph serve --graph g=LOC` with `extra` flags and `env`, on an
+/// existing graph (its tokens and log under `dir`).
+pub(crate) fn spawn(dir: tempfile::TempDir, loc: String, extra: &[&str], env: &[(String, String)]) -> Server {
     let tokens = dir.path().join("tokens.json");
     std::fs::write(&tokens, json!({"alice": TOKEN, "bob": "bob-token"}).to_string()).expect("tokens");
     let mut child = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
         .args(["serve", "--bind", "127.0.0.1:0", "--graph", &format!("g={loc}")])
         .args(extra)
         .env("OMNIGRAPH_SERVER_TOKENS_FILE", &tokens)
+        .envs(env.iter().cloned())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.path().join("server.log")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
         .spawn()

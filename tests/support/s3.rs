@@ -21,7 +21,7 @@ pub const UNCONDITIONAL_BUCKET: &str = "omnigraph-unconditional";
 pub struct S3Server {
     /// `http://127.0.0.1:PORT`.
     pub endpoint: String,
-    /// The file the server appends `METHOD PATH` to for every request.
+    /// The file the server appends `METHOD PATH ACCESS_KEY_ID` to for every request.
     pub request_log: std::path::PathBuf,
     _child: Child,
     _dir: tempfile::TempDir,

@@ -127,6 +127,10 @@ pub enum OmniError {
     #[error("actor unavailable: {0}")]
     ActorUnavailable(String),
 
+    /// A write reached a handle or daemon that serves reads only.
+    #[error("read-only: {0}")]
+    ReadOnly(String),
+
     /// Missing or wrong credentials.
     #[error("unauthorized")]
     Unauthorized,
@@ -156,6 +160,7 @@ impl OmniError {
         match self {
             OmniError::BadRequest(_) | OmniError::Compile { .. } => 400,
             OmniError::Unauthorized => 401,
+            OmniError::ReadOnly(_) => 403,
             OmniError::NotFound(_) => 404,
             OmniError::AlreadyExists(_)
             | OmniError::KeyConflict { .. }
