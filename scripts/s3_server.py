@@ -11,7 +11,7 @@ still accepted concurrently.
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
 Prints `ready http://127.0.0.1:PORT` once the buckets exist (port 0 picks a
-free one). With --log, one line per request (`METHOD PATH ACCESS_KEY_ID`) is
+free one). With --log, one line per request (`METHOD PATH?QUERY ACCESS_KEY_ID`) is
 appended, so a test can prove that a process (signing with its own key) sent
 no write. --exit-on-stdin-eof stops the
 server when its parent (a test binary) exits. --ignore-conditional-writes drops
@@ -47,7 +47,10 @@ def main():
             if log is not None:
                 auth = environ.get("HTTP_AUTHORIZATION", "")
                 key = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else "-"
-                log.write(f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')} {key}\n")
+                path = environ.get("PATH_INFO", "")
+                if environ.get("QUERY_STRING"):
+                    path += "?" + environ["QUERY_STRING"]
+                log.write(f"{environ.get('REQUEST_METHOD')} {path} {key}\n")
             if args.ignore_conditional_writes:
                 environ.pop("HTTP_IF_NONE_MATCH", None)
             # Materialise the body inside the lock: the response is built lazily.

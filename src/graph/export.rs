@@ -33,7 +33,7 @@ impl Graph {
     /// table keys).
     pub async fn export(&self, target: &ReadTarget, types: &[String]) -> Result<Export> {
         let (view, commit_id) = self.snapshot_for(target).await?;
-        let schema = self.schema_at(&view, &commit_id).await?;
+        let schema = self.schema_at(&view, &commit_id, matches!(target, ReadTarget::Branch(_))).await?;
         let tables = export::plan(&schema.catalog, types)?;
         Ok(Export { view, tables, root: self.root().clone() })
     }

@@ -51,7 +51,7 @@ impl Graph {
         limits: ReadLimits,
     ) -> Result<crate::engine::query::QueryResult> {
         let (view, commit_id) = self.snapshot_for(target).await?;
-        let schema = self.schema_at(&view, &commit_id).await?;
+        let schema = self.schema_at(&view, &commit_id, matches!(target, ReadTarget::Branch(_))).await?;
         let ir = compile_one(&schema.catalog, source, name)?;
         let BodyIr::Read(read) = &ir.body else {
             return Err(OmniError::BadRequest(format!("`{}` is a mutation; use `mutate`", ir.name)));

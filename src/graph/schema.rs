@@ -40,13 +40,17 @@ impl Graph {
     /// The schema that was current at `commit_id` of `view`: the catalog a
     /// read there binds. The accepted schema unless a schema apply lies
     /// between them (then the archived one), so a reader never pairs a
-    /// manifest with a catalog from the other side of an apply.
-    pub(super) async fn schema_at(&self, view: &ManifestView, commit_id: &str) -> Result<Arc<SchemaState>> {
+    /// manifest with a catalog from the other side of an apply. `head`:
+    /// `view` is its branch's current manifest (not a time-travel view).
+    pub(super) async fn schema_at(&self, view: &ManifestView, commit_id: &str, head: bool) -> Result<Arc<SchemaState>> {
         let current = self.schema().await?;
         let identity = match view.state.schema_applied_at(commit_id) {
             Some(identity) => Some(identity),
             // Older than every apply: the schema the graph was created with
-            // (main's current manifest records every apply).
+            // (main's current manifest records every apply; `view` is that
+            // manifest when it is main's head, and reading it again would
+            // cost two storage requests).
+            None if head && view.branch == MAIN => view.state.original_schema(),
             None => self.rt.view(MAIN).await?.state.original_schema(),
         };
         match identity {

@@ -1,5 +1,5 @@
-//! An `object_store` wrapper that asks a policy before every write, delete
-//! and listing and passes everything else through: the fault-injection and
+//! An `object_store` wrapper that asks a policy before every write, delete,
+//! read and listing: the fault-injection and
 //! durable-write-cut tests share it (included by path in each test binary).
 
 use std::fmt;
@@ -21,6 +21,10 @@ pub trait Policy: fmt::Debug + Send + Sync + 'static {
     }
     /// Before deleting `path`.
     fn delete(&self, _path: &Path) -> object_store::Result<()> {
+        Ok(())
+    }
+    /// Before a read (get, head, ranged get) of `path`.
+    fn read(&self, _path: &Path) -> object_store::Result<()> {
         Ok(())
     }
     /// Before listing under `prefix`.
@@ -78,6 +82,7 @@ impl<P: Policy> ObjectStore for Intercept<P> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+        self.policy.read(location)?;
         self.inner.get_opts(location, options).await
     }
 
