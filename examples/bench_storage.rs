@@ -14,6 +14,8 @@
 // default layout query depth on a cold build.
 #![recursion_limit = "512"]
 
+// Shared with the tests, which use more of it than this benchmark does.
+#[allow(dead_code)]
 #[path = "../tests/support/intercept.rs"]
 mod intercept;
 #[path = "../tests/support/s3.rs"]

@@ -461,7 +461,8 @@ async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
 }
 
 /// A load killed at every saga boundary on S3 (a real S3-compatible server),
-/// then recovered by a fresh open there: the same invariants as on disk.
+/// and a first load on a new branch killed around its fork, each recovered by
+/// a fresh open there: the same invariants as on disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_killed_at_every_boundary_on_s3_recovers_clean() {
     let _g = serial().await;
@@ -475,6 +476,12 @@ async fn a_load_killed_at_every_boundary_on_s3_recovers_clean() {
             let outcome = crash_case_at(op, &name, "main", s3::location("crash")).await;
             report.push(format!("{op:?} on S3 @ {name}: {outcome}"));
         }
+    }
+    // A first write on a new branch: its first-touch fork on S3.
+    for boundary in ["after_fork", "after_table_commit", "after_confirm"] {
+        let name = format!("load.{boundary}");
+        let outcome = crash_case_at(Op::LoadAppend, &name, "feature", s3::location("crash")).await;
+        report.push(format!("LoadAppend on S3 branch feature @ {name}: {outcome}"));
     }
     println!("S3 crash matrix ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert!(report.iter().filter(|r| r.contains("after_publish")).all(|r| r.ends_with("applied")));

@@ -304,3 +304,49 @@ async fn a_read_replica_beside_a_writer_converges_and_never_writes() {
 async fn mutate_head(g: &Graph, src: &str) -> String {
     g.mutate(src, None, Map::new(), &on("main")).await.expect("mutate").commit_id.expect("commit")
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_daemon_takes_a_graphs_storage_options_from_its_config_file() {
+    let Some(loc) = s3::location("daemon") else { return };
+    let server = s3::server().expect("server");
+    {
+        let g = Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
+        g.load(DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    }
+    // No AWS environment at all: the file carries the endpoint and the keys.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options: serde_json::Map<String, Value> =
+        s3::env(server).into_iter().map(|(k, v)| (k.to_ascii_lowercase(), Value::String(v))).collect();
+    let config = dir.path().join("storage.json");
+    std::fs::write(&config, serde_json::json!({ "graphs": { "g": options } }).to_string()).expect("config");
+    let config = config.to_string_lossy().to_string();
+    let no_aws = [("AWS_CONFIG_FILE".to_string(), "/nonexistent".to_string())];
+    let daemon = crate::server::spawn(dir, loc.clone(), &["--storage-config", &config], &no_aws);
+    let (st, out) = crate::server::post(
+        &daemon,
+        "/graphs/g/mutate",
+        serde_json::json!({"query": r#"query q() { insert Person { name: "Dan", age: 40 } }"#}),
+    )
+    .await;
+    assert_eq!(st, 200, "{out} {}", daemon.log());
+    assert_eq!(replica_names(&daemon).await, ["Alice", "Bob", "Carol", "Dan"]);
+
+    // A config entry for a graph the daemon does not serve is refused.
+    let other = std::env::temp_dir().join(format!("omnigraph-storage-{}.json", ulid::Ulid::new()));
+    std::fs::write(&other, serde_json::json!({ "graphs": { "other": {} } }).to_string()).expect("config");
+    let out = omnigraph(
+        &[
+            "serve",
+            "--graph",
+            &format!("g={loc}"),
+            "--storage-config",
+            &other.to_string_lossy(),
+            "--bind",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let _ = std::fs::remove_file(&other);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("names graph `other`, which no --graph serves"), "{text}");
+}
