@@ -1,0 +1,349 @@
+//! Write benchmark: every write path beside its raw-Lance floor, measured in
+//! the same run so the ratios hold on a noisy machine.
+//! `cargo build --release && cargo run --release --example bench_writes -- --bench`.
+//!
+//! Prints one JSON object per figure:
+//! - `one_row_mutation`: p50/p99 latency of a one-row insert `mutate`, in-process
+//!   and as a whole CLI process, beside the raw-Lance one-row merge-insert commit
+//!   on a bare dataset;
+//! - `open_snapshot`: in-process open + snapshot, and the CLI `snapshot` process;
+//! - `load`: entities/s and peak RSS of `load` (overwrite, append, merge) of N
+//!   nodes + N edges for each N, beside one raw Lance write of the same rows;
+//! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
+//!   tasks on one branch and on as many branches.
+//!
+//! Environment: `OMNIGRAPH_BENCH_LOAD_SIZES` (default `150000,1000000`),
+//! `OMNIGRAPH_BENCH_MUTATIONS` (default 100), `OMNIGRAPH_BENCH_CLI_RUNS`
+//! (default 30), `OMNIGRAPH_BENCH_ONLY` (one of `mutation,open,load,concurrent`).
+
+// Deeply nested async state machines (Lance + DataFusion futures) exceed the
+// default layout query depth on a cold build.
+#![recursion_limit = "512"]
+
+#[path = "support/rss.rs"]
+mod rss;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Int32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use omnigraph::engine::storage::{MergeMode, TxnIdentity, table};
+use omnigraph::{Graph, LoadMode, Omnigraph, OpenMode, WriteOptions};
+use serde_json::{Map, Value, json};
+
+const SCHEMA: &str = include_str!("social.pg");
+const DATA: &str = include_str!("social.jsonl");
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn wanted(figure: &str) -> bool {
+    std::env::var("OMNIGRAPH_BENCH_ONLY").map_or(true, |only| only == figure)
+}
+
+fn on(branch: &str) -> WriteOptions {
+    WriteOptions { branch: branch.into(), ..WriteOptions::default() }
+}
+
+fn insert_source(name: &str) -> String {
+    format!(r#"query q() {{ insert Person {{ name: "{name}", age: 1 }} }}"#)
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e5).round() / 100.0
+}
+
+/// `{p50_ms, p99_ms, n}` of `samples`.
+fn percentiles(mut samples: Vec<Duration>) -> Value {
+    samples.sort();
+    let at = |q: f64| samples.get(((samples.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or_default();
+    json!({ "p50_ms": ms(at(0.5)), "p99_ms": ms(at(0.99)), "n": samples.len() })
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn cli_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("omnigraph");
+    assert!(bin.exists(), "{} is missing: build it first (`cargo build --release`)", bin.display());
+    bin
+}
+
+fn timed_cli(args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let out = std::process::Command::new(cli_binary()).args(args).output().expect("run omnigraph");
+    assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    start.elapsed()
+}
+
+async fn example_graph(loc: &str) -> Graph {
+    let g = Omnigraph::init(loc, SCHEMA).await.expect("init");
+    g.load(DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+    g
+}
+
+/// One-row merge-insert commits on a bare dataset: the least a graph write
+/// does on its table before publishing. Returns each commit's latency.
+async fn raw_one_row_commits(dir: &Path, n: usize) -> Vec<Duration> {
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let uri = dir.join("raw-commits.lance").to_string_lossy().to_string();
+    let batch = |id: String| RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![id]))]);
+    table::create_table(&uri, batch("seed".into()).expect("batch")).await.expect("create");
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = Instant::now();
+        let ds = table::open_table(&uri, None, None).await.expect("open");
+        let identity = TxnIdentity::mint(ds.version().version);
+        let rows = vec![batch(format!("r{i}")).expect("batch")];
+        let staged = table::stage_merge_insert(ds, rows, MergeMode::Upsert, &identity.uuid).await.expect("stage");
+        table::commit_exact(staged).await.expect("commit");
+        out.push(start.elapsed());
+    }
+    out
+}
+
+async fn mutation_figures(dir: &Path) {
+    let n = env_usize("OMNIGRAPH_BENCH_MUTATIONS", 100);
+    let floor = raw_one_row_commits(dir, n).await;
+    let loc = dir.join("mutations").to_string_lossy().to_string();
+    let g = example_graph(&loc).await;
+    let mut in_process = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = Instant::now();
+        g.mutate(&insert_source(&format!("m{i}")), None, Map::new(), &on("main")).await.expect("mutate");
+        in_process.push(start.elapsed());
+    }
+    drop(g);
+    omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    let cli: Vec<Duration> = (0..env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 30))
+        .map(|i| timed_cli(&["mutate", "-e", &insert_source(&format!("c{i}")), &loc]))
+        .collect();
+    let ratio = |a: &Value, b: &Value| round(a["p50_ms"].as_f64().unwrap_or(0.0) / b["p50_ms"].as_f64().unwrap_or(1.0));
+    let (floor, in_process, cli) = (percentiles(floor), percentiles(in_process), percentiles(cli));
+    println!(
+        "{}",
+        json!({
+            "figure": "one_row_mutation",
+            "in_process": in_process, "cli_process": cli, "raw_lance_one_row_commit": floor,
+            "in_process_over_floor_p50": ratio(&in_process, &floor),
+        })
+    );
+}
+
+async fn open_figures(dir: &Path) {
+    let loc = dir.join("open").to_string_lossy().to_string();
+    drop(example_graph(&loc).await);
+    omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    let runs = env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 30);
+    let mut in_process = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let g = Omnigraph::open_with(&loc, OpenMode::ReadOnly).await.expect("open");
+        g.snapshot("main").await.expect("snapshot");
+        in_process.push(start.elapsed());
+        drop(g);
+        omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    }
+    let cli: Vec<Duration> = (0..runs).map(|_| timed_cli(&["snapshot", "--json", &loc])).collect();
+    let floor: Vec<Duration> = {
+        let uri = format!("{loc}/__manifest");
+        let mut v = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = Instant::now();
+            let ds = table::open_table(&uri, None, None).await.expect("open manifest");
+            table::scan(&ds, None).await.expect("scan manifest");
+            v.push(start.elapsed());
+        }
+        v
+    };
+    println!(
+        "{}",
+        json!({
+            "figure": "open_snapshot",
+            "in_process_open_read_only_and_snapshot": percentiles(in_process),
+            "cli_snapshot_process": percentiles(cli),
+            "raw_lance_open_and_scan_of_the_manifest": percentiles(floor),
+        })
+    );
+}
+
+/// JSONL of persons `lo..hi` and as many `Knows` edges among them (a ring).
+fn load_lines(lo: usize, hi: usize, age: usize) -> String {
+    let mut s = String::with_capacity((hi - lo) * 110);
+    for i in lo..hi {
+        s.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{age}}}}}\n"));
+    }
+    for i in lo..hi {
+        let j = if i + 1 == hi { lo } else { i + 1 };
+        s.push_str(&format!("{{\"edge\":\"Knows\",\"from\":\"p{i}\",\"to\":\"p{j}\"}}\n"));
+    }
+    s
+}
+
+/// One raw Lance write of `n` node rows and `n` edge rows (fresh datasets).
+async fn raw_load_floor(dir: &Path, n: usize) -> Duration {
+    let nodes = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("age", DataType::Int32, true),
+    ]));
+    let edges = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("src", DataType::Utf8, false),
+        Field::new("dst", DataType::Utf8, false),
+    ]));
+    let names: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+    let node_batch = RecordBatch::try_new(
+        nodes,
+        vec![
+            Arc::new(StringArray::from(names.clone())),
+            Arc::new(StringArray::from(names.clone())),
+            Arc::new(Int32Array::from(vec![1; n])),
+        ],
+    )
+    .expect("nodes");
+    let dst: Vec<String> = (0..n).map(|i| format!("p{}", (i + 1) % n)).collect();
+    let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+    let edge_batch = RecordBatch::try_new(
+        edges,
+        vec![Arc::new(StringArray::from(ids)), Arc::new(StringArray::from(names)), Arc::new(StringArray::from(dst))],
+    )
+    .expect("edges");
+    let start = Instant::now();
+    let tag = ulid::Ulid::new();
+    table::create_table(&dir.join(format!("raw-nodes-{tag}.lance")).to_string_lossy(), node_batch)
+        .await
+        .expect("raw nodes");
+    table::create_table(&dir.join(format!("raw-edges-{tag}.lance")).to_string_lossy(), edge_batch)
+        .await
+        .expect("raw edges");
+    start.elapsed()
+}
+
+async fn timed_load(g: &Graph, lines: &str, mode: LoadMode, entities: usize) -> Value {
+    rss::reset_peak_rss();
+    let start = Instant::now();
+    g.load(lines.as_bytes(), mode, &WriteOptions::default()).await.expect("load");
+    let took = start.elapsed();
+    json!({
+        "seconds": round(took.as_secs_f64()),
+        "entities_per_s": (entities as f64 / took.as_secs_f64()).round(),
+        "peak_rss_mib": rss::peak_rss_kib() / 1024,
+    })
+}
+
+async fn load_figures(dir: &Path) {
+    let sizes = std::env::var("OMNIGRAPH_BENCH_LOAD_SIZES").unwrap_or_else(|_| "150000,1000000".into());
+    for n in sizes.split(',').filter_map(|s| s.trim().parse::<usize>().ok()) {
+        let floor = raw_load_floor(dir, n).await;
+        let loc = dir.join(format!("load-{n}")).to_string_lossy().to_string();
+        let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
+        let first = load_lines(0, n, 1);
+        let overwrite = timed_load(&g, &first, LoadMode::Overwrite, 2 * n).await;
+        let append = timed_load(&g, &load_lines(n, 2 * n, 1), LoadMode::Append, 2 * n).await;
+        let merge = timed_load(&g, &load_lines(0, n, 2), LoadMode::Merge, 2 * n).await;
+        let raw_s = floor.as_secs_f64();
+        let over_floor = |v: &Value| round(v["seconds"].as_f64().unwrap_or(0.0) / raw_s);
+        println!(
+            "{}",
+            json!({
+                "figure": "load", "nodes": n, "edges": n,
+                "overwrite": overwrite, "append": append, "merge": merge,
+                "raw_lance_write_seconds": round(raw_s),
+                "overwrite_over_floor": over_floor(&overwrite), "append_over_floor": over_floor(&append),
+                "merge_over_floor": over_floor(&merge),
+            })
+        );
+        drop(g);
+        omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    }
+}
+
+/// `tasks` writers, writer `i` on `branches[i % len]`, `writes` each; writes/s.
+async fn throughput(g: &Graph, branches: &[String], tasks: usize, writes: usize, tag: &str) -> f64 {
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let (g, branch, tag) = (g.clone(), branches[i % branches.len()].clone(), tag.to_string());
+            tokio::spawn(async move {
+                for w in 0..writes {
+                    g.mutate(&insert_source(&format!("{tag}-{i}-{w}")), None, Map::new(), &on(&branch))
+                        .await
+                        .expect("insert");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.await.expect("writer");
+    }
+    (tasks * writes) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Fresh branches `{tag}-0..n`, each forked for Person by one warm-up write.
+async fn fresh_branches(g: &Graph, tag: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let name = format!("{tag}-{i}");
+        g.branch_create(&name, "main").await.expect("branch");
+        g.mutate(&insert_source(&format!("{name}-warm")), None, Map::new(), &on(&name)).await.expect("warm");
+        out.push(name);
+    }
+    out
+}
+
+async fn concurrency_figures(dir: &Path) {
+    let floor = raw_one_row_commits(&dir.join("floor-concurrency"), 48).await;
+    let floor_per_s = floor.len() as f64 / floor.iter().sum::<Duration>().as_secs_f64();
+    for tasks in [1usize, 8, 32] {
+        // About 96 commits per configuration, at least 2 per writer.
+        let writes = (96 / tasks).max(2);
+        let loc = dir.join(format!("concurrent-{tasks}")).to_string_lossy().to_string();
+        let g = example_graph(&loc).await;
+        let one = throughput(&g, &["main".to_string()], tasks, writes, "one").await;
+        let many = fresh_branches(&g, "w", tasks).await;
+        let separate = throughput(&g, &many, tasks, writes, "sep").await;
+        println!(
+            "{}",
+            json!({
+                "figure": "concurrent_writers", "writer_tasks": tasks, "writes_per_task": writes,
+                "writes_per_s_on_one_branch": round(one), "writes_per_s_on_separate_branches": round(separate),
+                "raw_lance_one_row_commits_per_s": round(floor_per_s),
+                "one_branch_over_floor": round(one / floor_per_s), "separate_over_floor": round(separate / floor_per_s),
+            })
+        );
+        drop(g);
+        omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    }
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("write benchmark: run with `cargo run --release --example bench_writes -- --bench`");
+        return;
+    }
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(tmp.path().join("floor-concurrency")).expect("mkdir");
+        if wanted("mutation") {
+            mutation_figures(tmp.path()).await;
+        }
+        if wanted("open") {
+            open_figures(tmp.path()).await;
+        }
+        if wanted("concurrent") {
+            concurrency_figures(tmp.path()).await;
+        }
+        if wanted("load") {
+            load_figures(tmp.path()).await;
+        }
+    });
+}
