@@ -106,6 +106,10 @@ fn the_cli_uses_the_standard_aws_environment_or_storage_options() {
     let env = s3::env(server);
     ok(&omnigraph(&["init", "--schema", &schema, &loc], &env), "init with the AWS environment");
     ok(&omnigraph(&["load", "--data", &data, "--mode", "overwrite", &loc], &env), "load");
+    let snap: Value =
+        serde_json::from_str(&ok(&omnigraph(&["snapshot", "--json", &loc], &env), "snapshot")).expect("snapshot json");
+    assert_eq!(snap["storage_stamp"], 4, "the stamp is read from the bucket: {snap}");
+    assert!(snap["tables"].as_array().is_some_and(|t| t.iter().any(|t| t["row_count"] == 3)), "{snap}");
 
     // The same through --storage-option alone, with no AWS environment.
     let mut args: Vec<String> = Vec::new();
