@@ -246,8 +246,9 @@ pub(super) fn lance_options(uri: &str) -> Option<HashMap<String, String>> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !options.truthy(ALLOW_INSTANCE_METADATA) {
-        // Lance asks the metadata service for a region it was not given.
-        if !options.has_any(&["aws_region", "region", "aws_default_region"]) {
+        // Against a custom endpoint, Lance asks the metadata service for a
+        // region it was not given (on AWS itself it asks the bucket).
+        if options.endpoint().is_some() && !options.has_any(&["aws_region", "region", "aws_default_region"]) {
             map.insert("aws_region".into(), ENDPOINT_DEFAULT_REGION.into());
         }
         // And for credentials, unless pinned to static keys.
