@@ -19,7 +19,10 @@
 // default layout query depth on a cold build.
 #![recursion_limit = "512"]
 
-use std::path::{Path, PathBuf};
+#[path = "support/cli.rs"]
+mod cli;
+
+use std::path::Path;
 use std::time::Instant;
 
 use arrow_array::{RecordBatch, StringArray};
@@ -183,13 +186,6 @@ fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
 }
 
 /// The CLI binary next to this example (`target/<profile>/omnigraph`).
-fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("omnigraph");
-    assert!(bin.exists(), "{} is missing: build it first (`cargo build --release`)", bin.display());
-    bin
-}
 
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
@@ -222,7 +218,7 @@ fn main() {
                 }
                 "cli" | "cli_optimize" | "cli_cleanup" => {
                     let loc = fresh_graph(dir.path()).await;
-                    let bin = cli_binary();
+                    let bin = cli::cli_binary();
                     tokio::task::spawn_blocking(move || cli(&bin, &loc, commits, block, maint))
                         .await
                         .expect("cli row")

@@ -20,10 +20,13 @@
 // default layout query depth on a cold build.
 #![recursion_limit = "512"]
 
+#[path = "support/cli.rs"]
+mod cli;
+
 #[path = "support/rss.rs"]
 mod rss;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,17 +70,9 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("omnigraph");
-    assert!(bin.exists(), "{} is missing: build it first (`cargo build --release`)", bin.display());
-    bin
-}
-
 fn timed_cli(args: &[&str]) -> Duration {
     let start = Instant::now();
-    let out = std::process::Command::new(cli_binary()).args(args).output().expect("run omnigraph");
+    let out = std::process::Command::new(cli::cli_binary()).args(args).output().expect("run omnigraph");
     assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     start.elapsed()
 }

@@ -321,10 +321,9 @@ async fn refresh(
     headers: HeaderMap,
 ) -> ApiResult {
     s.actor(&headers)?;
-    let g = s.graph(&id)?;
+    s.graph(&id)?;
     crate::actors::replica::refresh();
-    let snap = g.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
-    Ok(axum::Json(wire::snapshot_json(&snap)))
+    snapshot(State(s), Path(id), Query(q), headers).await
 }
 
 #[derive(Deserialize)]
