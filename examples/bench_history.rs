@@ -185,8 +185,6 @@ fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
     })
 }
 
-/// The CLI binary next to this example (`target/<profile>/omnigraph`).
-
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         println!("history benchmark: run with `cargo run --release --example bench_history -- --bench`");
