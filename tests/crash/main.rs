@@ -936,3 +936,73 @@ async fn the_reconciler_resolves_a_failed_schema_apply_without_reopening() {
         shut_down(g).await;
     }
 }
+
+/// A read replica started on an S3 graph with a pending sidecar (a writer
+/// killed after its table commit) reports the sidecar and does not resolve
+/// it: it answers the last published state and sends no write; the writer's
+/// next open resolves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_replica_reports_a_pending_sidecar_and_never_resolves_it() {
+    let _g = serial().await;
+    let Some(server) = s3::server() else { return };
+    let loc = s3::location("replica-pending").expect("location");
+    {
+        let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
+        g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+        shut_down(g).await;
+    }
+    crash(&loc, Op::MutationInsert, "main", "mutation.after_table_commit").await;
+    let root = omnigraph::engine::storage::Root::parse(&loc).expect("root");
+    assert_eq!(list_pending(&root).await.expect("pending").len(), 1, "the killed write left its sidecar");
+
+    const KEY: &str = "replica-pending";
+    let env: Vec<(String, String)> = s3::env(server)
+        .into_iter()
+        .map(|(k, v)| if k == "AWS_ACCESS_KEY_ID" { (k, KEY.to_string()) } else { (k, v) })
+        .collect();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["serve", "--read-only", "--unauthenticated", "--bind", "127.0.0.1:0", "--graph", &format!("g={loc}")])
+        .envs(env)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the replica");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().expect("stdout")), &mut line)
+        .expect("listen line");
+    let base = format!("http://{}", line.trim().trim_start_matches("OMNIGRAPH_LISTEN_ADDR="));
+    let client = reqwest::Client::new();
+    let get = |path: &str| {
+        let req = client.get(format!("{base}{path}"));
+        async move {
+            serde_json::from_str::<serde_json::Value>(&req.send().await.expect("request").text().await.expect("body"))
+                .expect("json")
+        }
+    };
+    let status = get("/graphs/g/recovery").await;
+    let pending = status["pending"].as_array().map(Vec::len);
+    let q = serde_json::json!({"query": "query q() { match { $p: Person } return { $p.name } }"});
+    let read = client
+        .post(format!("{base}/graphs/g/query"))
+        .header("content-type", "application/json")
+        .body(q.to_string())
+        .send()
+        .await
+        .expect("query");
+    let read: serde_json::Value = serde_json::from_str(&read.text().await.expect("body")).expect("json");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(pending, Some(1), "the replica reports the sidecar: {status}");
+    assert_eq!(read["row_count"], 3, "the replica answers the last published state: {read}");
+    assert!(status["audit"].as_array().is_some_and(Vec::is_empty), "the replica resolved nothing: {status}");
+    assert_eq!(list_pending(&root).await.expect("pending").len(), 1, "the sidecar is still there");
+    let writes: Vec<String> = s3::requests(server)
+        .into_iter()
+        .filter(|r| r.ends_with(&format!(" {KEY}")) && !r.starts_with("GET ") && !r.starts_with("HEAD "))
+        .collect();
+    assert!(writes.is_empty(), "the replica wrote: {writes:?}");
+
+    let g = Omnigraph::open(&loc).await.expect("the writer's open recovers");
+    assert_clean(&g, "after the writer's recovery").await;
+    assert_eq!(audit::read_all(g.root()).await.expect("audit").len(), 1);
+}
