@@ -513,24 +513,20 @@ fn main() -> ExitCode {
             }
         };
     let json = cli.command.json();
-    match omnigraph::StorageOptions::from_pairs(cli.storage_options.iter().map(String::as_str)) {
-        Ok(options) => omnigraph::engine::storage::config::set_defaults(options),
-        Err(e) => {
-            if json {
-                println!("{}", e.to_json());
-            } else {
-                eprintln!("error: {e}");
-            }
-            return ExitCode::from(e.exit_code() as u8);
-        }
-    }
     // Only the daemon lives long enough for background recovery; a one-shot
     // command leaves any sidecar to the next read-write open.
     if !matches!(cli.command, Command::Serve { .. }) {
         omnigraph::actors::runtime::set_background_recovery(false);
     }
+    let storage = omnigraph::StorageOptions::from_pairs(cli.storage_options.iter().map(String::as_str));
     let out = runtime.block_on(async {
-        let out = run(cli.command).await;
+        let out = match storage {
+            Ok(options) => {
+                omnigraph::engine::storage::config::set_defaults(options);
+                run(cli.command).await
+            }
+            Err(e) => Err(e),
+        };
         // Every handle is dropped by now: let the actor trees finish their
         // current messages (e.g. a manifest compaction after a publish).
         if !omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await {

@@ -57,23 +57,25 @@ impl std::fmt::Debug for StorageOptions {
 impl StorageOptions {
     /// Options from `KEY=VALUE` strings (the CLI's `--storage-option`).
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = &'a str>) -> Result<StorageOptions> {
-        let mut map = BTreeMap::new();
-        for pair in pairs {
-            let (k, v) = pair.split_once('=').ok_or_else(|| {
+        let split = pairs.into_iter().map(|pair| {
+            pair.split_once('=').ok_or_else(|| {
                 OmniError::BadRequest(format!("--storage-option takes KEY=VALUE, got `{}`", redact_pair(pair)))
-            })?;
-            map.insert(normalize_key(k)?, v.to_string());
-        }
-        Ok(StorageOptions(map))
+            })
+        });
+        split.collect::<Result<Vec<_>>>().and_then(Self::normalized)
     }
 
     /// Options from a map (a storage config file's entry for one graph).
     pub fn from_map(map: &BTreeMap<String, String>) -> Result<StorageOptions> {
-        let mut out = BTreeMap::new();
-        for (k, v) in map {
-            out.insert(normalize_key(k)?, v.clone());
-        }
-        Ok(StorageOptions(out))
+        Self::normalized(map.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    fn normalized<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<StorageOptions> {
+        pairs
+            .into_iter()
+            .map(|(k, v)| Ok((normalize_key(k)?, v.to_string())))
+            .collect::<Result<_>>()
+            .map(StorageOptions)
     }
 
     /// The value of `key`, if set.
@@ -98,6 +100,10 @@ impl StorageOptions {
 
     fn truthy(&self, key: &str) -> bool {
         self.get(key).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    }
+
+    fn has_region(&self) -> bool {
+        self.has_any(&["aws_region", "region", "aws_default_region"])
     }
 
     fn endpoint(&self) -> Option<&str> {
@@ -224,7 +230,7 @@ pub(super) fn s3_store(uri: &str, options: &StorageOptions) -> Result<Arc<dyn ob
             builder = builder.with_config(key, v);
         }
     }
-    if options.endpoint().is_some() && !options.has_any(&["aws_region", "region", "aws_default_region"]) {
+    if options.endpoint().is_some() && !options.has_region() {
         builder = builder.with_region(ENDPOINT_DEFAULT_REGION);
     }
     let store =
@@ -248,7 +254,7 @@ pub(super) fn lance_options(uri: &str) -> Option<HashMap<String, String>> {
     if !options.truthy(ALLOW_INSTANCE_METADATA) {
         // Against a custom endpoint, Lance asks the metadata service for a
         // region it was not given (on AWS itself it asks the bucket).
-        if options.endpoint().is_some() && !options.has_any(&["aws_region", "region", "aws_default_region"]) {
+        if options.endpoint().is_some() && !options.has_region() {
             map.insert("aws_region".into(), ENDPOINT_DEFAULT_REGION.into());
         }
         // And for credentials, unless pinned to static keys.
