@@ -123,7 +123,7 @@ pub struct Graph {
 impl Graph {
     async fn open_root(root: Root, mode: OpenMode) -> Result<Graph> {
         // Stamp first: nothing else is read from a graph this binary can't serve.
-        manifest::load(&root, "main", None).await?;
+        manifest::check_graph(&root).await?;
         let rt = Runtime::for_root(&root, |rt| Box::pin(async move { background_pass(&rt).await })).await?;
         rt.schema().await?;
         if mode == OpenMode::ReadWrite {

@@ -499,8 +499,11 @@ pub const SMALL_FRAGMENT_ROWS: usize = 8192;
 
 /// Small fragments a table may hold before a write to it also compacts them.
 /// Every unindexed read of a table opens every fragment, so without a bound
-/// each one-row commit would make the next write and query slower.
-pub const COMPACT_ABOVE_SMALL_FRAGMENTS: usize = 32;
+/// each one-row commit would make the next write and query slower (a write
+/// validating keys reads them all). Kept as low as `__manifest`'s bound
+/// (`actors::branch::MANIFEST_COMPACT_ABOVE`): rewriting eight small
+/// fragments rides along with a write for less than the reads it saves.
+pub const COMPACT_ABOVE_SMALL_FRAGMENTS: usize = 8;
 
 /// Whether a write to `ds` should end its chain with a [`StagePlan::Compact`]:
 /// more than [`COMPACT_ABOVE_SMALL_FRAGMENTS`] small fragments, and Lance's
