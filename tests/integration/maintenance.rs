@@ -38,6 +38,23 @@ async fn small_commits(g: &Graph, branch: &str, n: usize) {
     }
 }
 
+/// One-row inserts on `branch` until Person holds at least three fragments,
+/// so an optimize has neighbours to merge whichever phase of the writes'
+/// own compaction sawtooth the commits ended in (two are not enough: the
+/// loaded fragment keeps its index coverage, and Lance never merges an
+/// indexed fragment with an unindexed one). Returns the commits it made.
+async fn leave_something_to_compact(g: &Graph, branch: &str) -> usize {
+    for i in 0..=table::COMPACT_ABOVE_SMALL_FRAGMENTS {
+        let (tables, _) = fragments(g, branch).await;
+        if tables.iter().any(|(k, n)| k == "node:Person" && *n >= 3) {
+            return i;
+        }
+        let src = format!(r#"query q() {{ insert Person {{ name: "T{i}", age: 30 }} }}"#);
+        g.mutate(&src, None, Map::new(), &on(branch)).await.expect("top-up write");
+    }
+    panic!("Person never reached three fragments on {branch}");
+}
+
 /// Fragments of every table `branch` pins, and of its `__manifest`.
 async fn fragments(g: &Graph, branch: &str) -> (Vec<(String, u64)>, u64) {
     let view = manifest::load(g.root(), branch, None).await.expect("view");
@@ -61,13 +78,13 @@ async fn optimize_compacts_a_long_history_without_changing_an_answer() {
     let first_rows = rows(&g, &ReadTarget::Commit(first.clone())).await;
     let commits_before = g.commits("main", None).await.expect("commits").len();
     small_commits(&g, "main", 300).await;
+    let topped_up = leave_something_to_compact(&g, "main").await;
     // The writes themselves bound the fragments (each one past the bound
     // also compacts), without a commit of their own.
     let (before, _) = fragments(&g, "main").await;
     let person_before = before.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person");
     assert!(person_before <= table::COMPACT_ABOVE_SMALL_FRAGMENTS as u64 + 1, "{before:?}");
-    assert!(person_before >= 2, "something left to optimize: {before:?}");
-    assert_eq!(g.commits("main", None).await.expect("commits").len(), commits_before + 300);
+    assert_eq!(g.commits("main", None).await.expect("commits").len(), commits_before + 300 + topped_up);
     let (content_before, rows_before) = (content(&g, "main").await, rows(&g, &ReadTarget::Branch("main".into())).await);
 
     let report = g.optimize("main", Some("ops")).await.expect("optimize");
@@ -79,7 +96,11 @@ async fn optimize_compacts_a_long_history_without_changing_an_answer() {
     assert!(after.iter().all(|(_, n)| *n <= 4), "{after:?}");
     assert!(manifest_fragments <= 4, "__manifest has {manifest_fragments} fragments");
     assert_eq!(report.manifest.fragments_after, manifest_fragments);
-    assert!(report.manifest.fragments_before > manifest_fragments, "{:?}", report.manifest);
+    // The publishes bound `__manifest` themselves, so optimize may find it
+    // at any point of that sawtooth; it never leaves more than it found.
+    let manifest_bound = omnigraph::actors::branch::MANIFEST_COMPACT_ABOVE as u64 + 1;
+    assert!(report.manifest.fragments_before <= manifest_bound, "{:?}", report.manifest);
+    assert!(report.manifest.fragments_before >= manifest_fragments, "{:?}", report.manifest);
 
     assert_eq!(content(&g, "main").await, content_before);
     assert_eq!(rows(&g, &ReadTarget::Branch("main".into())).await, rows_before);
@@ -129,6 +150,7 @@ async fn optimize_on_a_branch_compacts_only_its_own_tables() {
     let (_dir, g) = loaded_social_graph().await;
     g.branch_create("b", "main").await.expect("branch");
     small_commits(&g, "b", 30).await;
+    leave_something_to_compact(&g, "b").await;
     let main_before = g.snapshot("main").await.expect("snapshot");
     let content_before = content(&g, "b").await;
     let report = g.optimize("b", None).await.expect("optimize b");
