@@ -45,14 +45,19 @@ async fn small_commits(g: &Graph, branch: &str, n: usize) {
 /// indexed fragment with an unindexed one). Returns the commits it made.
 async fn leave_something_to_compact(g: &Graph, branch: &str) -> usize {
     for i in 0..=table::COMPACT_ABOVE_SMALL_FRAGMENTS {
-        let (tables, _) = fragments(g, branch).await;
-        if tables.iter().any(|(k, n)| k == "node:Person" && *n >= 3) {
+        if person_fragments(g, branch).await >= 3 {
             return i;
         }
         let src = format!(r#"query q() {{ insert Person {{ name: "T{i}", age: 30 }} }}"#);
         g.mutate(&src, None, Map::new(), &on(branch)).await.expect("top-up write");
     }
     panic!("Person never reached three fragments on {branch}");
+}
+
+/// Fragments of the Person table `branch` pins.
+async fn person_fragments(g: &Graph, branch: &str) -> u64 {
+    let (tables, _) = fragments(g, branch).await;
+    tables.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person")
 }
 
 /// Fragments of every table `branch` pins, and of its `__manifest`.
@@ -81,9 +86,8 @@ async fn optimize_compacts_a_long_history_without_changing_an_answer() {
     let topped_up = leave_something_to_compact(&g, "main").await;
     // The writes themselves bound the fragments (each one past the bound
     // also compacts), without a commit of their own.
-    let (before, _) = fragments(&g, "main").await;
-    let person_before = before.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person");
-    assert!(person_before <= table::COMPACT_ABOVE_SMALL_FRAGMENTS as u64 + 1, "{before:?}");
+    let person_before = person_fragments(&g, "main").await;
+    assert!(person_before <= table::COMPACT_ABOVE_SMALL_FRAGMENTS as u64 + 1, "Person has {person_before} fragments");
     assert_eq!(g.commits("main", None).await.expect("commits").len(), commits_before + 300 + topped_up);
     let (content_before, rows_before) = (content(&g, "main").await, rows(&g, &ReadTarget::Branch("main".into())).await);
 
@@ -132,8 +136,7 @@ async fn writes_keep_a_table_s_small_fragments_bounded() {
         for i in 0..(3 * bound as usize) {
             let src = format!(r#"query q() {{ insert Person {{ name: "{branch}{i}" }} }}"#);
             g.mutate(&src, None, Map::new(), &on(branch)).await.expect("write");
-            let (tables, _) = fragments(&g, branch).await;
-            most = most.max(tables.iter().find(|(k, _)| k == "node:Person").map(|t| t.1).expect("Person"));
+            most = most.max(person_fragments(&g, branch).await);
         }
         assert!(most <= bound, "{branch}: Person reached {most} fragments");
         let names = rows(&g, &ReadTarget::Branch(branch.into())).await;
