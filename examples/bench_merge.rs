@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use omnigraph::engine::storage::table;
+use omnigraph::engine::storage::{MergeMode, table};
 use omnigraph::{Graph, LoadMode, MergeOptions, Omnigraph, WriteOptions};
 use serde_json::json;
 
@@ -78,7 +78,8 @@ async fn main() {
     let bare = table::create_table(&bare_uri, all).await.expect("bare");
     let changed_batch = arrow::compute::concat_batches(&schema, &changed).expect("concat");
     let floor = Instant::now();
-    table::merge_rows(bare, changed_batch, "id").await.map_err(|_| "floor merge").expect("floor");
+    let staged = table::stage_merge_insert(bare, vec![changed_batch], MergeMode::Upsert, "floor").await.expect("stage");
+    table::commit_exact(staged).await.expect("floor");
     let floor_secs = floor.elapsed().as_secs_f64();
 
     reset_peak_rss();

@@ -49,11 +49,14 @@ async fn clear_debris(root: &Root) -> Result<()> {
 fn genesis_rows(tables: &[TableLayout], genesis: &Lineage) -> Vec<ManifestRow> {
     let mut out = Vec::with_capacity(tables.len() * 2 + 2);
     for t in tables {
-        out.push(ManifestRow::Table(TableReg {
-            table_id: t.table_id.clone(),
-            table_key: t.table_key.clone(),
-            location: t.location.clone(),
-        }));
+        out.push(ManifestRow::Table {
+            reg: TableReg {
+                table_id: t.table_id.clone(),
+                table_key: t.table_key.clone(),
+                location: t.location.clone(),
+            },
+            since: 1,
+        });
         out.push(ManifestRow::TableVersion(TableVersionRow {
             table_id: t.table_id.clone(),
             version: 1,

@@ -1,6 +1,6 @@
 //! The `__manifest` dataset: which version of each table is visible on each
 //! graph branch, and the commit DAG. Visibility changes in exactly one place:
-//! the publisher's row-level CAS ([`publisher::publish`]).
+//! the publisher's exact append ([`publisher::publish`]).
 
 pub mod merge_base;
 pub mod publisher;
@@ -42,8 +42,8 @@ impl fmt::Display for BranchId {
     }
 }
 
-/// One read of `__manifest` on a branch: the dataset handle, the decoded rows
-/// and their folded state.
+/// One read of `__manifest` on a branch: the dataset handle and the folded
+/// state of its rows.
 #[derive(Debug, Clone)]
 pub struct ManifestView {
     /// The manifest dataset at the version read.
@@ -54,8 +54,6 @@ pub struct ManifestView {
     pub version: u64,
     /// Native branch identifier of that manifest branch.
     pub branch_id: BranchId,
-    /// Every decoded row.
-    pub rows: Vec<ManifestRow>,
     /// The folded state.
     pub state: ManifestState,
 }
@@ -128,7 +126,7 @@ async fn open(root: &Root, branch: &str, version: Option<u64>) -> Result<Arc<Dat
 pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView> {
     let batches = table::scan(&dataset, None).await?;
     let rows = rows::from_batches(&batches)?;
-    let state = ManifestState::fold(rows.clone())?;
+    let state = ManifestState::fold(rows)?;
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
-    Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, rows, state })
+    Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, state })
 }

@@ -1,6 +1,8 @@
-//! The manifest publisher: one merge-insert into `__manifest` on `object_id`
-//! per attempt. Every commit rewrites `graph_head:<branch>`, so two commits on
-//! one branch always conflict: that is the row-level CAS.
+//! The manifest publisher: one exact append to `__manifest` per attempt,
+//! admitted only as the next version of the manifest branch read. Two
+//! commits on one branch therefore always conflict (the loser re-reads and
+//! re-checks its precondition): that is the compare-and-swap. Appending
+//! costs what the commit writes, not what the history holds.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +12,7 @@ use tracing::{Instrument, debug, info_span};
 use super::rows::{self, CommitRow, HeadRow, ManifestRow, SchemaChange, TableReg, TableVersionRow, TombstoneRow};
 use super::state::ManifestState;
 use super::{BranchId, ManifestView};
-use crate::engine::storage::table::{self, RowMergeError};
+use crate::engine::storage::table::{self, RowAppendError};
 use crate::engine::storage::{CommittedTxn, Root};
 use crate::protocol::{OmniError, Result};
 
@@ -160,13 +162,6 @@ pub struct Published {
     pub view: Option<ManifestView>,
 }
 
-/// The rows after merging `new` on `object_id`: an existing row with the same
-/// key (the branch head) is replaced, the rest appended.
-fn merged_rows(old: &[ManifestRow], new: &[ManifestRow]) -> Vec<ManifestRow> {
-    let replaced: std::collections::HashSet<String> = new.iter().map(ManifestRow::object_id).collect();
-    old.iter().filter(|r| !replaced.contains(&r.object_id())).chain(new).cloned().collect()
-}
-
 /// Publish `req` on `root`: up to [`PUBLISHER_RETRY_BUDGET`] retries on write
 /// contention; an authority or expected-version mismatch is never retried.
 pub async fn publish(root: &Root, req: &PublishRequest) -> Result<Published> {
@@ -191,11 +186,11 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
             check_precondition(&view, req)?;
             check_expected_versions(&view.state, req)?;
             let new_rows = pending_rows(&view, req)?;
-            let post_rows = merged_rows(&view.rows, &new_rows);
-            let post = ManifestState::fold(post_rows.iter().cloned())?;
             let batch = rows::to_batch(&new_rows)?;
-            match table::merge_rows(view.dataset.clone(), batch, "object_id").await {
+            match table::append_rows(view.dataset.clone(), batch).await {
                 Ok(committed) => {
+                    let mut post = view.state;
+                    post.apply(new_rows)?;
                     let commit = post
                         .commits
                         .get(&req.lineage.commit_id)
@@ -206,7 +201,6 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
                         branch: view.branch.clone(),
                         version: committed.version,
                         branch_id: view.branch_id.clone(),
-                        rows: post_rows,
                         state: post.clone(),
                     };
                     return Ok(Published {
@@ -217,11 +211,11 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
                         view: Some(post_view),
                     });
                 }
-                Err(RowMergeError::Contention(msg)) => {
+                Err(RowAppendError::Contention(msg)) => {
                     debug!(attempt, %msg, "manifest write contention; re-reading");
                     last = msg;
                 }
-                Err(RowMergeError::Failed(e)) => return Err(e),
+                Err(RowAppendError::Failed(e)) => return Err(e),
             }
         }
         Err(OmniError::ManifestConflict(format!(
@@ -288,7 +282,7 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
         for reg in &schema.registrations {
             ids.retain(|_, id| *id != reg.table_id);
             ids.insert(&reg.table_key, &reg.table_id);
-            out.push(ManifestRow::Table(reg.clone()));
+            out.push(ManifestRow::Table { reg: reg.clone(), since: view.version + 1 });
         }
         for table_id in &schema.tombstones {
             let latest = view.state.latest_versions.get(table_id).copied().unwrap_or(0);

@@ -1,15 +1,20 @@
 //! The `__manifest` row kinds and their Arrow encoding.
 //!
-//! Every row is keyed by `object_id` (Lance unenforced primary key), which is
-//! what makes one merge-insert a row-level compare-and-swap:
+//! The dataset is append-only: a publish appends its rows under the exact
+//! version guard (that guard, not a row merge, is the compare-and-swap), so
+//! the kinds that change over time carry what orders them and the fold picks
+//! the newest (see [`super::state`]):
 //!
-//! | kind | `object_id` | mutability |
+//! | kind | `object_id` | ordered by |
 //! |---|---|---|
-//! | table registration | `table:<table_id>` | immutable |
-//! | table version pointer | `table_version:<table_id>:<version:020>` | append-only |
-//! | table tombstone | `table_tombstone:<table_id>:<version:020>` | append-only |
+//! | table registration | `table:<table_id>` | `since` (`table_version` column); a rename appends a newer one |
+//! | table version pointer | `table_version:<table_id>:<version:020>` | version |
+//! | table tombstone | `table_tombstone:<table_id>:<version:020>` | version |
 //! | graph commit | `<ULID>` | immutable |
-//! | branch head | `graph_head:<branch>` | rewritten by every commit on the branch |
+//! | branch head | `graph_head:<branch>` | its commit's manifest version; every commit appends one |
+//!
+//! Graphs written before appends had one row per `object_id` (heads and
+//! renames were merged in place); they fold the same way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -104,8 +109,14 @@ pub struct HeadRow {
 /// Any `__manifest` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ManifestRow {
-    /// Table registration.
-    Table(TableReg),
+    /// Table registration, landed at manifest version `since` (0 on rows
+    /// from before registrations were versioned: one per table then).
+    Table {
+        /// The registration.
+        reg: TableReg,
+        /// Manifest version it landed at: the newest registration of a table id wins.
+        since: u64,
+    },
     /// Table version pointer.
     TableVersion(TableVersionRow),
     /// Table tombstone.
@@ -176,12 +187,13 @@ impl ManifestRow {
 
     fn encode(&self) -> Cols {
         match self {
-            ManifestRow::Table(t) => Cols {
+            ManifestRow::Table { reg: t, since } => Cols {
                 object_id: format!("table:{}", t.table_id),
                 object_type: "table",
                 location: Some(t.location.clone()),
                 table_key: t.table_key.clone(),
                 table_id: Some(t.table_id.clone()),
+                table_version: Some(*since),
                 ..Default::default()
             },
             ManifestRow::TableVersion(v) => Cols {
@@ -324,11 +336,14 @@ impl<'a> BatchView<'a> {
         let table_id = || self.required(i, "table_id", opt_str(self.table_id, i));
         let version = || self.required(i, "table_version", opt_u64(self.table_version, i));
         let row = match self.object_type.value(i) {
-            "table" => ManifestRow::Table(TableReg {
-                table_id: table_id()?,
-                table_key: self.table_key.value(i).to_string(),
-                location: self.required(i, "location", opt_str(self.location, i))?,
-            }),
+            "table" => ManifestRow::Table {
+                reg: TableReg {
+                    table_id: table_id()?,
+                    table_key: self.table_key.value(i).to_string(),
+                    location: self.required(i, "location", opt_str(self.location, i))?,
+                },
+                since: opt_u64(self.table_version, i).unwrap_or(0),
+            },
             "table_version" => ManifestRow::TableVersion(TableVersionRow {
                 table_id: table_id()?,
                 version: version()?,
@@ -368,11 +383,10 @@ mod tests {
     #[test]
     fn rows_round_trip_through_arrow() {
         let rows = vec![
-            ManifestRow::Table(TableReg {
-                table_id: "n1".into(),
-                table_key: "node:Person".into(),
-                location: "nodes/n1".into(),
-            }),
+            ManifestRow::Table {
+                reg: TableReg { table_id: "n1".into(), table_key: "node:Person".into(), location: "nodes/n1".into() },
+                since: 2,
+            },
             ManifestRow::TableVersion(TableVersionRow {
                 table_id: "n1".into(),
                 version: 3,

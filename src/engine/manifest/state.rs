@@ -1,12 +1,19 @@
 //! Folding `__manifest` rows into the visible graph state.
+//!
+//! The manifest is append-only: a publish appends its rows and nothing is
+//! rewritten, so the fold must not depend on scan order. A branch's head is
+//! the head row whose commit has the highest manifest version; a table's
+//! registration is the one with the highest `since`; its pointer is the
+//! highest version, unless a tombstone at or above it dropped the table.
+//! [`ManifestState::apply`] folds more rows into a state incrementally, so a
+//! publish costs what it appends, not what the history holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
-use super::rows::{CommitRow, ManifestRow, TableReg};
+use super::rows::{CommitRow, ManifestRow, TableReg, TableVersionRow};
 use crate::protocol::{OmniError, Result};
-
 /// One visible table: its registration plus the newest live version pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TableEntry {
@@ -37,63 +44,101 @@ pub struct ManifestState {
     pub registrations: HashMap<String, TableReg>,
     /// Highest version pointer (or tombstone) recorded per table id.
     pub latest_versions: HashMap<String, u64>,
+    /// Per table id: `since` of the registration kept.
+    registered_since: HashMap<String, u64>,
+    /// Per table id: the highest version pointer.
+    newest: HashMap<String, TableVersionRow>,
+    /// Per table id: the highest tombstone version.
+    tombstones: HashMap<String, u64>,
 }
 
 impl ManifestState {
     /// Fold decoded rows: newest version per table, minus tombstones.
     pub fn fold(rows: impl IntoIterator<Item = ManifestRow>) -> Result<ManifestState> {
         let mut state = ManifestState::default();
-        let mut newest: HashMap<String, (u64, Option<String>, u64)> = HashMap::new();
-        let mut tombstones: HashMap<String, u64> = HashMap::new();
+        state.apply(rows)?;
+        Ok(state)
+    }
+
+    /// Fold `rows` into this state: the state of the old rows plus these, in
+    /// time proportional to the new rows (and the tables they touch).
+    pub fn apply(&mut self, rows: impl IntoIterator<Item = ManifestRow>) -> Result<()> {
+        let mut touched = BTreeSet::new();
+        let mut heads = Vec::new();
         for row in rows {
             match row {
-                ManifestRow::Table(t) => {
-                    state.registrations.insert(t.table_id.clone(), t);
+                ManifestRow::Table { reg, since } => {
+                    let kept = self.registered_since.get(&reg.table_id).copied();
+                    if kept.is_none_or(|k| since >= k) {
+                        touched.insert(reg.table_id.clone());
+                        self.registered_since.insert(reg.table_id.clone(), since);
+                        self.registrations.insert(reg.table_id.clone(), reg);
+                    }
                 }
                 ManifestRow::TableVersion(v) => {
-                    let slot = newest.entry(v.table_id).or_insert((0, None, 0));
-                    if v.version >= slot.0 {
-                        *slot = (v.version, v.branch, v.row_count);
+                    if self.newest.get(&v.table_id).is_none_or(|n| v.version >= n.version) {
+                        touched.insert(v.table_id.clone());
+                        self.newest.insert(v.table_id.clone(), v);
                     }
                 }
                 ManifestRow::Tombstone(t) => {
-                    let slot = tombstones.entry(t.table_id).or_insert(0);
+                    let slot = self.tombstones.entry(t.table_id.clone()).or_insert(0);
                     *slot = (*slot).max(t.version);
+                    touched.insert(t.table_id);
                 }
                 ManifestRow::Commit(c) => {
-                    state.commits.insert(c.commit_id.clone(), c);
+                    self.commits.insert(c.commit_id.clone(), c);
                 }
-                ManifestRow::Head(h) => {
-                    state.heads.insert(h.branch, h.head_commit_id);
-                }
+                ManifestRow::Head(h) => heads.push(h),
             }
         }
-        for (table_id, (version, branch, row_count)) in newest {
-            let dropped = tombstones.get(&table_id).is_some_and(|t| *t >= version);
-            let latest = tombstones.get(&table_id).copied().unwrap_or(0).max(version);
-            state.latest_versions.insert(table_id.clone(), latest);
-            if dropped {
+        // Heads after commits: a head row's rank is its commit's version,
+        // which may be in the same rows.
+        for h in heads {
+            let rank = |id: &str| self.commits.get(id).map(|c| c.manifest_version);
+            if self.heads.get(&h.branch).is_none_or(|cur| rank(&h.head_commit_id) >= rank(cur)) {
+                self.heads.insert(h.branch, h.head_commit_id);
+            }
+        }
+        self.rebind(&touched)
+    }
+
+    /// Recompute the visible entries of the `touched` table ids: unbind them
+    /// all first, so a rename and a reuse of its old key in one apply never
+    /// look like two live tables on one key.
+    fn rebind(&mut self, touched: &BTreeSet<String>) -> Result<()> {
+        self.tables.retain(|_, e| !touched.contains(&e.table_id));
+        for table_id in touched {
+            let tomb = self.tombstones.get(table_id).copied().unwrap_or(0);
+            let Some(v) = self.newest.get(table_id) else {
+                if tomb > 0 {
+                    self.latest_versions.insert(table_id.clone(), tomb);
+                }
+                continue;
+            };
+            self.latest_versions.insert(table_id.clone(), tomb.max(v.version));
+            if tomb >= v.version {
                 continue;
             }
-            let reg = state.registrations.get(&table_id).ok_or_else(|| {
+            let reg = self.registrations.get(table_id).ok_or_else(|| {
                 OmniError::Internal(format!("__manifest has versions for unregistered table {table_id}"))
             })?;
             let entry = TableEntry {
                 table_id: table_id.clone(),
                 table_key: reg.table_key.clone(),
                 location: reg.location.clone(),
-                version,
-                branch,
-                row_count,
+                version: v.version,
+                branch: v.branch.clone(),
+                row_count: v.row_count,
             };
-            if let Some(other) = state.tables.insert(reg.table_key.clone(), entry) {
+            if let Some(other) = self.tables.insert(reg.table_key.clone(), entry) {
                 return Err(OmniError::Internal(format!(
                     "__manifest binds {} to two live tables ({} and {table_id})",
                     reg.table_key, other.table_id
                 )));
             }
         }
-        Ok(state)
+        Ok(())
     }
 
     /// The head commit id of `branch` as recorded here.
@@ -155,5 +200,102 @@ impl ManifestState {
             ))
         });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::manifest::rows::{HeadRow, TombstoneRow};
+
+    fn reg(id: &str, key: &str, since: u64) -> ManifestRow {
+        let reg = TableReg { table_id: id.into(), table_key: key.into(), location: format!("nodes/{id}") };
+        ManifestRow::Table { reg, since }
+    }
+
+    fn version(id: &str, version: u64) -> ManifestRow {
+        ManifestRow::TableVersion(TableVersionRow { table_id: id.into(), version, branch: None, row_count: version })
+    }
+
+    fn commit(id: &str, parent: Option<&str>, manifest_version: u64) -> ManifestRow {
+        ManifestRow::Commit(CommitRow {
+            commit_id: id.into(),
+            parent: parent.map(str::to_string),
+            merged_parent: None,
+            actor: None,
+            created_at_us: 0,
+            manifest_version,
+            branch: "main".into(),
+            schema_change: None,
+        })
+    }
+
+    fn head(id: &str) -> ManifestRow {
+        ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: id.into() })
+    }
+
+    /// Three appended publishes: genesis, a write, and a schema apply that
+    /// renames n1 to `node:People`, reuses `node:Person` for n2, drops n3.
+    fn history() -> Vec<Vec<ManifestRow>> {
+        vec![
+            vec![reg("n1", "node:Person", 1), version("n1", 1), reg("n3", "node:Pet", 1), version("n3", 1)]
+                .into_iter()
+                .chain([commit("c1", None, 1), head("c1")])
+                .collect(),
+            vec![version("n1", 2), commit("c2", Some("c1"), 2), head("c2")],
+            vec![
+                reg("n1", "node:People", 3),
+                reg("n2", "node:Person", 3),
+                version("n2", 1),
+                ManifestRow::Tombstone(TombstoneRow { table_id: "n3".into(), version: 2 }),
+                commit("c3", Some("c2"), 3),
+                head("c3"),
+            ],
+        ]
+    }
+
+    fn visible(state: &ManifestState) -> Vec<(String, String, u64)> {
+        state.tables.values().map(|e| (e.table_key.clone(), e.table_id.clone(), e.version)).collect()
+    }
+
+    #[test]
+    fn appended_rows_fold_to_the_newest_head_registration_and_pointer_in_any_order() {
+        let rows: Vec<ManifestRow> = history().into_iter().flatten().collect();
+        let expected = vec![("node:People".to_string(), "n1".to_string(), 2), ("node:Person".into(), "n2".into(), 1)];
+        let forward = ManifestState::fold(rows.clone()).expect("fold");
+        assert_eq!(forward.head("main"), Some("c3"));
+        assert_eq!(visible(&forward), expected);
+        assert_eq!(forward.latest_versions.get("n3"), Some(&2));
+        // Scan order is not part of the contract: reversed rows fold the same.
+        let backward = ManifestState::fold(rows.into_iter().rev()).expect("fold reversed");
+        assert_eq!(backward.head("main"), Some("c3"));
+        assert_eq!(visible(&backward), expected);
+        assert_eq!(backward.registrations.get("n1").map(|r| r.table_key.as_str()), Some("node:People"));
+    }
+
+    #[test]
+    fn applying_each_publish_equals_folding_everything() {
+        let mut incremental = ManifestState::default();
+        for publish in history() {
+            incremental.apply(publish).expect("apply");
+        }
+        let whole = ManifestState::fold(history().into_iter().flatten()).expect("fold");
+        assert_eq!(visible(&incremental), visible(&whole));
+        assert_eq!(incremental.heads, whole.heads);
+        assert_eq!(incremental.latest_versions, whole.latest_versions);
+        assert_eq!(incremental.commits.len(), 3);
+    }
+
+    #[test]
+    fn two_live_tables_on_one_key_are_refused() {
+        let rows = vec![reg("n1", "node:Person", 1), version("n1", 1), reg("n2", "node:Person", 2), version("n2", 1)];
+        let err = ManifestState::fold(rows).expect_err("two tables on one key");
+        assert!(err.to_string().contains("two live tables"), "{err}");
+    }
+
+    #[test]
+    fn versions_of_an_unregistered_table_are_refused() {
+        let err = ManifestState::fold(vec![version("n9", 1)]).expect_err("unregistered");
+        assert!(err.to_string().contains("unregistered table n9"), "{err}");
     }
 }

@@ -618,26 +618,27 @@ pub async fn operation_at(ds: &Dataset, version: u64) -> Result<Option<String>> 
     Ok(txn.map(|t| t.operation.name().to_string()))
 }
 
-/// Outcome of one merge of manifest rows.
+/// Why an exact append of manifest rows did not land.
 #[derive(Debug)]
-pub enum RowMergeError {
-    /// Another writer committed first or touched one of the same keys;
-    /// nothing of ours landed. Re-read and retry.
+pub enum RowAppendError {
+    /// Another writer committed to the same ref first; nothing of ours
+    /// landed. Re-read and retry.
     Contention(String),
     /// Anything else.
     Failed(OmniError),
 }
 
-/// Merge `batch` into a keyed table on `key` (update matched, insert new) as
-/// exactly one commit at the handle's version + 1, with zero transparent
-/// retries. This is the manifest publisher's row-level CAS.
-pub async fn merge_rows(ds: Arc<Dataset>, batch: RecordBatch, key: &str) -> Result<CommittedTxn, RowMergeError> {
+/// Append `batch` to the table as exactly one commit at the handle's version
+/// + 1, with zero transparent retries: the manifest publisher's
+/// compare-and-swap (a concurrent commit on the same ref is contention, so
+/// no row-level merge, and no read of the existing rows, is needed).
+pub async fn append_rows(ds: Arc<Dataset>, batch: RecordBatch) -> Result<CommittedTxn, RowAppendError> {
     let uuid = format!("omni-{}", ulid::Ulid::new());
-    let staged = stage_merge(ds, vec![batch], key, MergeMode::Upsert, &uuid).await.map_err(RowMergeError::Failed)?;
+    let staged = stage_write(ds, vec![batch], WriteMode::Append, &uuid).await.map_err(RowAppendError::Failed)?;
     match commit_exact(staged).await {
         Ok(c) => Ok(c),
-        Err(e @ OmniError::ReadSetChanged { .. }) => Err(RowMergeError::Contention(e.to_string())),
-        Err(e) => Err(RowMergeError::Failed(e)),
+        Err(e @ OmniError::ReadSetChanged { .. }) => Err(RowAppendError::Contention(e.to_string())),
+        Err(e) => Err(RowAppendError::Failed(e)),
     }
 }
 
