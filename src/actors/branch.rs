@@ -129,8 +129,8 @@ pub const MANIFEST_COMPACT_ABOVE: usize = 8;
 async fn compact_manifest(state: &mut BranchState) {
     let Some(view) = state.cache.clone() else { return };
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
-    match table::compact(view.dataset).instrument(span).await {
-        Ok(Some(_)) => state.cache = None,
+    match table::compact(view.dataset.clone()).instrument(span).await {
+        Ok(Some(compacted)) => state.cache = Some(view.compacted(compacted)),
         Ok(None) => {}
         Err(e) => tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry"),
     }
@@ -143,11 +143,12 @@ async fn compact_manifest_now(state: &mut BranchState) -> Result<(u64, u64)> {
     let view = state.view().await?;
     let before = table::fragment_count(&view.dataset);
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
-    let Some(compacted) = table::compact(view.dataset).instrument(span).await? else {
+    let Some(compacted) = table::compact(view.dataset.clone()).instrument(span).await? else {
         return Ok((before, before));
     };
-    state.cache = None;
-    Ok((before, table::fragment_count(&compacted)))
+    let after = table::fragment_count(&compacted);
+    state.cache = Some(view.compacted(compacted));
+    Ok((before, after))
 }
 
 fn check_lease(state: &BranchArgs, lease_id: u64) -> Result<()> {

@@ -15,6 +15,7 @@
 //! deleted while its pins are read.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use tracing::{Instrument, info_span, warn};
@@ -155,7 +156,7 @@ async fn base_state(
     base_id: &str,
     target_head: &str,
     target: &ManifestView,
-) -> Result<ManifestState> {
+) -> Result<Arc<ManifestState>> {
     if base_id == target_head {
         return Ok(target.state.clone());
     }

@@ -92,7 +92,7 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     let accepted = rt.schema().await?;
     // Ids of every table main ever registered (a soft-dropped type keeps its
     // id and path), so a type added again gets a fresh one.
-    let registered: Vec<String> = rt.view(MAIN).await?.state.registrations.into_keys().collect();
+    let registered: Vec<String> = rt.view(MAIN).await?.state.registrations.keys().cloned().collect();
     let plan = evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &registered);
     let mut report = report_of(&plan, &accepted.identity);
     if req.dry_run || report.schema_identity == accepted.identity {

@@ -54,8 +54,18 @@ pub struct ManifestView {
     pub version: u64,
     /// Native branch identifier of that manifest branch.
     pub branch_id: BranchId,
-    /// The folded state.
-    pub state: ManifestState,
+    /// The folded state (shared: views are cloned per request, and the
+    /// state grows with the history).
+    pub state: Arc<ManifestState>,
+}
+
+impl ManifestView {
+    /// This view after a physical-only compaction of its dataset: the same
+    /// rows, hence the same state, at the compaction's version (so the next
+    /// read needs no scan and fold of the whole history).
+    pub fn compacted(self, dataset: Arc<Dataset>) -> ManifestView {
+        ManifestView { version: dataset.version().version, dataset, ..self }
+    }
 }
 
 /// Refuse a manifest whose storage stamp is not [`STAMP`].
@@ -126,7 +136,7 @@ async fn open(root: &Root, branch: &str, version: Option<u64>) -> Result<Arc<Dat
 pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView> {
     let batches = table::scan(&dataset, None).await?;
     let rows = rows::from_batches(&batches)?;
-    let state = ManifestState::fold(rows)?;
+    let state = Arc::new(ManifestState::fold(rows)?);
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, state })
 }

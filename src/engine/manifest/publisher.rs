@@ -5,6 +5,7 @@
 //! costs what the commit writes, not what the history holds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, info_span};
@@ -152,7 +153,7 @@ pub struct Published {
     /// The commit row as written (or as found, when already visible).
     pub commit: CommitRow,
     /// The folded post-publish state (no re-scan needed).
-    pub state: ManifestState,
+    pub state: Arc<ManifestState>,
     /// `__manifest` version after the publish.
     pub manifest_version: u64,
     /// True when the commit was already visible (an idempotent re-publish).
@@ -189,8 +190,9 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
             let batch = rows::to_batch(&new_rows)?;
             match table::append_rows(view.dataset.clone(), batch).await {
                 Ok(committed) => {
-                    let mut post = view.state;
+                    let mut post = Arc::unwrap_or_clone(view.state);
                     post.apply(new_rows)?;
+                    let post = Arc::new(post);
                     let commit = post
                         .commits
                         .get(&req.lineage.commit_id)

@@ -50,6 +50,9 @@ pub struct ManifestState {
     newest: HashMap<String, TableVersionRow>,
     /// Per table id: the highest tombstone version.
     tombstones: HashMap<String, u64>,
+    /// Ids of the commits that applied a schema (few; most graphs have none,
+    /// and then binding a catalog costs no walk of the history).
+    applies: Vec<String>,
 }
 
 impl ManifestState {
@@ -87,6 +90,9 @@ impl ManifestState {
                     touched.insert(t.table_id);
                 }
                 ManifestRow::Commit(c) => {
+                    if c.schema_change.is_some() && !self.commits.contains_key(&c.commit_id) {
+                        self.applies.push(c.commit_id.clone());
+                    }
                     self.commits.insert(c.commit_id.clone(), c);
                 }
                 ManifestRow::Head(h) => heads.push(h),
@@ -165,33 +171,46 @@ impl ManifestState {
     /// `commit_id` (itself included) made current: the newest one's. `None`
     /// when no apply precedes it.
     pub fn schema_applied_at(&self, commit_id: &str) -> Option<String> {
-        let applied = self.history(commit_id).into_iter().filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
+        if self.applies.is_empty() {
+            return None;
+        }
+        let applied = self.ancestors(commit_id).filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
         applied.max_by_key(|(c, _)| c.manifest_version).map(|(_, s)| s.to.clone())
     }
 
     /// The schema the graph was created with, if an apply recorded here
     /// replaced it (the oldest apply's `from`).
     pub fn original_schema(&self) -> Option<String> {
-        let applies = self.commits.values().filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
-        applies.min_by_key(|(c, _)| c.manifest_version).map(|(_, s)| s.from.clone())
+        let applies = self.applies.iter().filter_map(|id| self.commits.get(id));
+        let oldest =
+            applies.filter_map(|c| c.schema_change.as_ref().map(|s| (c, s))).min_by_key(|(c, _)| c.manifest_version);
+        oldest.map(|(_, s)| s.from.clone())
+    }
+
+    /// Every commit reachable from `head` through parents and merged
+    /// parents, itself included, in no particular order.
+    fn ancestors<'s>(&'s self, head: &str) -> impl Iterator<Item = &'s CommitRow> {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = vec![head.to_string()];
+        std::iter::from_fn(move || {
+            while let Some(id) = stack.pop() {
+                if !seen.insert(id.clone()) {
+                    continue;
+                }
+                if let Some(c) = self.commits.get(&id) {
+                    stack.extend(c.parent.iter().cloned());
+                    stack.extend(c.merged_parent.iter().cloned());
+                    return Some(c);
+                }
+            }
+            None
+        })
     }
 
     /// History reachable from `head` through parents and merged parents,
     /// newest first (by manifest version, then time, then id).
     pub fn history(&self, head: &str) -> Vec<&CommitRow> {
-        let mut seen = std::collections::HashSet::new();
-        let mut stack = vec![head.to_string()];
-        let mut out = Vec::new();
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            if let Some(c) = self.commits.get(&id) {
-                stack.extend(c.parent.iter().cloned());
-                stack.extend(c.merged_parent.iter().cloned());
-                out.push(c);
-            }
-        }
+        let mut out: Vec<&CommitRow> = self.ancestors(head).collect();
         out.sort_by(|a, b| {
             (b.manifest_version, b.created_at_us, &b.commit_id).cmp(&(
                 a.manifest_version,
