@@ -628,8 +628,8 @@ pub enum RowAppendError {
     Failed(OmniError),
 }
 
-/// Append `batch` to the table as exactly one commit at the handle's version
-/// + 1, with zero transparent retries: the manifest publisher's
+/// Append `batch` to the table as exactly one commit at the version after
+/// the handle's, with zero transparent retries: the manifest publisher's
 /// compare-and-swap (a concurrent commit on the same ref is contention, so
 /// no row-level merge, and no read of the existing rows, is needed).
 pub async fn append_rows(ds: Arc<Dataset>, batch: RecordBatch) -> Result<CommittedTxn, RowAppendError> {
