@@ -180,11 +180,6 @@ struct Cols {
 }
 
 impl ManifestRow {
-    /// The row's `object_id`.
-    pub fn object_id(&self) -> String {
-        self.encode().object_id
-    }
-
     fn encode(&self) -> Cols {
         match self {
             ManifestRow::Table { reg: t, since } => Cols {

@@ -249,20 +249,10 @@ pub async fn stage_merge_insert(
     mode: MergeMode,
     uuid: &str,
 ) -> Result<StagedTxn> {
-    stage_merge(ds, batches, "id", mode, uuid).await
-}
-
-async fn stage_merge(
-    ds: Arc<Dataset>,
-    batches: Vec<RecordBatch>,
-    key: &str,
-    mode: MergeMode,
-    uuid: &str,
-) -> Result<StagedTxn> {
     let uri = table_uri(&ds);
     let ctx = || format!("staging merge-insert into {uri}");
     let mut builder =
-        MergeInsertBuilder::try_new(ds.clone(), vec![key.to_string()]).map_err(|e| OmniError::storage(ctx(), e))?;
+        MergeInsertBuilder::try_new(ds.clone(), vec!["id".to_string()]).map_err(|e| OmniError::storage(ctx(), e))?;
     let (matched, not_matched) = match mode {
         MergeMode::StrictInsert => (WhenMatched::Fail, WhenNotMatched::InsertAll),
         MergeMode::Upsert => (WhenMatched::UpdateAll, WhenNotMatched::InsertAll),
