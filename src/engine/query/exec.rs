@@ -242,8 +242,7 @@ impl Planner<'_> {
     /// Run `df` into memory (its rows charged against the row cap) and
     /// return it as a frame again, with the distinct ids `var` binds in it.
     async fn materialize(&self, df: DataFrame, var: &str) -> Result<(DataFrame, Vec<String>)> {
-        let schema = Arc::new(df.schema().as_arrow().clone());
-        let batches = self.collect(df).await?;
+        let (frame, batches) = self.buffered(df).await?;
         let col = format!("{var}.id");
         let mut ids: BTreeSet<String> = BTreeSet::new();
         for b in &batches {
@@ -253,8 +252,16 @@ impl Planner<'_> {
                 .ok_or_else(|| OmniError::Internal(format!("the binding frame has no string column `{col}`")))?;
             ids.extend(c.iter().flatten().map(str::to_string));
         }
-        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches]).map_err(df_err)?;
-        Ok((self.ctx.read_table(Arc::new(table)).map_err(df_err)?, ids.into_iter().collect()))
+        Ok((frame, ids.into_iter().collect()))
+    }
+
+    /// Run `df` into memory, its rows charged against the row cap as they
+    /// stream, and return it as a frame again, with the batches.
+    async fn buffered(&self, df: DataFrame) -> Result<(DataFrame, Vec<RecordBatch>)> {
+        let schema = Arc::new(df.schema().as_arrow().clone());
+        let batches = self.collect(df).await?;
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.clone()]).map_err(df_err)?;
+        Ok((self.ctx.read_table(Arc::new(table)).map_err(df_err)?, batches))
     }
 
     /// Execute `df` to completion under the meter: the rows it yields are
@@ -553,6 +560,12 @@ impl Planner<'_> {
             df.schema().fields().iter().map(|f| f.name().clone()).filter(|n| n.ends_with(".id")).collect();
         sort.extend(ids.iter().map(|n| ident(n).sort(true, true)));
         if !sort.is_empty() {
+            // Without a limit the sort holds the whole frame: charge its rows
+            // to the cap as they stream, not after the sort has buffered them
+            // (a cross product would otherwise run into the time budget first).
+            if ir.limit.is_none() && self.meter.limits().max_rows.is_some() {
+                df = self.buffered(df).await?.0;
+            }
             df = df.sort(sort).map_err(df_err)?;
         }
         if let Some(n) = ir.limit {
