@@ -42,14 +42,16 @@ impl std::ops::Deref for BranchState {
 }
 
 impl BranchState {
-    async fn view(&mut self) -> Result<ManifestView> {
+    /// The branch's latest view; `complete` asks for its commit history too.
+    async fn view(&mut self, complete: bool) -> Result<ManifestView> {
         if let (Some(view), Some(checked)) = (&self.cache, self.checked)
             && checked.is_fresh()
+            && (view.state.is_complete() || !complete)
         {
             return Ok(view.clone());
         }
         let checked = super::replica::Checked::now();
-        let view = manifest::load_cached(&self.args.root, &self.args.branch, &mut self.cache).await?;
+        let view = manifest::load_cached(&self.args.root, &self.args.branch, &mut self.cache, complete).await?;
         self.checked = Some(checked);
         Ok(view)
     }
@@ -74,8 +76,8 @@ impl Actor for BranchActor {
             BranchMsg::Acquire { reply } => state.gate.enqueue(LeaseMode::Exclusive, reply),
             BranchMsg::TryAcquire { reply } => drop(reply.send(state.gate.try_grant(LeaseMode::Exclusive))),
             BranchMsg::Contended { reply } => drop(reply.send(state.gate.load() != (0, 0))),
-            BranchMsg::View { reply } => {
-                drop(reply.send(state.view().await));
+            BranchMsg::View { complete, reply } => {
+                drop(reply.send(state.view(complete).await));
             }
             BranchMsg::Publish { request, lease_id, reply } => {
                 let out = publish(state, &request, lease_id).await;
@@ -140,7 +142,7 @@ async fn compact_manifest(state: &mut BranchState) {
 /// its fragment counts before and after. Unlike the after-publish pass, a
 /// failure is the caller's error.
 async fn compact_manifest_now(state: &mut BranchState) -> Result<(u64, u64)> {
-    let view = state.view().await?;
+    let view = state.view(false).await?;
     let before = table::fragment_count(&view.dataset);
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
     let Some(compacted) = table::compact(view.dataset.clone()).instrument(span).await? else {
@@ -167,7 +169,7 @@ async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u6
     }
     check_lease(state, lease_id)?;
     let span = info_span!("saga.publish", operation_id = %request.lineage.commit_id, branch = %state.branch);
-    let current = state.view().await?;
+    let current = state.view(false).await?;
     named_failpoint!("branch.before_publish");
     let mut published = publisher::publish_from(&state.root, request, Some(current)).instrument(span).await?;
     named_failpoint!("branch.after_publish");

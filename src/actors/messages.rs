@@ -64,6 +64,8 @@ pub enum BranchMsg {
     },
     /// A fresh read of the branch's manifest.
     View {
+        /// Whether the view must hold the whole commit history.
+        complete: bool,
         /// Answered with the view or the read error.
         reply: RpcReplyPort<Result<ManifestView>>,
     },

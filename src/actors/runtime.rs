@@ -470,9 +470,17 @@ impl Runtime {
         self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::Contended { reply }).await
     }
 
-    /// A fresh manifest view of `branch`.
+    /// A fresh manifest view of `branch`: its state may be a head state
+    /// (no commit history; see [`crate::engine::manifest::state`]).
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
-        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { reply }).await?
+        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete: false, reply })
+            .await?
+    }
+
+    /// A fresh manifest view of `branch` with its whole commit history loaded
+    /// (history listings, merge bases, cleanup's retention).
+    pub async fn history_view(&self, branch: &str) -> Result<ManifestView> {
+        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete: true, reply }).await?
     }
 
     /// Publish through the branch actor, holding its lease.

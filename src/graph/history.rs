@@ -86,11 +86,11 @@ impl Graph {
 
     /// Commits reachable from `branch`'s head, newest first.
     pub async fn commits(&self, branch: &str, limit: Option<usize>) -> Result<Vec<CommitInfo>> {
-        let view = self.rt.view(branch).await?;
+        let view = self.rt.history_view(branch).await?;
         let Some(head) = view.state.effective_head(branch) else {
             return Ok(Vec::new());
         };
-        let history = view.state.history(&head.commit_id);
+        let history = view.state.history(&head.commit_id)?;
         Ok(history.into_iter().take(limit.unwrap_or(usize::MAX)).map(CommitInfo::from).collect())
     }
 
@@ -101,13 +101,13 @@ impl Graph {
 
     /// Find commit `id`: main first, then every live branch.
     pub(super) async fn find_commit(&self, id: &str) -> Result<CommitRow> {
-        if let Some(c) = self.rt.view(MAIN).await?.state.commits.get(id) {
+        if let Some(c) = self.rt.history_view(MAIN).await?.state.commits()?.get(id) {
             return Ok(c.clone());
         }
         for name in table::list_branches(&manifest::uri(self.root())).await?.into_keys() {
-            match self.rt.view(&name).await {
+            match self.rt.history_view(&name).await {
                 Ok(view) => {
-                    if let Some(c) = view.state.commits.get(id) {
+                    if let Some(c) = view.state.commits()?.get(id) {
                         return Ok(c.clone());
                     }
                 }
@@ -137,11 +137,11 @@ impl Graph {
 
     /// The merge base of two branches' heads: their best common ancestor commit.
     pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>> {
-        let (va, vb) = (self.rt.view(a).await?, self.rt.view(b).await?);
+        let (va, vb) = (self.rt.history_view(a).await?, self.rt.history_view(b).await?);
         let (Some(ha), Some(hb)) = (va.state.effective_head(a), vb.state.effective_head(b)) else {
             return Ok(None);
         };
-        let commits = manifest::merge_base::joint_dag(&va.state, &vb.state);
+        let commits = manifest::merge_base::joint_dag(&va.state, &vb.state)?;
         Ok(manifest::merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id))
     }
 }

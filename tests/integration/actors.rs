@@ -120,7 +120,7 @@ async fn a_call_to_a_dying_actor_is_a_typed_error_not_a_hang() {
     actor.kill();
     let out = tokio::time::timeout(
         PATIENCE,
-        actor.call(|reply| omnigraph::actors::messages::BranchMsg::View { reply }, None),
+        actor.call(|reply| omnigraph::actors::messages::BranchMsg::View { complete: false, reply }, None),
     )
     .await
     .expect("no hang");

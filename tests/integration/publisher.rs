@@ -157,7 +157,7 @@ async fn a_publish_whose_captured_head_moved_is_refused_and_changes_nothing() {
     }
     let after = manifest::load(g.root(), "main", None).await.expect("view");
     assert_eq!(after.version, before.version, "a refused publish must not write");
-    assert!(!after.state.commits.contains_key(&req.lineage.commit_id));
+    assert!(!after.state.commits().expect("complete").contains_key(&req.lineage.commit_id));
 }
 
 #[tokio::test]
@@ -337,4 +337,51 @@ async fn a_staged_create_lands_as_version_one_with_its_identity_and_only_once() 
     let err = table::commit_exact(again).await.expect_err("a second create must fail");
     assert!(matches!(err, OmniError::AlreadyExists(_)), "{err}");
     assert_eq!(table::head_version(&uri, None).await.expect("head"), 1);
+}
+
+/// The head state an open restores from `branch`'s latest checkpoint, next
+/// to the full fold of its rows; `None` when the open had to fold.
+async fn restored_beside_full(g: &Graph, branch: &str) -> (Option<manifest::ManifestView>, manifest::ManifestView) {
+    // Behind the actor's after-publish compaction: the version is settled.
+    g.runtime().view(branch).await.expect("view");
+    let head = manifest::load_cached(g.root(), branch, &mut None, false).await.expect("head view");
+    let full = manifest::load(g.root(), branch, None).await.expect("full view");
+    assert_eq!(head.version, full.version);
+    assert_eq!(head.state.tables, full.state.tables, "{branch} v{}", full.version);
+    assert_eq!(head.state.heads, full.state.heads);
+    assert_eq!(head.state.latest_versions, full.state.latest_versions);
+    assert_eq!(head.state.registrations, full.state.registrations);
+    assert_eq!(
+        head.state.effective_head(branch).map(|c| &c.commit_id),
+        full.state.effective_head(branch).map(|c| &c.commit_id)
+    );
+    assert_eq!(head.state.checkpoint(), full.state.checkpoint());
+    ((!head.state.is_complete()).then_some(head), full)
+}
+
+#[tokio::test]
+async fn an_open_restores_the_head_state_from_the_checkpoint_not_the_history() {
+    let (_dir, g) = crate::common::loaded_social_graph().await;
+    let insert = |i: usize| format!(r#"query q() {{ insert Person {{ name: "cp{i}", age: 1 }} }}"#);
+    let opts = omnigraph::WriteOptions::default();
+    let mut rewrites = 0;
+    for i in 0..20 {
+        g.mutate(&insert(i), None, serde_json::Map::new(), &opts).await.expect("mutate");
+        let (restored, full) = restored_beside_full(&g, "main").await;
+        assert!(restored.is_some(), "commit {i}: the open folded the history instead of restoring");
+        let op = table::operation_at(&full.dataset, full.version).await.expect("operation");
+        rewrites += usize::from(op.as_deref() == Some("Rewrite"));
+    }
+    assert!(rewrites > 0, "the manifest was never compacted: the look-back past a Rewrite went untested");
+    // History questions load the history: every commit is listed.
+    assert_eq!(g.commits("main", None).await.expect("commits").len(), 22);
+    g.branch_create("feat", "main").await.expect("branch");
+    restored_beside_full(&g, "feat").await;
+    let on_feat = omnigraph::WriteOptions { branch: "feat".into(), ..opts.clone() };
+    g.mutate(&insert(100), None, serde_json::Map::new(), &on_feat).await.expect("mutate feat");
+    assert!(restored_beside_full(&g, "feat").await.0.is_some(), "a branch's own publish records a checkpoint");
+    assert_eq!(
+        g.merge_base("main", "feat").await.expect("base"),
+        g.snapshot("main").await.expect("snap").head_commit_id
+    );
 }

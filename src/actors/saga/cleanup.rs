@@ -188,11 +188,11 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     let mut heads = Vec::new();
     let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
     for branch in &branches {
-        let view = rt.view(branch).await?;
+        let view = rt.history_view(branch).await?;
         if let Some(head) = view.state.effective_head(branch) {
             // Commits of deleted branches are unreadable already.
             let history: Vec<_> =
-                view.state.history(&head.commit_id).into_iter().filter(|c| branches.contains(&c.branch)).collect();
+                view.state.history(&head.commit_id)?.into_iter().filter(|c| branches.contains(&c.branch)).collect();
             seen.extend(history.iter().map(|c| c.commit_id.clone()));
             for c in policy.retained(&history, now_us) {
                 retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
@@ -200,7 +200,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
         }
         heads.push(view);
     }
-    retain_merge_bases(&heads, &branches, &mut retained);
+    retain_merge_bases(&heads, &branches, &mut retained)?;
     let views = load_retained(rt, &retained).await?;
     let live: BTreeSet<(&str, u64)> = views.iter().chain(&heads).map(|v| (v.branch.as_str(), v.version)).collect();
     retained.retain(|(b, v, _)| live.contains(&(b.as_str(), *v)));
@@ -287,19 +287,24 @@ async fn dataset_refs(
 
 /// Keep the merge base of every pair of live branches: merging them reads
 /// the base's state, so cleaning it would make the branches unmergeable.
-fn retain_merge_bases(heads: &[ManifestView], live: &[String], retained: &mut BTreeSet<(String, u64, String)>) {
+fn retain_merge_bases(
+    heads: &[ManifestView],
+    live: &[String],
+    retained: &mut BTreeSet<(String, u64, String)>,
+) -> Result<()> {
     for (i, a) in heads.iter().enumerate() {
         for b in &heads[i + 1..] {
             let (Some(ha), Some(hb)) = (a.state.effective_head(&a.branch), b.state.effective_head(&b.branch)) else {
                 continue;
             };
-            let commits = merge_base::joint_dag(&a.state, &b.state);
+            let commits = merge_base::joint_dag(&a.state, &b.state)?;
             let Some(base) = merge_base::merge_base(&commits, &ha.commit_id, &hb.commit_id) else { continue };
             if let Some(c) = commits.get(&base).filter(|c| live.contains(&c.branch)) {
                 retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
             }
         }
     }
+    Ok(())
 }
 
 /// Delete an orphan fork through its table actor; `false` when Lance

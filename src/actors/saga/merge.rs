@@ -83,7 +83,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         }
     }
     let leases = lease_both(rt, &req.source, &req.target).await?;
-    let (source, target) = (rt.view(&req.source).await?, rt.view(&req.target).await?);
+    let (source, target) = (rt.history_view(&req.source).await?, rt.history_view(&req.target).await?);
     let schema = rt.schema().await?;
     let head_of = |v: &ManifestView, b: &str| {
         v.state
@@ -92,7 +92,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
             .ok_or_else(|| OmniError::Internal(format!("branch `{b}` has no commit")))
     };
     let (source_head, target_head) = (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
-    let commits = manifest::merge_base::joint_dag(&source.state, &target.state);
+    let commits = manifest::merge_base::joint_dag(&source.state, &target.state)?;
     let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
     let mut report = MergeReport {
         outcome,

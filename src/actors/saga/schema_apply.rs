@@ -130,7 +130,7 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
             warn!(%location, error = %e, "applied, but a hard-dropped table's files remain (cleanup removes them)");
         }
     }
-    let version = rt.view(MAIN).await?.state.commits.get(&done.commit_id).map(|c| c.manifest_version);
+    let version = rt.view(MAIN).await?.state.commit(&done.commit_id).map(|c| c.manifest_version);
     report.applied = true;
     report.manifest_version = version;
     report.graph_manifest_version = version;

@@ -8,10 +8,11 @@ use super::state::ManifestState;
 
 /// The commit DAGs of two manifest branches in one map (a branch's manifest
 /// holds its parent's commits up to the fork, so they overlap).
-pub fn joint_dag(a: &ManifestState, b: &ManifestState) -> HashMap<String, CommitRow> {
-    let mut commits = a.commits.clone();
-    commits.extend(b.commits.iter().map(|(k, v)| (k.clone(), v.clone())));
-    commits
+/// Both states must be complete (their histories loaded).
+pub fn joint_dag(a: &ManifestState, b: &ManifestState) -> crate::protocol::Result<HashMap<String, CommitRow>> {
+    let mut commits = a.commits()?.clone();
+    commits.extend(b.commits()?.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Ok(commits)
 }
 
 /// Every commit reachable from `head` (itself included).

@@ -17,7 +17,7 @@ use crate::engine::storage::{Root, table};
 use crate::protocol::{OmniError, Result};
 pub use publisher::{Lineage, Precondition, PublishRequest, Published, SchemaCommit, TableUpdate};
 pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, SchemaChange, TableReg};
-pub use state::{ManifestState, TableEntry};
+pub use state::{CHECKPOINT_PROPERTY, HeadCheckpoint, ManifestState, TableEntry};
 
 /// Path of the manifest dataset under the root.
 pub const MANIFEST_DIR: &str = "__manifest";
@@ -101,19 +101,69 @@ pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<Man
 /// The latest manifest on `branch`, reusing `cache` when the branch is still
 /// the same incarnation at the same version (opening the dataset is one
 /// small read; scanning and folding grows with history, so a branch actor
-/// pays it once per new version instead of once per request).
-pub async fn load_cached(root: &Root, branch: &str, cache: &mut Option<ManifestView>) -> Result<ManifestView> {
+/// pays it once per new version instead of once per request). With
+/// `complete` false, a head state restored from the version's checkpoint
+/// will do (no scan at all); with it true, the commit history is loaded too.
+pub async fn load_cached(
+    root: &Root,
+    branch: &str,
+    cache: &mut Option<ManifestView>,
+    complete: bool,
+) -> Result<ManifestView> {
     let dataset = open(root, branch, None).await?;
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     if let Some(c) = cache.as_ref()
         && c.version == dataset.version().version
         && c.branch_id == branch_id
+        && (c.state.is_complete() || !complete)
     {
         return Ok(c.clone());
     }
-    let view = view_of(dataset, branch).await?;
+    let restored = if complete { None } else { restore_checkpoint(&dataset).await? };
+    let view = match restored {
+        Some(state) => ManifestView {
+            version: dataset.version().version,
+            dataset,
+            branch: branch.to_string(),
+            branch_id,
+            state: Arc::new(state),
+        },
+        None => view_of(dataset, branch).await?,
+    };
     *cache = Some(view.clone());
     Ok(view)
+}
+
+/// Versions of physical-only operations (a `__manifest` compaction is a
+/// `ReserveFragments` then a `Rewrite`) a restore looks past for the
+/// checkpoint of the rows they kept.
+const CHECKPOINT_LOOKBACK: u64 = 4;
+
+/// Lance operations that keep every row as it was.
+const PHYSICAL_ONLY: [&str; 2] = ["Rewrite", "ReserveFragments"];
+
+/// The head state recorded at the dataset's version: the checkpoint of the
+/// publish that produced it, or of the publish before a run of compactions
+/// (which keep the rows). `None` when there is none to trust (a graph
+/// written by an older binary, a schema apply recorded, or versions
+/// cleaned): the caller folds the rows instead.
+async fn restore_checkpoint(dataset: &Dataset) -> Result<Option<ManifestState>> {
+    let mut version = dataset.version().version;
+    for _ in 0..=CHECKPOINT_LOOKBACK {
+        let Ok(Some((operation, mut props))) = table::transaction_properties_at(dataset, version).await else {
+            return Ok(None);
+        };
+        if let Some(json) = props.remove(state::CHECKPOINT_PROPERTY) {
+            let cp = serde_json::from_str(&json)
+                .map_err(|e| OmniError::Internal(format!("__manifest v{version} has an unreadable checkpoint: {e}")))?;
+            return ManifestState::restore(cp).map(Some);
+        }
+        if !PHYSICAL_ONLY.contains(&operation.as_str()) || version <= 1 {
+            return Ok(None);
+        }
+        version -= 1;
+    }
+    Ok(None)
 }
 
 /// The manifest dataset on `branch` at `version` (latest when `None`), stamp checked.

@@ -4,7 +4,7 @@
 //! re-checks its precondition): that is the compare-and-swap. Appending
 //! costs what the commit writes, not what the history holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -188,16 +188,17 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
             check_expected_versions(&view.state, req)?;
             let new_rows = pending_rows(&view, req)?;
             let batch = rows::to_batch(&new_rows)?;
-            match table::append_rows(view.dataset.clone(), batch).await {
+            // The post-publish state is folded before the append: its
+            // checkpoint rides in the append's transaction.
+            let mut post = (*view.state).clone();
+            post.apply(new_rows)?;
+            let commit = post
+                .commit(&req.lineage.commit_id)
+                .cloned()
+                .ok_or_else(|| OmniError::Internal("published commit missing from post-state".into()))?;
+            match table::append_rows(view.dataset.clone(), batch, checkpoint_properties(&post)?).await {
                 Ok(committed) => {
-                    let mut post = Arc::unwrap_or_clone(view.state);
-                    post.apply(new_rows)?;
                     let post = Arc::new(post);
-                    let commit = post
-                        .commits
-                        .get(&req.lineage.commit_id)
-                        .cloned()
-                        .ok_or_else(|| OmniError::Internal("published commit missing from post-state".into()))?;
                     let post_view = ManifestView {
                         dataset: committed.dataset,
                         branch: view.branch.clone(),
@@ -229,8 +230,20 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
     .await
 }
 
+/// The transaction properties recording `post`'s head checkpoint (none
+/// while it has no checkpoint: the next open folds the rows).
+fn checkpoint_properties(post: &ManifestState) -> Result<HashMap<String, String>> {
+    let Some(cp) = post.checkpoint() else { return Ok(HashMap::new()) };
+    let json = serde_json::to_string(&cp).map_err(|e| OmniError::Internal(format!("encoding a checkpoint: {e}")))?;
+    Ok(HashMap::from([(super::CHECKPOINT_PROPERTY.to_string(), json)]))
+}
+
+/// The commit `req` publishes, if already visible. On a head state only a
+/// head commit is found: the writers' commit ids are fresh, and recovery,
+/// which re-publishes, checks visibility on a complete state under the
+/// gates first ([`crate::engine::manifest::load`]).
 fn already_visible(view: &ManifestView, req: &PublishRequest) -> Option<Published> {
-    let commit = view.state.commits.get(&req.lineage.commit_id)?.clone();
+    let commit = view.state.commit(&req.lineage.commit_id)?.clone();
     Some(Published {
         commit,
         state: view.state.clone(),

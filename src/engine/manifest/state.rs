@@ -7,10 +7,16 @@
 //! highest version, unless a tombstone at or above it dropped the table.
 //! [`ManifestState::apply`] folds more rows into a state incrementally, so a
 //! publish costs what it appends, not what the history holds.
+//!
+//! A state is *complete* (every commit of the history loaded) or a *head
+//! state* restored from a publish's [`HeadCheckpoint`]: everything a read or
+//! a write needs (tables, heads, the head commits), without the commit log.
+//! History, merge bases and recovery's visibility checks ask for a complete
+//! state ([`ManifestState::commits`] refuses a head state).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::rows::{CommitRow, ManifestRow, TableReg, TableVersionRow};
 use crate::protocol::{OmniError, Result};
@@ -38,8 +44,11 @@ pub struct ManifestState {
     pub tables: BTreeMap<String, TableEntry>,
     /// Graph branch → head commit id, as recorded on this manifest branch.
     pub heads: BTreeMap<String, String>,
-    /// Every commit reachable in this manifest branch, by id.
-    pub commits: HashMap<String, CommitRow>,
+    /// Every commit reachable in this manifest branch, by id (a head state:
+    /// only the head commits, and those published since it was restored).
+    commits: HashMap<String, CommitRow>,
+    /// Whether `commits` holds the whole history.
+    complete: bool,
     /// Registrations by table id (including tombstoned tables).
     pub registrations: HashMap<String, TableReg>,
     /// Highest version pointer (or tombstone) recorded per table id.
@@ -58,8 +67,78 @@ pub struct ManifestState {
 impl ManifestState {
     /// Fold decoded rows: newest version per table, minus tombstones.
     pub fn fold(rows: impl IntoIterator<Item = ManifestRow>) -> Result<ManifestState> {
-        let mut state = ManifestState::default();
+        let mut state = ManifestState { complete: true, ..ManifestState::default() };
         state.apply(rows)?;
+        Ok(state)
+    }
+
+    /// Whether every commit of the history is loaded (see the module doc).
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Every commit of the history, by id; refused on a head state, whose
+    /// absence of a commit proves nothing.
+    pub fn commits(&self) -> Result<&HashMap<String, CommitRow>> {
+        if !self.complete {
+            return Err(OmniError::Internal("the commit history of this manifest view was not loaded".into()));
+        }
+        Ok(&self.commits)
+    }
+
+    /// A commit this state holds: any commit when complete, else a head
+    /// commit or one published since the state was restored.
+    pub fn commit(&self, id: &str) -> Option<&CommitRow> {
+        self.commits.get(id)
+    }
+
+    /// The checkpoint a publish records beside its rows, so that an open
+    /// restores this state without folding the history. `None` while a
+    /// schema apply is recorded: binding a catalog then walks the ancestry,
+    /// which a head state does not hold.
+    pub fn checkpoint(&self) -> Option<HeadCheckpoint> {
+        if !self.applies.is_empty() {
+            return None;
+        }
+        // Sorted, so one state always encodes to the same checkpoint.
+        let ids: BTreeSet<&String> = self.heads.values().collect();
+        let head_commits = ids.into_iter().filter_map(|id| self.commits.get(id).cloned()).collect();
+        let mut registrations: Vec<(TableReg, u64)> = self
+            .registrations
+            .iter()
+            .map(|(id, reg)| (reg.clone(), self.registered_since.get(id).copied().unwrap_or(0)))
+            .collect();
+        registrations.sort_by(|a, b| a.0.table_id.cmp(&b.0.table_id));
+        let mut newest: Vec<TableVersionRow> = self.newest.values().cloned().collect();
+        newest.sort_by(|a, b| a.table_id.cmp(&b.table_id));
+        Some(HeadCheckpoint {
+            registrations,
+            newest,
+            tombstones: self.tombstones.clone(),
+            latest_versions: self.latest_versions.clone(),
+            heads: self.heads.clone(),
+            head_commits,
+        })
+    }
+
+    /// The head state a checkpoint recorded (see [`ManifestState::checkpoint`]).
+    pub fn restore(cp: HeadCheckpoint) -> Result<ManifestState> {
+        let mut state = ManifestState::default();
+        for (reg, since) in cp.registrations {
+            state.registered_since.insert(reg.table_id.clone(), since);
+            state.registrations.insert(reg.table_id.clone(), reg);
+        }
+        state.newest = cp.newest.into_iter().map(|v| (v.table_id.clone(), v)).collect();
+        state.tombstones = cp.tombstones;
+        state.latest_versions = cp.latest_versions;
+        state.commits = cp.head_commits.into_iter().map(|c| (c.commit_id.clone(), c)).collect();
+        if let Some((branch, id)) = cp.heads.iter().find(|(_, id)| !state.commits.contains_key(*id)) {
+            return Err(OmniError::Internal(format!("__manifest checkpoint lacks the head commit {id} of `{branch}`")));
+        }
+        state.heads = cp.heads;
+        let touched: BTreeSet<String> =
+            state.registrations.keys().chain(state.newest.keys()).chain(state.tombstones.keys()).cloned().collect();
+        state.rebind(&touched)?;
         Ok(state)
     }
 
@@ -208,8 +287,10 @@ impl ManifestState {
     }
 
     /// History reachable from `head` through parents and merged parents,
-    /// newest first (by manifest version, then time, then id).
-    pub fn history(&self, head: &str) -> Vec<&CommitRow> {
+    /// newest first (by manifest version, then time, then id). Refused on a
+    /// head state.
+    pub fn history(&self, head: &str) -> Result<Vec<&CommitRow>> {
+        self.commits()?;
         let mut out: Vec<&CommitRow> = self.ancestors(head).collect();
         out.sort_by(|a, b| {
             (b.manifest_version, b.created_at_us, &b.commit_id).cmp(&(
@@ -218,14 +299,36 @@ impl ManifestState {
                 &a.commit_id,
             ))
         });
-        out
+        Ok(out)
     }
 }
+
+/// The head state of one manifest version, recorded in the properties of
+/// the publish transaction that produced it ([`CHECKPOINT_PROPERTY`]): what
+/// the fold of every row up to it gives, minus the commit log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadCheckpoint {
+    /// Every registration kept, with its `since`.
+    registrations: Vec<(TableReg, u64)>,
+    /// The highest version pointer per table id.
+    newest: Vec<TableVersionRow>,
+    /// The highest tombstone version per table id.
+    tombstones: HashMap<String, u64>,
+    /// Highest version pointer (or tombstone) per table id.
+    latest_versions: HashMap<String, u64>,
+    /// Graph branch → head commit id.
+    heads: BTreeMap<String, String>,
+    /// The commits `heads` names.
+    head_commits: Vec<CommitRow>,
+}
+
+/// The transaction property holding a publish's [`HeadCheckpoint`] (JSON).
+pub const CHECKPOINT_PROPERTY: &str = "omnigraph.head_checkpoint.v1";
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::manifest::rows::{HeadRow, TombstoneRow};
+    use crate::engine::manifest::rows::{HeadRow, SchemaChange, TombstoneRow};
 
     fn reg(id: &str, key: &str, since: u64) -> ManifestRow {
         let reg = TableReg { table_id: id.into(), table_key: key.into(), location: format!("nodes/{id}") };
@@ -303,6 +406,41 @@ mod tests {
         assert_eq!(incremental.heads, whole.heads);
         assert_eq!(incremental.latest_versions, whole.latest_versions);
         assert_eq!(incremental.commits.len(), 3);
+    }
+
+    #[test]
+    fn a_restored_checkpoint_reads_and_publishes_like_the_full_fold() {
+        let publishes = history();
+        let (older, last) = publishes.split_at(2);
+        let whole = ManifestState::fold(older.iter().flatten().cloned()).expect("fold");
+        let json = serde_json::to_string(&whole.checkpoint().expect("no apply: a checkpoint")).expect("encode");
+        let mut restored = ManifestState::restore(serde_json::from_str(&json).expect("decode")).expect("restore");
+        assert!(!restored.is_complete() && whole.is_complete());
+        assert!(restored.commits().is_err(), "a head state must refuse history questions");
+        assert!(restored.history("c2").is_err());
+        assert_eq!(visible(&restored), visible(&whole));
+        assert_eq!(restored.latest_versions, whole.latest_versions);
+        assert_eq!(restored.effective_head("main").map(|c| &c.commit_id), Some(&"c2".to_string()));
+        assert!(restored.commit("c1").is_none(), "only head commits are restored");
+        // Publishing onto each gives the same state.
+        let mut full = whole.clone();
+        full.apply(last[0].clone()).expect("apply");
+        restored.apply(last[0].clone()).expect("apply");
+        assert_eq!(visible(&restored), visible(&full));
+        assert_eq!(restored.heads, full.heads);
+        assert_eq!(restored.latest_versions, full.latest_versions);
+        assert_eq!(restored.registrations, full.registrations);
+        assert_eq!(restored.checkpoint(), full.checkpoint());
+    }
+
+    #[test]
+    fn a_recorded_schema_apply_writes_no_checkpoint() {
+        let mut rows: Vec<ManifestRow> = history().into_iter().flatten().collect();
+        if let Some(ManifestRow::Commit(c)) = rows.iter_mut().find(|r| matches!(r, ManifestRow::Commit(_))) {
+            c.schema_change = Some(SchemaChange { from: "a".into(), to: "b".into() });
+        }
+        let state = ManifestState::fold(rows).expect("fold");
+        assert!(state.checkpoint().is_none());
     }
 
     #[test]

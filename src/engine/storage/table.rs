@@ -5,6 +5,7 @@
 //! through [`commit_exact`], which allows zero transparent retries and admits
 //! exactly `read_version + 1` (see [`super::guard`]).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchIterator};
@@ -608,6 +609,25 @@ pub async fn operation_at(ds: &Dataset, version: u64) -> Result<Option<String>> 
     Ok(txn.map(|t| t.operation.name().to_string()))
 }
 
+/// The operation name and recorded properties of the transaction that
+/// produced `version` (on the handle's branch), if Lance kept it. The
+/// handle's own version costs no read (its manifest carried it).
+pub async fn transaction_properties_at(
+    ds: &Dataset,
+    version: u64,
+) -> Result<Option<(String, HashMap<String, String>)>> {
+    let txn = if version == ds.version().version {
+        ds.read_transaction().await
+    } else {
+        ds.read_transaction_by_version(version).await
+    }
+    .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
+    Ok(txn.map(|t| {
+        let props = t.transaction_properties.map(|p| (*p).clone()).unwrap_or_default();
+        (t.operation.name().to_string(), props)
+    }))
+}
+
 /// Why an exact append of manifest rows did not land.
 #[derive(Debug)]
 pub enum RowAppendError {
@@ -622,9 +642,20 @@ pub enum RowAppendError {
 /// the handle's, with zero transparent retries: the manifest publisher's
 /// compare-and-swap (a concurrent commit on the same ref is contention, so
 /// no row-level merge, and no read of the existing rows, is needed).
-pub async fn append_rows(ds: Arc<Dataset>, batch: RecordBatch) -> Result<CommittedTxn, RowAppendError> {
+///
+/// `properties` are recorded in the transaction (the manifest's head
+/// checkpoint), where an open of that version reads them for free: Lance
+/// keeps the transaction inline in the version's manifest file.
+pub async fn append_rows(
+    ds: Arc<Dataset>,
+    batch: RecordBatch,
+    properties: HashMap<String, String>,
+) -> Result<CommittedTxn, RowAppendError> {
     let uuid = format!("omni-{}", ulid::Ulid::new());
-    let staged = stage_write(ds, vec![batch], WriteMode::Append, &uuid).await.map_err(RowAppendError::Failed)?;
+    let mut staged = stage_write(ds, vec![batch], WriteMode::Append, &uuid).await.map_err(RowAppendError::Failed)?;
+    if !properties.is_empty() {
+        staged.txn.transaction_properties = Some(Arc::new(properties));
+    }
     match commit_exact(staged).await {
         Ok(c) => Ok(c),
         Err(e @ OmniError::ReadSetChanged { .. }) => Err(RowAppendError::Contention(e.to_string())),
@@ -643,7 +674,7 @@ pub async fn branch_identifier(ds: &Dataset) -> Result<Vec<(u64, String)>> {
 }
 
 /// Schema-level metadata of the dataset (where `__manifest` keeps its stamp).
-pub fn schema_metadata(ds: &Dataset) -> &std::collections::HashMap<String, String> {
+pub fn schema_metadata(ds: &Dataset) -> &HashMap<String, String> {
     &ds.schema().metadata
 }
 

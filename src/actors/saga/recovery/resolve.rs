@@ -178,10 +178,10 @@ pub async fn diagnose(rt: &Runtime, body: &SidecarBody) -> Result<String> {
         }
         Err(e) => return Err(e),
     };
-    if view.state.commits.contains_key(&body.lineage.commit_id) {
+    if view.state.commits()?.contains_key(&body.lineage.commit_id) {
         return Ok("RolledForward: its commit is visible; only the cleanup is left".into());
     }
-    if view.state.commits.contains_key(&body.rollback_commit_id) {
+    if view.state.commits()?.contains_key(&body.rollback_commit_id) {
         return Ok("RolledBack: its compensation is visible; only the cleanup is left".into());
     }
     let (observed, decision) = classify_sidecar(rt, body, &view).await?;
@@ -211,7 +211,7 @@ pub async fn process(
         Err(OmniError::NotFound(_)) if body.branch != "main" => return discard_orphan(rt, store, &body, leases).await,
         Err(e) => return Err(e),
     };
-    if view.state.commits.contains_key(&body.lineage.commit_id) {
+    if view.state.commits()?.contains_key(&body.lineage.commit_id) {
         promote_schema(rt, &body).await?;
         return settle(
             rt,
@@ -223,7 +223,7 @@ pub async fn process(
         )
         .await;
     }
-    if view.state.commits.contains_key(&body.rollback_commit_id) {
+    if view.state.commits()?.contains_key(&body.rollback_commit_id) {
         discard_schema(rt, &body).await?;
         return settle(rt, store, &body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), vec![]).await;
     }
