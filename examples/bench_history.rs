@@ -5,13 +5,14 @@
 //! For each row (in-process or as CLI processes; nothing, an `optimize`, or
 //! an `optimize` and a `cleanup --keep 10` after every block), it makes `COMMITS` sequential one-row
 //! insert commits on a fresh graph and prints, per block of `BLOCK` commits,
-//! the mean write time and the time of one open + snapshot at the block's
-//! end, then `last_over_first` for both. Beside them, the raw-Lance floor
+//! the mean write time and the median time of an open + snapshot at the
+//! block's end, then `last_over_first` for both. Beside them, the raw-Lance floor
 //! measured in the same run: the mean one-row append commit per block on a
 //! bare dataset growing the same way (so a ratio holds on a noisy machine).
 //!
 //! Environment: `OMNIGRAPH_BENCH_COMMITS` (default 1000),
-//! `OMNIGRAPH_BENCH_BLOCK` (default 100), `OMNIGRAPH_BENCH_ROWS` (a
+//! `OMNIGRAPH_BENCH_BLOCK` (default 100), `OMNIGRAPH_BENCH_SNAPSHOTS`
+//! (open + snapshot samples per block, default 5), `OMNIGRAPH_BENCH_ROWS` (a
 //! comma-separated subset of `in_process,in_process_optimize,
 //! in_process_cleanup,cli,cli_optimize,cli_cleanup`).
 
@@ -101,12 +102,15 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
         if maint == Maintenance::OptimizeCleanup {
             g.cleanup(Some(KEEP), None, true).await.expect("cleanup");
         }
-        let start = Instant::now();
-        let other = Omnigraph::open(&loc).await.expect("open");
-        other.snapshot("main").await.expect("snapshot");
-        let snapshot_ms = ms(start);
-        drop(other);
-        out.push(Block { write_mean_ms, snapshot_ms });
+        let mut samples = Vec::new();
+        for _ in 0..snapshot_samples() {
+            let start = Instant::now();
+            let other = Omnigraph::open(&loc).await.expect("open");
+            other.snapshot("main").await.expect("snapshot");
+            samples.push(ms(start));
+            drop(other);
+        }
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples) });
     }
     out
 }
@@ -131,9 +135,14 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) 
         if maint == Maintenance::OptimizeCleanup {
             run(&["cleanup", "--keep", &KEEP.to_string(), "--confirm", loc]);
         }
-        let start = Instant::now();
-        run(&["snapshot", loc]);
-        out.push(Block { write_mean_ms, snapshot_ms: ms(start) });
+        let samples = (0..snapshot_samples())
+            .map(|_| {
+                let start = Instant::now();
+                run(&["snapshot", loc]);
+                ms(start)
+            })
+            .collect();
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples) });
     }
     out
 }
@@ -160,6 +169,17 @@ async fn raw_lance_floor(dir: &Path, commits: usize, block: usize) -> Vec<f64> {
         out.push(ms(start) / block as f64);
     }
     out
+}
+
+/// Open + snapshot samples per block (`OMNIGRAPH_BENCH_SNAPSHOTS`, default
+/// 5): one sample on a busy machine is mostly noise.
+fn snapshot_samples() -> usize {
+    env_usize("OMNIGRAPH_BENCH_SNAPSHOTS", 5).max(1)
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
 }
 
 fn ms(start: Instant) -> f64 {

@@ -5,6 +5,7 @@
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`staged`]: the staged and committed transaction types.
+//! - `version_hint`: a local dataset's latest version without listing its history.
 
 pub mod branches;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod io_hook;
 pub mod root;
 pub mod staged;
 pub mod table;
+mod version_hint;
 
 pub use config::StorageOptions;
 pub use root::Root;

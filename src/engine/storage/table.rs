@@ -102,11 +102,28 @@ pub async fn open_table_for_read(uri: &str, branch: Option<&str>, version: u64) 
 }
 
 async fn open_with(
-    mut builder: DatasetBuilder,
+    builder: DatasetBuilder,
     uri: &str,
     branch: Option<&str>,
     version: Option<u64>,
 ) -> Result<Arc<Dataset>> {
+    // Latest, on a local disk: found from Lance's hint, not by listing every
+    // version; should that version be gone by now, Lance lists after all.
+    if version.is_none()
+        && let Some(latest) = super::version_hint::local_latest(uri, lance_branch(branch))
+        && let Ok(ds) = load_at(builder.clone(), uri, branch, Some(latest)).await
+    {
+        return Ok(ds);
+    }
+    load_at(builder, uri, branch, version).await.map_err(|e| open_error(uri, branch, version, e))
+}
+
+async fn load_at(
+    mut builder: DatasetBuilder,
+    uri: &str,
+    branch: Option<&str>,
+    version: Option<u64>,
+) -> std::result::Result<Arc<Dataset>, lance::Error> {
     if let Some(params) = io_hook::store_params(uri) {
         builder = builder.with_store_params(params);
     }
@@ -117,8 +134,7 @@ async fn open_with(
             None => builder,
         },
     };
-    let ds = builder.load().await.map_err(|e| open_error(uri, branch, version, e))?;
-    Ok(Arc::new(ds))
+    Ok(Arc::new(builder.load().await?))
 }
 
 fn open_error(uri: &str, branch: Option<&str>, version: Option<u64>, e: lance::Error) -> OmniError {
