@@ -429,3 +429,28 @@ async fn cleanup_through_the_cli_and_http() {
     let (st, v) = post(&s, "/graphs/g/query", q).await;
     assert_eq!(st, 200, "the head commit still reads: {v}");
 }
+
+#[tokio::test]
+async fn an_open_after_cleanup_still_restores_the_head_checkpoint() {
+    let (_dir, g) = loaded_social_graph().await;
+    // Commit until the branch actor's __manifest compaction is the latest
+    // version: the head's checkpoint is then a few versions back.
+    let mut compacted = None;
+    for i in 0..20 {
+        let src = format!(r#"query q() {{ insert Person {{ name: "cp{i}", age: 1 }} }}"#);
+        g.mutate(&src, None, Map::new(), &WriteOptions::default()).await.expect("mutate");
+        g.runtime().view("main").await.expect("behind the compaction");
+        let full = manifest::load(g.root(), "main", None).await.expect("view");
+        if table::operation_at(&full.dataset, full.version).await.expect("op").as_deref() == Some("Rewrite") {
+            compacted = Some(full);
+            break;
+        }
+    }
+    let full = compacted.expect("the manifest was compacted within 20 commits");
+    g.cleanup(Some(1), None, true).await.expect("cleanup");
+    let opened = manifest::load_cached(g.root(), "main", &mut None, false).await.expect("open");
+    assert_eq!(opened.version, full.version);
+    assert!(!opened.state.is_complete(), "cleanup removed the versions leading back to the head's checkpoint");
+    assert_eq!(opened.state.tables, full.state.tables);
+    assert_eq!(opened.state.heads, full.state.heads);
+}

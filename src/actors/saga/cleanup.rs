@@ -216,6 +216,15 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
             keys.insert(reg.location.clone(), reg.table_key.clone());
         }
     }
+    for view in &heads {
+        // The versions after the head's publish (its `__manifest`
+        // compactions) lead an open back to the publish's checkpoint.
+        if let Some(head) = view.state.effective_head(&view.branch).filter(|c| c.branch == view.branch) {
+            for v in head.manifest_version..view.version {
+                keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), v);
+            }
+        }
+    }
     // A registered table no retained manifest shows is one a schema apply dropped.
     let (kept, dropped): (BTreeMap<_, _>, BTreeMap<_, _>) = keys.into_iter().partition(|(l, _)| read.contains(l));
     let mut gone = Vec::new();
