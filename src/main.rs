@@ -6,6 +6,38 @@
 
 use std::process::ExitCode;
 
+/// `print!` that ends the process as Unix tools do when stdout is a pipe
+/// its reader closed (`omnigraph … | head`), instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+
+/// `println!` through [`out!`].
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(e);
+        }
+    }};
+}
+
+/// Stdout is gone: a closed pipe exits 141 (as a SIGPIPE death would) with
+/// nothing printed; any other failure is reported. The command's effects
+/// are already durable when it prints.
+fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(1);
+    }
+    std::process::exit(141);
+}
+
 use clap::{Parser, Subcommand};
 use omnigraph::{
     CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
@@ -539,7 +571,7 @@ fn main() -> ExitCode {
         Ok(Outcome::Reported(code)) => code,
         Err(e) => {
             if json {
-                println!("{}", e.to_json());
+                outln!("{}", e.to_json());
             } else {
                 eprintln!("error: {e}");
                 if let OmniError::MergeConflicts(conflicts) = &e {
@@ -623,7 +655,7 @@ fn read_file(path: &str) -> Result<String> {
 
 fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| OmniError::Internal(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -650,7 +682,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             if json {
                 return print_json(&wire::branch_created_json(&info, &from, g.root().uri()));
             }
-            println!("created branch {name} from {from} at {}", info.head_commit_id.as_deref().unwrap_or("-"));
+            outln!("created branch {name} from {from} at {}", info.head_commit_id.as_deref().unwrap_or("-"));
             Ok(())
         }
         BranchCommand::List { json, graph } => {
@@ -660,7 +692,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             }
             for b in &branches {
                 let from = b.from.as_deref().map(|f| format!("  (from {f})")).unwrap_or_default();
-                println!("{:<32} {}{from}", b.name, b.head_commit_id.as_deref().unwrap_or("-"));
+                outln!("{:<32} {}{from}", b.name, b.head_commit_id.as_deref().unwrap_or("-"));
             }
             Ok(())
         }
@@ -680,7 +712,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             if json {
                 return print_json(&wire::branch_deleted_json(&deleted, g.root().uri()));
             }
-            println!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
+            outln!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
             Ok(())
         }
     }
@@ -689,25 +721,28 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
 fn print_optimize(r: &omnigraph::OptimizeReport) {
     for t in &r.tables {
         match t.skipped {
-            Some(why) => println!("{}  v{}  skipped: {why}", t.type_key, t.published_dataset_version),
-            None => println!(
+            Some(why) => outln!("{}  v{}  skipped: {why}", t.type_key, t.published_dataset_version),
+            None => outln!(
                 "{}  v{}  {} fragments -> {}",
-                t.type_key, t.published_dataset_version, t.fragments_removed, t.fragments_added
+                t.type_key,
+                t.published_dataset_version,
+                t.fragments_removed,
+                t.fragments_added
             ),
         }
     }
     let m = &r.manifest;
-    println!("__manifest  {} fragments -> {}", m.fragments_before, m.fragments_after);
+    outln!("__manifest  {} fragments -> {}", m.fragments_before, m.fragments_after);
     match &r.graph_commit_id {
-        Some(c) => println!("optimized {} as commit {c}", r.branch),
-        None => println!("{}: no table needed compaction; no commit", r.branch),
+        Some(c) => outln!("optimized {} as commit {c}", r.branch),
+        None => outln!("{}: no table needed compaction; no commit", r.branch),
     }
 }
 
 fn print_indexes(r: &omnigraph::EnsureIndicesReport) {
     for t in &r.tables {
         let pending: Vec<String> = t.pending.iter().map(|p| format!("{} ({})", p.index, p.reason)).collect();
-        println!(
+        outln!(
             "{}  built [{}]  existing [{}]{}",
             t.type_key,
             t.built.join(", "),
@@ -716,8 +751,8 @@ fn print_indexes(r: &omnigraph::EnsureIndicesReport) {
         );
     }
     match &r.graph_commit_id {
-        Some(c) => println!("built indexes on {} as commit {c}", r.branch),
-        None => println!("{}: every index exists (or is pending); no commit", r.branch),
+        Some(c) => outln!("built indexes on {} as commit {c}", r.branch),
+        None => outln!("{}: every index exists (or is pending); no commit", r.branch),
     }
 }
 
@@ -733,15 +768,15 @@ fn print_schema_report(r: &omnigraph::SchemaApplyReport, json: bool) -> Result<(
             _ => "",
         };
         let why = step.reason.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
-        println!("{mark}{}{why}", step.detail);
+        outln!("{mark}{}{why}", step.detail);
     }
     match (&r.graph_commit_id, r.step_count, r.supported) {
-        (Some(c), _, _) => println!("applied {} step(s) as commit {c}", r.step_count),
-        (None, _, false) => println!("not applicable: a step is unsupported"),
+        (Some(c), _, _) => outln!("applied {} step(s) as commit {c}", r.step_count),
+        (None, _, false) => outln!("not applicable: a step is unsupported"),
         (None, 0, true) if r.schema_identity == r.previous_schema_identity => {
-            println!("no change: the schema is already current")
+            outln!("no change: the schema is already current")
         }
-        (None, n, true) => println!("{n} step(s); run `omnigraph schema apply` to apply"),
+        (None, n, true) => outln!("{n} step(s); run `omnigraph schema apply` to apply"),
     }
     Ok(())
 }
@@ -749,9 +784,12 @@ fn print_schema_report(r: &omnigraph::SchemaApplyReport, json: bool) -> Result<(
 fn print_cleanup(r: &omnigraph::CleanupReport) {
     for t in r.tables.iter().filter(|t| t.removed.versions_removed > 0) {
         let branch = t.table_branch.as_deref().map(|b| format!(" ({b})")).unwrap_or_default();
-        println!(
+        outln!(
             "{}{branch}  {} of {} versions, {} bytes",
-            t.type_key, t.removed.versions_removed, t.versions_before, t.removed.bytes_removed
+            t.type_key,
+            t.removed.versions_removed,
+            t.versions_before,
+            t.removed.bytes_removed
         );
     }
     for o in &r.orphan_forks {
@@ -762,14 +800,14 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
         } else {
             "kept (a fork depends on it)"
         };
-        println!("{} ({})  orphan fork of a deleted branch: {what}", o.type_key, o.table_branch);
+        outln!("{} ({})  orphan fork of a deleted branch: {what}", o.type_key, o.table_branch);
     }
     for d in &r.dropped_tables {
         let what = if d.reclaimed { "deleted" } else { "would delete" };
-        println!("{}  dropped by a schema apply, read by no retained commit: {what}", d.type_key);
+        outln!("{}  dropped by a schema apply, read by no retained commit: {what}", d.type_key);
     }
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    println!(
+    outln!(
         "{verb} {} versions ({} bytes); {} commits stay readable, {} {}",
         r.versions_removed,
         r.bytes_removed,
@@ -784,17 +822,17 @@ fn print_merge(result: &omnigraph::MergeResult) {
     let what = if r.dry_run { "would merge" } else { "merged" };
     match &r.graph_commit_id {
         _ if r.outcome == omnigraph::MergeOutcome::AlreadyUpToDate => {
-            println!("{} is already up to date with {}", r.target, r.source)
+            outln!("{} is already up to date with {}", r.target, r.source)
         }
-        Some(commit) => println!("{what} {} into {} ({}): commit {commit}", r.source, r.target, r.outcome.as_str()),
-        None => println!("{what} {} into {} ({})", r.source, r.target, r.outcome.as_str()),
+        Some(commit) => outln!("{what} {} into {} ({}): commit {commit}", r.source, r.target, r.outcome.as_str()),
+        None => outln!("{what} {} into {} ({})", r.source, r.target, r.outcome.as_str()),
     }
     for t in &r.tables {
         let how = if t.adopted { ", adopted" } else { "" };
-        println!("  {:<24} +{} ~{} -{}{how}", t.table_key, t.inserted, t.updated, t.deleted);
+        outln!("  {:<24} +{} ~{} -{}{how}", t.table_key, t.inserted, t.updated, t.deleted);
     }
     if result.branch_deleted == Some(true) {
-        println!("deleted branch {}", r.source);
+        outln!("deleted branch {}", r.source);
     }
     if let Some(e) = &result.branch_delete_error {
         eprintln!("warning: merged, but branch {} was not deleted: {e}", r.source);
@@ -813,7 +851,7 @@ async fn run_command(command: Command) -> Result<()> {
                 out["warnings"] = serde_json::json!(warnings);
                 return print_json(&out);
             }
-            println!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
+            outln!("created graph at {} with {} tables", g.root().uri(), snap.tables.len());
             Ok(())
         }
         Command::Export { branch, commit, types, out, graph } => {
@@ -901,11 +939,11 @@ async fn run_command(command: Command) -> Result<()> {
             if json {
                 return print_json(&status);
             }
-            println!("pending sidecars: {}", status.pending.len());
+            outln!("pending sidecars: {}", status.pending.len());
             for p in &status.pending {
                 match &p.error {
-                    Some(e) => println!("  {}  unreadable: {e}", p.name),
-                    None => println!(
+                    Some(e) => outln!("  {}  unreadable: {e}", p.name),
+                    None => outln!(
                         "  {}  {}  branch {}  {}  {}s old",
                         p.operation_id.as_deref().unwrap_or("?"),
                         p.writer_kind.as_deref().unwrap_or("?"),
@@ -915,12 +953,12 @@ async fn run_command(command: Command) -> Result<()> {
                     ),
                 }
                 if let Some(d) = &p.diagnosis {
-                    println!("      {d}");
+                    outln!("      {d}");
                 }
             }
-            println!("recoveries: {}", status.audit.len());
+            outln!("recoveries: {}", status.audit.len());
             for a in &status.audit {
-                println!(
+                outln!(
                     "  {}  {:?}  {}  {}",
                     a.operation_id,
                     a.recovery_kind,
@@ -960,11 +998,11 @@ async fn run_command(command: Command) -> Result<()> {
                 return print_json(&report);
             }
             if report.drift.is_empty() {
-                println!("no drift: every table's Lance HEAD equals its manifest pin");
+                outln!("no drift: every table's Lance HEAD equals its manifest pin");
             }
             for d in &report.drift {
                 let class = if d.maintenance { "maintenance" } else { "SUSPICIOUS" };
-                println!(
+                outln!(
                     "{}  pin v{} -> HEAD v{}  {class}  [{}]",
                     d.table_key,
                     d.pinned,
@@ -973,11 +1011,11 @@ async fn run_command(command: Command) -> Result<()> {
                 );
             }
             match (&report.published_commit_id, report.drift.is_empty(), confirm) {
-                (Some(c), _, _) => println!("published as commit {c}"),
+                (Some(c), _, _) => outln!("published as commit {c}"),
                 (None, false, false) => {
-                    println!("dry run: re-run with --confirm to publish verified maintenance drift")
+                    outln!("dry run: re-run with --confirm to publish verified maintenance drift")
                 }
-                (None, false, true) => println!("not published: suspicious drift needs --force --confirm"),
+                (None, false, true) => outln!("not published: suspicious drift needs --force --confirm"),
                 _ => {}
             }
             Ok(())
@@ -1028,39 +1066,39 @@ async fn run_command(command: Command) -> Result<()> {
                     "identity": schema.identity, "source": schema.source, "catalog": schema.catalog,
                 }));
             }
-            print!("{}", schema.source);
+            out!("{}", schema.source);
             Ok(())
         }
     }
 }
 
 fn print_snapshot(s: &Snapshot) -> Result<()> {
-    println!("branch:  {}", s.branch);
-    println!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
-    println!("stamp:   {}", s.storage_stamp);
+    outln!("branch:  {}", s.branch);
+    outln!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
+    outln!("stamp:   {}", s.storage_stamp);
     let width = s.tables.iter().map(|t| t.table_key.len()).max().unwrap_or(5).max(5);
-    println!("{:<width$}  {:>8}  {:>10}  stored on", "table", "version", "rows");
+    outln!("{:<width$}  {:>8}  {:>10}  stored on", "table", "version", "rows");
     for t in &s.tables {
         let on = t.table_branch.as_deref().unwrap_or("main");
-        println!("{:<width$}  {:>8}  {:>10}  {on}", t.table_key, t.version, t.row_count);
+        outln!("{:<width$}  {:>8}  {:>10}  {on}", t.table_key, t.version, t.row_count);
     }
     Ok(())
 }
 
 fn print_commit_line(c: &CommitInfo) {
-    println!("{}  {}  {}  {}", c.commit_id, c.created_at, c.actor.as_deref().unwrap_or("-"), c.branch);
+    outln!("{}  {}  {}  {}", c.commit_id, c.created_at, c.actor.as_deref().unwrap_or("-"), c.branch);
 }
 
 fn print_commit(c: &CommitInfo) -> Result<()> {
-    println!("commit:   {}", c.commit_id);
-    println!("parent:   {}", c.parent_commit_id.as_deref().unwrap_or("-"));
+    outln!("commit:   {}", c.commit_id);
+    outln!("parent:   {}", c.parent_commit_id.as_deref().unwrap_or("-"));
     if let Some(m) = &c.merged_parent_commit_id {
-        println!("merged:   {m}");
+        outln!("merged:   {m}");
     }
-    println!("actor:    {}", c.actor.as_deref().unwrap_or("-"));
-    println!("created:  {}", c.created_at);
-    println!("branch:   {}", c.branch);
-    println!("manifest: v{}", c.manifest_version);
+    outln!("actor:    {}", c.actor.as_deref().unwrap_or("-"));
+    outln!("created:  {}", c.created_at);
+    outln!("branch:   {}", c.branch);
+    outln!("manifest: v{}", c.manifest_version);
     Ok(())
 }
 
@@ -1081,14 +1119,14 @@ async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option
     } else {
         for q in &report.queries {
             if q.diagnostics.is_empty() {
-                println!("ok     {} ({})", q.name, q.kind.unwrap_or("?"));
+                outln!("ok     {} ({})", q.name, q.kind.unwrap_or("?"));
             }
             for d in &q.diagnostics {
                 let code = d.code.as_deref().map(|c| format!("[{c}] ")).unwrap_or_default();
-                println!("error  {query}:{}:{}: {code}{}", d.line, d.column, d.message);
+                outln!("error  {query}:{}:{}: {code}{}", d.line, d.column, d.message);
             }
         }
-        println!("{} queries, {} errors", report.queries.len(), report.errors);
+        outln!("{} queries, {} errors", report.queries.len(), report.errors);
     }
     Ok(if report.errors > 0 { Outcome::Reported(2) } else { Outcome::Done })
 }
@@ -1119,9 +1157,9 @@ fn parse_params(text: Option<&str>) -> Result<serde_json::Map<String, serde_json
 }
 
 fn print_write(out: &WriteOutcome) -> Result<()> {
-    println!("nodes affected: {}", out.nodes_affected);
-    println!("edges affected: {}", out.edges_affected);
-    println!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
+    outln!("nodes affected: {}", out.nodes_affected);
+    outln!("edges affected: {}", out.edges_affected);
+    outln!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
     Ok(())
 }
 
@@ -1140,17 +1178,17 @@ fn print_result(r: &QueryResult, format: &str, name: Option<&str>, target: serde
         "json" => print_json(&wire::read_output(r, name, target)),
         "jsonl" => {
             for row in wire::ordered_rows(r) {
-                println!("{}", serde_json::to_string(&row).map_err(|e| OmniError::Internal(e.to_string()))?);
+                outln!("{}", serde_json::to_string(&row).map_err(|e| OmniError::Internal(e.to_string()))?);
             }
             Ok(())
         }
         "csv" => {
             let esc =
                 |s: String| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s };
-            println!("{}", r.columns.iter().map(|c| esc(c.clone())).collect::<Vec<_>>().join(","));
+            outln!("{}", r.columns.iter().map(|c| esc(c.clone())).collect::<Vec<_>>().join(","));
             for row in &rows {
                 let cells: Vec<String> = r.columns.iter().map(|c| esc(cell_text(&row[c]))).collect();
-                println!("{}", cells.join(","));
+                outln!("{}", cells.join(","));
             }
             Ok(())
         }
@@ -1172,12 +1210,12 @@ fn print_result(r: &QueryResult, format: &str, name: Option<&str>, target: serde
                     .trim_end()
                     .to_string()
             };
-            println!("{}", line(r.columns.clone()));
-            println!("{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()));
+            outln!("{}", line(r.columns.clone()));
+            outln!("{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()));
             for row in cells {
-                println!("{}", line(row));
+                outln!("{}", line(row));
             }
-            println!("({} rows at commit {})", rows.len(), r.graph_commit_id);
+            outln!("({} rows at commit {})", rows.len(), r.graph_commit_id);
             Ok(())
         }
         other => Err(OmniError::BadRequest(format!("unknown format `{other}`: use table, json, jsonl or csv"))),

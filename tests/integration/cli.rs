@@ -283,3 +283,19 @@ fn init_and_lint_warn_about_a_misspelt_annotation() {
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     assert_eq!(v["warnings"].as_array().map(Vec::len), Some(2), "{v}");
 }
+
+#[test]
+fn output_into_a_pipe_its_reader_closed_ends_quietly() {
+    let (_dir, loc) = temp_graph_dir();
+    assert!(omnigraph(&["init", "--schema", &example_schema(), &loc]).status.success());
+    // `omnigraph snapshot --json | head -c0`: the reader is gone before the first write.
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["snapshot", "--json", &loc])
+        .stdout(writer)
+        .output()
+        .expect("run omnigraph");
+    assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
