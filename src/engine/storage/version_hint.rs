@@ -35,14 +35,7 @@ pub fn local_latest(uri: &str, branch: Option<&str>) -> Option<u64> {
     if !manifest_exists(&versions, hinted) {
         return None;
     }
-    let mut latest = hinted;
-    for _ in 0..MAX_PROBES {
-        if !manifest_exists(&versions, latest + 1) {
-            return Some(latest);
-        }
-        latest += 1;
-    }
-    None
+    (hinted..hinted + MAX_PROBES).find(|v| !manifest_exists(&versions, v + 1))
 }
 
 fn read_hint(path: &Path) -> Option<u64> {
