@@ -19,12 +19,12 @@ macro_rules! out {
 
 /// `println!` through [`out!`].
 macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
-            crate::stdout_failed(e);
-        }
-    }};
+    () => {
+        out!("\n")
+    };
+    ($($arg:tt)*) => {
+        out!("{}\n", format_args!($($arg)*))
+    };
 }
 
 /// Stdout is gone: a closed pipe exits 141 (as a SIGPIPE death would) with

@@ -17,7 +17,7 @@ use crate::engine::storage::{Root, table};
 use crate::protocol::{OmniError, Result};
 pub use publisher::{Lineage, Precondition, PublishRequest, Published, SchemaCommit, TableUpdate};
 pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, SchemaChange, TableReg};
-pub use state::{CHECKPOINT_PROPERTY, HeadCheckpoint, ManifestState, TableEntry};
+pub use state::{HeadCheckpoint, ManifestState, TableEntry};
 
 /// Path of the manifest dataset under the root.
 pub const MANIFEST_DIR: &str = "__manifest";
@@ -119,16 +119,16 @@ pub async fn load_cached(
     {
         return Ok(c.clone());
     }
-    let restored = if complete { None } else { restore_checkpoint(&dataset).await? };
-    let view = match restored {
-        Some(state) => ManifestView {
-            version: dataset.version().version,
-            dataset,
-            branch: branch.to_string(),
-            branch_id,
-            state: Arc::new(state),
-        },
-        None => view_of(dataset, branch).await?,
+    let state = match if complete { None } else { restore_checkpoint(&dataset).await? } {
+        Some(state) => state,
+        None => fold(&dataset).await?,
+    };
+    let view = ManifestView {
+        version: dataset.version().version,
+        dataset,
+        branch: branch.to_string(),
+        branch_id,
+        state: Arc::new(state),
     };
     *cache = Some(view.clone());
     Ok(view)
@@ -150,12 +150,10 @@ const PHYSICAL_ONLY: [&str; 2] = ["Rewrite", "ReserveFragments"];
 async fn restore_checkpoint(dataset: &Dataset) -> Result<Option<ManifestState>> {
     let mut version = dataset.version().version;
     for _ in 0..=CHECKPOINT_LOOKBACK {
-        let Ok(Some((operation, mut props))) = table::transaction_properties_at(dataset, version).await else {
+        let Ok(Some((operation, props))) = table::transaction_properties_at(dataset, version).await else {
             return Ok(None);
         };
-        if let Some(json) = props.remove(state::CHECKPOINT_PROPERTY) {
-            let cp = serde_json::from_str(&json)
-                .map_err(|e| OmniError::Internal(format!("__manifest v{version} has an unreadable checkpoint: {e}")))?;
+        if let Some(cp) = HeadCheckpoint::from_properties(&props)? {
             return ManifestState::restore(cp).map(Some);
         }
         if !PHYSICAL_ONLY.contains(&operation.as_str()) || version <= 1 {
@@ -184,9 +182,13 @@ async fn open(root: &Root, branch: &str, version: Option<u64>) -> Result<Arc<Dat
 
 /// Decode and fold a manifest dataset handle already open on `branch`.
 pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView> {
-    let batches = table::scan(&dataset, None).await?;
-    let rows = rows::from_batches(&batches)?;
-    let state = Arc::new(ManifestState::fold(rows)?);
+    let state = Arc::new(fold(&dataset).await?);
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, state })
+}
+
+/// The complete state: every row of the dataset's version, folded.
+async fn fold(dataset: &Dataset) -> Result<ManifestState> {
+    let batches = table::scan(dataset, None).await?;
+    ManifestState::fold(rows::from_batches(&batches)?)
 }

@@ -233,9 +233,7 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
 /// The transaction properties recording `post`'s head checkpoint (none
 /// while it has no checkpoint: the next open folds the rows).
 fn checkpoint_properties(post: &ManifestState) -> Result<HashMap<String, String>> {
-    let Some(cp) = post.checkpoint() else { return Ok(HashMap::new()) };
-    let json = serde_json::to_string(&cp).map_err(|e| OmniError::Internal(format!("encoding a checkpoint: {e}")))?;
-    Ok(HashMap::from([(super::CHECKPOINT_PROPERTY.to_string(), json)]))
+    post.checkpoint().map_or_else(|| Ok(HashMap::new()), |cp| cp.to_properties())
 }
 
 /// The commit `req` publishes, if already visible. On a head state only a

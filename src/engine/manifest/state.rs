@@ -323,7 +323,24 @@ pub struct HeadCheckpoint {
 }
 
 /// The transaction property holding a publish's [`HeadCheckpoint`] (JSON).
-pub const CHECKPOINT_PROPERTY: &str = "omnigraph.head_checkpoint.v1";
+const CHECKPOINT_PROPERTY: &str = "omnigraph.head_checkpoint.v1";
+
+impl HeadCheckpoint {
+    /// The transaction properties recording this checkpoint.
+    pub fn to_properties(&self) -> Result<HashMap<String, String>> {
+        let json =
+            serde_json::to_string(self).map_err(|e| OmniError::Internal(format!("encoding a checkpoint: {e}")))?;
+        Ok(HashMap::from([(CHECKPOINT_PROPERTY.to_string(), json)]))
+    }
+
+    /// The checkpoint a transaction's `properties` record, if any.
+    pub fn from_properties(properties: &HashMap<String, String>) -> Result<Option<HeadCheckpoint>> {
+        let Some(json) = properties.get(CHECKPOINT_PROPERTY) else { return Ok(None) };
+        serde_json::from_str(json)
+            .map(Some)
+            .map_err(|e| OmniError::Internal(format!("__manifest has an unreadable checkpoint: {e}")))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -413,8 +430,9 @@ mod tests {
         let publishes = history();
         let (older, last) = publishes.split_at(2);
         let whole = ManifestState::fold(older.iter().flatten().cloned()).expect("fold");
-        let json = serde_json::to_string(&whole.checkpoint().expect("no apply: a checkpoint")).expect("encode");
-        let mut restored = ManifestState::restore(serde_json::from_str(&json).expect("decode")).expect("restore");
+        let props = whole.checkpoint().expect("no apply: a checkpoint").to_properties().expect("encode");
+        let decoded = HeadCheckpoint::from_properties(&props).expect("decode").expect("recorded");
+        let mut restored = ManifestState::restore(decoded).expect("restore");
         assert!(!restored.is_complete() && whole.is_complete());
         assert!(restored.commits().is_err(), "a head state must refuse history questions");
         assert!(restored.history("c2").is_err());

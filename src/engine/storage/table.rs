@@ -608,40 +608,38 @@ pub fn fragment_count(ds: &Dataset) -> u64 {
 
 /// The identity of the transaction that produced `version`, if Lance kept one.
 pub async fn transaction_at(ds: &Dataset, version: u64) -> Result<Option<TxnIdentity>> {
-    let txn = ds
-        .read_transaction_by_version(version)
-        .await
-        .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
-    Ok(txn.map(|t| TxnIdentity { read_version: t.read_version, uuid: t.uuid }))
+    Ok(read_transaction(ds, version, false).await?.map(|t| TxnIdentity { read_version: t.read_version, uuid: t.uuid }))
 }
 
 /// The operation name (`Append`, `Update`, `Rewrite`, `Restore`, …) of the
 /// transaction that produced `version`, if Lance kept it.
 pub async fn operation_at(ds: &Dataset, version: u64) -> Result<Option<String>> {
-    let txn = ds
-        .read_transaction_by_version(version)
-        .await
-        .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
-    Ok(txn.map(|t| t.operation.name().to_string()))
+    Ok(read_transaction(ds, version, false).await?.map(|t| t.operation.name().to_string()))
 }
 
 /// The operation name and recorded properties of the transaction that
-/// produced `version` (on the handle's branch), if Lance kept it. The
-/// handle's own version costs no read (its manifest carried it).
+/// produced `version` (on the handle's branch), if Lance kept it.
 pub async fn transaction_properties_at(
     ds: &Dataset,
     version: u64,
 ) -> Result<Option<(String, HashMap<String, String>)>> {
-    let txn = if version == ds.version().version {
-        ds.read_transaction().await
-    } else {
-        ds.read_transaction_by_version(version).await
-    }
-    .map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))?;
-    Ok(txn.map(|t| {
+    Ok(read_transaction(ds, version, true).await?.map(|t| {
         let props = t.transaction_properties.map(|p| (*p).clone()).unwrap_or_default();
         (t.operation.name().to_string(), props)
     }))
+}
+
+/// The transaction that produced `version` on the handle's branch. With
+/// `from_handle`, the handle's own version costs no read (its manifest
+/// carried it inline); without it, it is read from storage (what a check
+/// that a commit landed must look at).
+async fn read_transaction(ds: &Dataset, version: u64, from_handle: bool) -> Result<Option<Transaction>> {
+    let txn = if from_handle && version == ds.version().version {
+        ds.read_transaction().await
+    } else {
+        ds.read_transaction_by_version(version).await
+    };
+    txn.map_err(|e| OmniError::storage(format!("reading transaction v{version} of {}", ds.uri()), e))
 }
 
 /// Why an exact append of manifest rows did not land.
