@@ -3,13 +3,15 @@
 //! own ref lazily on the branch's first write to it (see [`super::write`]).
 //!
 //! Create and delete are control operations: no sidecar and no commit. They
-//! run under the schema (shared) → branch → table gates, so no write on the
+//! run as a typestate ([`ControlOp`]: planned → gated → checked → applied)
+//! under the schema (shared) → branch → table gates, so no write on the
 //! branches involved is in flight, and classify an ambiguous native result
 //! from fresh metadata (`engine::storage::branches`).
 
 use serde::Serialize;
 use tracing::{Instrument, info, info_span, warn};
 
+use super::gates::Gates;
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
@@ -85,13 +87,123 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
         if !pending_on(rt, name).await?.is_empty() {
             sweep(rt, Mode::Full, Scope::Branch(name)).await?;
         }
-        let mut leases = LeaseSet::default();
-        leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
-        let mut gates = [from, name];
-        gates.sort_unstable();
-        for b in gates {
-            leases.push(rt.lease_branch(b).await?)?;
-        }
+        Planned::new(rt, Create { name, from }).lease().await?.check().await?.apply().await
+    }
+    .instrument(span)
+    .await
+}
+
+/// Delete branch `name`: its `__manifest` ref (the authority), then every
+/// table fork made for it. An unresolved write scoped to it is discarded
+/// once the gates prove its owner gone (the branch-delete orphaning exception).
+pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
+    if name == MAIN {
+        return Err(OmniError::BadRequest("the main branch cannot be deleted".into()));
+    }
+    let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name);
+    async {
+        sweep(rt, Mode::RollForwardOnly, Scope::Branch(name)).await?;
+        Planned::new(rt, Delete { name }).lease().await?.check().await?.apply().await
+    }
+    .instrument(span)
+    .await
+}
+
+/// A control operation: no sidecar and no commit, but the writers' way up to
+/// its effects. [`Planned`] names its gates, [`Gated`] holds them (taken in
+/// gate order), [`Checked`] has refused what must not happen under them and
+/// holds the table gates its effects need; only `apply` makes effects,
+/// through the owning actors, each presenting a lease the step holds.
+trait ControlOp: Sized {
+    /// What the checks found, for the effects.
+    type Checked;
+    /// What the operation answers.
+    type Output;
+    /// The gates taken before anything is read.
+    fn gates(&self) -> Gates;
+    /// Under the gates: refuse what must not happen, and name the table
+    /// gates the effects need.
+    async fn check(self, rt: &Runtime) -> Result<(Self::Checked, Gates)>;
+    /// The effects, under every gate.
+    async fn apply(checked: Self::Checked, rt: &Runtime, leases: LeaseSet) -> Result<Self::Output>;
+}
+
+/// A control operation with no gate taken.
+struct Planned<'a, O> {
+    rt: &'a Runtime,
+    op: O,
+}
+
+impl<'a, O: ControlOp> Planned<'a, O> {
+    fn new(rt: &'a Runtime, op: O) -> Self {
+        Planned { rt, op }
+    }
+
+    /// Take the operation's gates in gate order.
+    async fn lease(self) -> Result<Gated<'a, O>> {
+        let leases = self.op.gates().acquire(self.rt).await?;
+        Ok(Gated { rt: self.rt, op: self.op, leases })
+    }
+}
+
+/// A control operation holding its gates.
+struct Gated<'a, O> {
+    rt: &'a Runtime,
+    op: O,
+    leases: LeaseSet,
+}
+
+impl<'a, O: ControlOp> Gated<'a, O> {
+    /// Check the preconditions under the gates, then take the table gates
+    /// the effects need (after the branch gates, in order).
+    async fn check(self) -> Result<Checked<'a, O>> {
+        let Gated { rt, op, mut leases } = self;
+        let (checked, tables) = op.check(rt).await?;
+        tables.take(rt, &mut leases).await?;
+        Ok(Checked { rt, checked, leases })
+    }
+}
+
+/// A control operation checked under its gates: ready for its effects.
+struct Checked<'a, O: ControlOp> {
+    rt: &'a Runtime,
+    checked: O::Checked,
+    leases: LeaseSet,
+}
+
+impl<O: ControlOp> Checked<'_, O> {
+    /// Make the effects; the gates are released when they are done.
+    async fn apply(self) -> Result<O::Output> {
+        O::apply(self.checked, self.rt, self.leases).await
+    }
+}
+
+/// Branch create.
+struct Create<'a> {
+    name: &'a str,
+    from: &'a str,
+}
+
+/// What a create's checks found.
+struct CreateChecked<'a> {
+    name: &'a str,
+    from: &'a str,
+    /// `from`'s view at the create.
+    source: ManifestView,
+    /// Table forks named `name` that a half-finished delete left behind.
+    stale: Vec<String>,
+}
+
+impl<'a> ControlOp for Create<'a> {
+    type Checked = CreateChecked<'a>;
+    type Output = BranchInfo;
+
+    fn gates(&self) -> Gates {
+        Gates::schema(LeaseMode::Shared).branch(self.from).branch(self.name)
+    }
+
+    async fn check(self, rt: &Runtime) -> Result<(CreateChecked<'a>, Gates)> {
+        let Create { name, from } = self;
         if let Some(body) = pending_on(rt, name).await?.into_iter().next() {
             return Err(OmniError::RecoveryRequired {
                 operation_id: body.operation_id,
@@ -109,42 +221,63 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
             });
         }
         let source = rt.view(from).await?;
-        reclaim_stale_forks(rt, name, &source, &mut leases).await?;
+        // With no `__manifest` ref, forks under this name are unreachable.
+        let mut stale = Vec::new();
+        for uri in table_uris(rt, &source) {
+            if table::list_branches(&uri).await?.contains_key(name) {
+                stale.push(uri);
+            }
+        }
+        let gates = Gates::none().tables(stale.iter().map(String::as_str), name);
+        Ok((CreateChecked { name, from, source, stale }, gates))
+    }
+
+    async fn apply(c: CreateChecked<'a>, rt: &Runtime, leases: LeaseSet) -> Result<BranchInfo> {
+        let CreateChecked { name, from, source, stale } = c;
+        for uri in &stale {
+            rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await?;
+            info!(uri, "reclaimed a stale table fork");
+        }
         let plan = CreatePlan {
             parent_branch: Some(from.to_string()).filter(|b| b != MAIN),
             parent_version: source.version,
             parent_identifier: source.branch_id.0.clone(),
         };
         named_failpoint!("branch_create.before_ref");
-        let lease = leases.require(&ChildKey::Branch(name.to_string()))?;
-        let view = rt.create_branch_ref(name, plan, lease).await?;
+        let view = rt.create_branch_ref(name, plan, leases.require(&ChildKey::Branch(name.to_string()))?).await?;
         named_failpoint!("branch_create.after_ref");
         info!(version = source.version, "branch created");
         let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
         Ok(info_of(name, native.as_ref(), &view))
     }
-    .instrument(span)
-    .await
 }
 
-/// Delete branch `name`: its `__manifest` ref (the authority), then every
-/// table fork made for it. An unresolved write scoped to it is discarded
-/// once the gates prove its owner gone (the branch-delete orphaning exception).
-pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
-    if name == MAIN {
-        return Err(OmniError::BadRequest("the main branch cannot be deleted".into()));
+/// Branch delete.
+struct Delete<'a> {
+    name: &'a str,
+}
+
+/// What a delete's checks found.
+struct DeleteChecked<'a> {
+    name: &'a str,
+    view: ManifestView,
+    /// Every table the branch sees (each may have a fork to reclaim).
+    uris: Vec<String>,
+    /// Unresolved writes on the branch, discarded with it.
+    orphans: Vec<SidecarBody>,
+}
+
+impl<'a> ControlOp for Delete<'a> {
+    type Checked = DeleteChecked<'a>;
+    type Output = DeletedBranch;
+
+    fn gates(&self) -> Gates {
+        Gates::schema(LeaseMode::Shared).branch(self.name)
     }
-    let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name);
-    async {
-        sweep(rt, Mode::RollForwardOnly, Scope::Branch(name)).await?;
-        let mut leases = LeaseSet::default();
-        leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
-        leases.push(rt.lease_branch(name).await?)?;
+
+    async fn check(self, rt: &Runtime) -> Result<(DeleteChecked<'a>, Gates)> {
+        let name = self.name;
         let view = rt.view(name).await?;
-        let uris = table_uris(rt, &view);
-        for uri in &uris {
-            leases.push(rt.lease_table(uri, name).await?)?;
-        }
         let refs = table::list_branches(&manifest::uri(rt.root())).await?;
         if let Some(child) = refs.iter().find(|(_, b)| b.parent_branch.as_deref() == Some(name)).map(|(n, _)| n) {
             return Err(OmniError::BranchConflict {
@@ -152,7 +285,14 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
                 reason: format!("branch `{child}` was created from it; delete `{child}` first"),
             });
         }
+        let uris = table_uris(rt, &view);
+        let gates = Gates::none().tables(uris.iter().map(String::as_str), name);
         let orphans = pending_on(rt, name).await?;
+        Ok((DeleteChecked { name, view, uris, orphans }, gates))
+    }
+
+    async fn apply(c: DeleteChecked<'a>, rt: &Runtime, leases: LeaseSet) -> Result<DeletedBranch> {
+        let DeleteChecked { name, view, uris, orphans } = c;
         rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?)
             .await?;
         named_failpoint!("branch_delete.after_ref");
@@ -177,24 +317,9 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
         info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
         Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
     }
-    .instrument(span)
-    .await
 }
 
-/// Before a create: forks named `name` left by an earlier incarnation whose
-/// delete stopped half way. With no `__manifest` ref they are unreachable.
-async fn reclaim_stale_forks(rt: &Runtime, name: &str, source: &ManifestView, leases: &mut LeaseSet) -> Result<()> {
-    for uri in table_uris(rt, source) {
-        if table::list_branches(&uri).await?.contains_key(name) {
-            leases.push(rt.lease_table(&uri, name).await?)?;
-            rt.reclaim_table_fork(&uri, name, leases.require(&ChildKey::table(&uri, name))?).await?;
-            info!(uri, "reclaimed a stale table fork");
-        }
-    }
-    Ok(())
-}
-
-/// Every table dataset visible in `view`, sorted (the table gate order).
+/// Every table dataset visible in `view`, sorted.
 fn table_uris(rt: &Runtime, view: &ManifestView) -> Vec<String> {
     let mut uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
     uris.sort_unstable();

@@ -6,6 +6,7 @@ pub mod branch_control;
 pub mod cleanup;
 pub mod ensure_indices;
 pub mod failpoints;
+pub mod gates;
 pub mod merge;
 pub mod optimize;
 pub mod pipeline;

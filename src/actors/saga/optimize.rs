@@ -129,7 +129,8 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
         let at = Attempt::new(rt, WriterKind::Optimize, branch, lineage);
         let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
         let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
-        let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
+        // The gates stay held through the `__manifest` compaction below.
+        let (done, leases) = armed.commit().await?.confirm().await?.publish().await?.finish_holding().await?;
         for landed in &done.tables {
             if let Some(t) = tables.iter_mut().find(|t| t.type_key == landed.table_key) {
                 t.committed = true;
@@ -138,9 +139,7 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
             }
         }
         report.graph_commit_id = Some(done.commit_id);
-        // The pipeline released its gates; the compaction below is ordered
-        // after the publish by the branch actor's mailbox either way.
-        pipeline::lease_branch(rt, branch).await?
+        leases
     };
     let lease = leases.require(&ChildKey::Branch(branch.to_string()))?;
     let span = info_span!("optimize.compact_manifest", branch = %branch);

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use tracing::{Instrument, info_span};
 
+use super::gates::Gates;
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::{LiveOp, Runtime};
@@ -77,10 +78,7 @@ impl<'a> Attempt<'a> {
 
 /// The schema (shared) and branch gates of `branch`, in gate order.
 pub async fn lease_branch(rt: &Runtime, branch: &str) -> Result<LeaseSet> {
-    let mut leases = LeaseSet::default();
-    leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
-    leases.push(rt.lease_branch(branch).await?)?;
-    Ok(leases)
+    Gates::schema(LeaseMode::Shared).branch(branch).acquire(rt).await
 }
 
 /// A prepared attempt: effects staged against one authority token, outside
@@ -116,23 +114,15 @@ impl<'a> Prepared<'a> {
     /// Take the schema and branch gates (unless held), then every touched
     /// table's gate in sorted order.
     pub async fn lease(self) -> Result<Leased<'a>> {
-        let Prepared { at, token, pins, mut plan, mut leases } = self;
+        let Prepared { at, token, pins, plan, mut leases } = self;
         let span = info_span!("saga.lease", operation_id = %at.operation_id(), branch = %at.branch);
-        async {
-            if leases.is_empty() {
-                leases = lease_branch(at.rt, at.branch).await?;
-            }
-            plan.tables.sort_by(|a, b| a.uri.cmp(&b.uri));
-            for t in &plan.tables {
-                // A writer holding every table gate already (schema apply) took them in order.
-                if leases.on(&ChildKey::table(&t.uri, at.branch).gate_name()).is_none() {
-                    leases.push(at.rt.lease_table(&t.uri, at.branch).await?)?;
-                }
-            }
-            Ok::<_, OmniError>(())
-        }
-        .instrument(span)
-        .await?;
+        // Gates the writer holds already (a schema apply holds every table's) are kept.
+        Gates::schema(LeaseMode::Shared)
+            .branch(at.branch)
+            .tables(plan.tables.iter().map(|t| t.uri.as_str()), at.branch)
+            .take(at.rt, &mut leases)
+            .instrument(span)
+            .await?;
         saga_failpoint!(at.kind, "after_leases");
         Ok(Leased { at, token, pins, plan, leases })
     }
@@ -283,11 +273,11 @@ impl<'a> Armed<'a> {
             Err(e) => return Err(at.after_arm(e)),
         };
         let forked = staged.iter().any(|t| t.forked);
-        let rows_written = staged.iter().map(|t| (t.table_key.clone(), t.txn.rows_written())).collect();
+        let mut rows_written = BTreeMap::new();
         let mut landed = Vec::with_capacity(staged.len());
         for t in staged {
             let (table_key, table_branch) = (t.table_key.clone(), t.table_branch.clone());
-            let committed = match commit_chain(&at, t, &leases).await {
+            let (committed, rows) = match commit_chain(&at, t, &leases).await {
                 Ok(c) => c,
                 Err(e @ OmniError::ReadSetChanged { .. }) if landed.is_empty() && !forked => {
                     // The exact guard refused before anything landed.
@@ -297,6 +287,7 @@ impl<'a> Armed<'a> {
                 Err(e) => return Err(at.after_arm(OmniError::Internal(format!("committing {table_key}: {e}")))),
             };
             landed.push(TableUpdate::committed(&table_key, table_branch.as_deref(), &committed));
+            rows_written.insert(table_key, rows);
             let fired: Result<()> = (|| {
                 saga_failpoint!(at.kind, "after_table_commit");
                 Ok(())
@@ -313,8 +304,10 @@ impl<'a> Armed<'a> {
 /// (staged already), then each later step staged on the version the one
 /// before landed, under its pre-minted identity. Each lands exactly at
 /// `read_version + 1` with its identity, or the chain stops with an error.
-async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Result<CommittedTxn> {
+/// Answers the last landing and the rows every step wrote into new files.
+async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Result<(CommittedTxn, u64)> {
     let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
+    let mut rows = t.txn.rows_written();
     let mut committed = commit_exactly(at, &t.table_key, t.txn, lease).await?;
     for step in t.then {
         named_failpoint!("chain.between_steps");
@@ -328,16 +321,29 @@ async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Res
         let staged = table::stage(committed.dataset.clone(), plan, &identity.uuid)
             .await?
             .ok_or_else(|| OmniError::Internal(format!("{}: a planned chain step staged nothing", t.table_key)))?;
+        rows += staged.rows_written();
         committed = commit_exactly(at, &t.table_key, staged, lease).await?;
     }
-    Ok(committed)
+    Ok((committed, rows))
 }
 
 /// Commit `txn` through its table actor and assert the exact-commit contract
 /// where it is relied on: the planned identity, at `read_version + 1`.
 async fn commit_exactly(at: &Attempt<'_>, table_key: &str, txn: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
+    commit_exact_on(at.rt, at.branch, table_key, txn, lease).await
+}
+
+/// [`commit_exactly`] on graph branch `branch`, for recovery's compensation
+/// (a restore lands exactly like a writer's commit).
+pub(super) async fn commit_exact_on(
+    rt: &Runtime,
+    branch: &str,
+    table_key: &str,
+    txn: StagedTxn,
+    lease: &Lease,
+) -> Result<CommittedTxn> {
     let planned = txn.identity();
-    let committed = at.rt.commit(at.branch, txn, lease).await?;
+    let committed = rt.commit(branch, txn, lease).await?;
     if committed.identity != planned || committed.version != planned.target_version() {
         return Err(OmniError::Internal(format!(
             "{table_key}: landed {:?} at v{}, planned {planned:?} at v{}",
@@ -507,6 +513,13 @@ impl Published<'_> {
     /// Then the sidecar is deleted (a failed delete is not a failed write:
     /// the next heal settles it) and the leases released.
     pub async fn finish(self) -> Result<Finished> {
+        self.finish_holding().await.map(|(done, _leases)| done)
+    }
+
+    /// [`Self::finish`], handing the attempt's leases back instead of
+    /// releasing them: for a writer whose work goes on under the same gates
+    /// after the publish (optimize's `__manifest` compaction).
+    pub async fn finish_holding(self) -> Result<(Finished, LeaseSet)> {
         let Published { at, counts, landed, leases, sidecar, _live } = self;
         if let Some(target) = &at.schema {
             let span = info_span!("saga.promote", operation_id = %at.operation_id());
@@ -521,14 +534,14 @@ impl Published<'_> {
         }
         let span = info_span!("saga.finish", operation_id = %at.operation_id());
         sidecar.finish(&at.store).instrument(span).await;
-        drop(leases);
-        Ok(Finished {
+        let done = Finished {
             commit_id: at.lineage.commit_id,
             nodes_affected: counts.nodes,
             edges_affected: counts.edges,
             tables: landed,
             rows_written: counts.rows_written,
-        })
+        };
+        Ok((done, leases))
     }
 }
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::{Instrument, info_span, warn};
 
+use super::gates::Gates;
 use super::pipeline::{self, Attempt};
 use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
@@ -108,9 +109,9 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     refuse_other_branches(rt).await?;
     let mut leases = LeaseSet::default();
     leases.push(schema_lease)?;
-    leases.push(rt.lease_branch(MAIN).await?)?;
+    Gates::none().branch(MAIN).take(rt, &mut leases).await?;
     let view = rt.view(MAIN).await?;
-    lease_tables(rt, &mut leases, &view, &plan).await?;
+    table_gates(rt, &view, &plan).take(rt, &mut leases).await?;
     let span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let effects = async {
         schema_effects::validate(rt.root(), &view, &plan).await?;
@@ -168,17 +169,14 @@ async fn refuse_other_branches(rt: &Runtime) -> Result<()> {
     }
 }
 
-/// Every live table's gate and every new table's, in URI order (the
-/// pipeline then finds them all held).
-async fn lease_tables(rt: &Runtime, leases: &mut LeaseSet, view: &ManifestView, plan: &EvolvePlan) -> Result<()> {
-    let mut uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
-    for tc in plan.tables.iter().filter(|t| t.old_key.is_none()) {
-        uris.push(rt.root().child_uri(&layout::location(tc.kind, &tc.table_id)));
-    }
-    uris.sort();
-    uris.dedup();
-    for uri in uris {
-        leases.push(rt.lease_table(&uri, MAIN).await?)?;
-    }
-    Ok(())
+/// Every live table's gate and every new table's (the pipeline then finds
+/// them all held).
+fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
+    let created: Vec<String> = plan
+        .tables
+        .iter()
+        .filter(|t| t.old_key.is_none())
+        .map(|tc| rt.root().child_uri(&layout::location(tc.kind, &tc.table_id)))
+        .collect();
+    Gates::none().catalog(rt, view, MAIN).tables(created.iter().map(String::as_str), MAIN)
 }

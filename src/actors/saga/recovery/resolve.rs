@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 
 use tracing::info;
 
+use super::rollback;
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
-use crate::engine::manifest::{self, Lineage, ManifestView, Precondition, PublishRequest, TableUpdate};
+use crate::engine::manifest::{self, ManifestView, Precondition, PublishRequest, TableUpdate};
 use crate::engine::schema_store::{self, SchemaState};
 use crate::engine::storage::table;
 use crate::named_failpoint;
@@ -83,7 +84,7 @@ impl Resolution {
     }
 }
 
-fn restore_uuid(op: &str, table_key: &str) -> String {
+pub(super) fn restore_uuid(op: &str, table_key: &str) -> String {
     format!("omni-rollback-{op}-{}", table_key.replace(':', "-"))
 }
 
@@ -121,7 +122,7 @@ async fn observe(body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<Table
 /// create (classified ours) or the files of a create that never landed. The
 /// manifest registers it nowhere, and the apply verified the path empty
 /// under its gates before arming, so everything there is the apply's.
-async fn remove_created(rt: &Runtime, body: &SidecarBody, t: &SidecarTable) -> Result<()> {
+pub(super) async fn remove_created(rt: &Runtime, body: &SidecarBody, t: &SidecarTable) -> Result<()> {
     let location = created_location(body, t)?;
     rt.root().delete_prefix(&location).await?;
     info!(operation_id = %body.operation_id, table = %t.table_key, "removed a rolled-back schema apply's new table");
@@ -261,7 +262,8 @@ pub async fn process(
             branch: body.branch.clone(),
         });
     }
-    roll_back(rt, store, &body, &view, observed, leases).await
+    let planned = rollback::Planned::new(rt, store, &body, &view, observed, leases);
+    planned.reclaim_forks().await?.restore_tables().await?.publish().await?.settle().await
 }
 
 fn forward_outcomes(body: &SidecarBody) -> Vec<TableOutcome> {
@@ -304,98 +306,6 @@ async fn roll_forward(
         .await
 }
 
-async fn roll_back(
-    rt: &Runtime,
-    store: &SidecarStore,
-    body: &SidecarBody,
-    view: &ManifestView,
-    observed: Vec<(&SidecarTable, u64, TableClass)>,
-    leases: &LeaseSet,
-) -> Result<Resolution> {
-    let op = &body.operation_id;
-    let mut updates = Vec::new();
-    let mut outcomes = Vec::new();
-    let mut expected = BTreeMap::new();
-    // Forks first: the manifest never pointed at them, so removing the ref
-    // is the whole compensation, and a retry finds them gone.
-    for (t, pinned, o) in &observed {
-        let owned = match o {
-            TableClass::UntouchedFork => false,
-            TableClass::RolledPastExpected { head } | TableClass::PartialChain { head, .. } if t.fork.is_some() => {
-                outcomes.push(TableOutcome {
-                    table_key: t.table_key.clone(),
-                    from_version: *head,
-                    to_version: *pinned,
-                });
-                true
-            }
-            _ => continue,
-        };
-        if owned || !claimed_elsewhere(store, body, t).await? {
-            reclaim_fork(rt, t, &body.branch, leases).await?;
-        }
-    }
-    for (t, pinned, o) in observed {
-        let head = match o {
-            TableClass::NoMovement if t.is_create() => {
-                remove_created(rt, body, t).await?;
-                continue;
-            }
-            TableClass::RolledPastExpected { head } if t.is_create() => {
-                remove_created(rt, body, t).await?;
-                outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head, to_version: 0 });
-                continue;
-            }
-            TableClass::NoMovement | TableClass::UntouchedFork => continue,
-            TableClass::RolledPastExpected { .. } | TableClass::PartialChain { .. } if t.fork.is_some() => continue,
-            foreign @ (TableClass::UnexpectedAtP1
-            | TableClass::UnexpectedMultistep { .. }
-            | TableClass::InvariantViolation(_)) => {
-                return Err(OmniError::Internal(format!("roll-back reached a foreign table: {foreign}")));
-            }
-            TableClass::Compensated { head } => head,
-            TableClass::RolledPastExpected { head } | TableClass::PartialChain { head, .. } => {
-                let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
-                let staged = table::stage_restore(ds, pinned, &restore_uuid(op, &t.table_key));
-                let lease = leases.require(&ChildKey::table(&t.table_path, &body.branch))?;
-                named_failpoint!("recovery.before_restore");
-                let restored = rt.commit(&body.branch, staged, lease).await?.version;
-                named_failpoint!("recovery.after_restore");
-                restored
-            }
-        };
-        let ds = table::open_table(&t.table_path, t.table_branch.as_deref(), Some(head)).await?;
-        let row_count = table::row_count(&ds).await?;
-        updates.push(TableUpdate::recovered(&t.table_key, t.table_branch.as_deref(), head, row_count));
-        outcomes.push(TableOutcome { table_key: t.table_key.clone(), from_version: head - 1, to_version: pinned });
-        expected.insert(t.table_key.clone(), pinned);
-    }
-    discard_schema(rt, body).await?;
-    if updates.is_empty() {
-        // Only forks (or creates) were compensated: the manifest never moved.
-        info!(operation_id = %op, "rolled back (forks reclaimed)");
-        return settle(rt, store, body, RecoveryKind::RolledBack, None, outcomes).await;
-    }
-    let lineage = Lineage {
-        commit_id: body.rollback_commit_id.clone(),
-        actor: Some(RECOVERY_ACTOR.into()),
-        ..Lineage::mint(None)
-    };
-    let request = PublishRequest {
-        branch: body.branch.clone(),
-        updates,
-        expected_versions: expected,
-        precondition: Precondition::ExactHead {
-            branch_id: view.branch_id.clone(),
-            head: view.state.head(&body.branch).map(str::to_string),
-        },
-        lineage,
-    };
-    publish(rt, request, leases).await?;
-    info!(operation_id = %op, "rolled back");
-    settle(rt, store, body, RecoveryKind::RolledBack, Some(body.rollback_commit_id.clone()), outcomes).await
-}
-
 /// A schema apply whose commit is visible: make its staged schema current
 /// (the sweep then swaps the schema actor's catalog).
 async fn promote_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
@@ -405,14 +315,14 @@ async fn promote_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
 }
 
 /// A schema apply rolled back: its staged schema files go.
-async fn discard_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
+pub(super) async fn discard_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
     if body.lineage.schema.is_some() {
         schema_store::discard_staging(rt.root()).await?;
     }
     Ok(())
 }
 
-async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Result<()> {
+pub(super) async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Result<()> {
     let lease = leases.require(&ChildKey::Branch(request.branch.clone()))?;
     named_failpoint!("recovery.before_publish");
     rt.publish(request, lease).await?;
@@ -421,7 +331,7 @@ async fn publish(rt: &Runtime, request: PublishRequest, leases: &LeaseSet) -> Re
 }
 
 /// Remove `branch`'s fork of `t` (and any clone-only tree) through its table actor.
-async fn reclaim_fork(rt: &Runtime, t: &SidecarTable, branch: &str, leases: &LeaseSet) -> Result<()> {
+pub(super) async fn reclaim_fork(rt: &Runtime, t: &SidecarTable, branch: &str, leases: &LeaseSet) -> Result<()> {
     let lease = leases.require(&ChildKey::table(&t.table_path, branch))?;
     if rt.reclaim_table_fork(&t.table_path, branch, lease).await? {
         info!(table = %t.table_key, branch, "reclaimed a first-touch fork");
@@ -431,7 +341,7 @@ async fn reclaim_fork(rt: &Runtime, t: &SidecarTable, branch: &str, leases: &Lea
 
 /// Whether another pending sidecar also plans to fork `t` on this branch: a
 /// no-effect claimant then leaves the ref to the survivor.
-async fn claimed_elsewhere(store: &SidecarStore, body: &SidecarBody, t: &SidecarTable) -> Result<bool> {
+pub(super) async fn claimed_elsewhere(store: &SidecarStore, body: &SidecarBody, t: &SidecarTable) -> Result<bool> {
     for name in crate::recovery::list_pending(store.root()).await? {
         if name == body.object_name() {
             continue;
@@ -464,7 +374,7 @@ pub async fn discard_orphan(
 }
 
 /// Record the audit row, then delete the sidecar.
-async fn settle(
+pub(super) async fn settle(
     rt: &Runtime,
     store: &SidecarStore,
     body: &SidecarBody,

@@ -9,6 +9,7 @@ use tracing::{Instrument, info_span, warn};
 use super::resolve::{self, Mode, Resolution};
 use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
+use crate::actors::saga::gates::Gates;
 use crate::engine::schema_store::SchemaState;
 use crate::protocol::{OmniError, Result};
 use crate::recovery::list_pending;
@@ -88,27 +89,15 @@ async fn resolve_all(
     Ok(out)
 }
 
-/// The sidecar's branch gate, then its tables' gates in sorted order; `None`
+/// The sidecar's branch gate, then its tables' gates in gate order; `None`
 /// when `acquire` is [`Acquire::Try`] and one of them is busy.
 async fn lease_sidecar(rt: &Runtime, body: &SidecarBody, acquire: Acquire) -> Result<Option<LeaseSet>> {
-    let mut leases = LeaseSet::default();
-    let branch = match acquire {
-        Acquire::Queue => Some(rt.lease_branch(&body.branch).await?),
-        Acquire::Try => rt.try_lease_branch(&body.branch).await?,
-    };
-    let Some(branch) = branch else { return Ok(None) };
-    leases.push(branch)?;
-    let mut uris: Vec<&str> = body.tables.iter().map(|t| t.table_path.as_str()).collect();
-    uris.sort_unstable();
-    for uri in uris {
-        let table = match acquire {
-            Acquire::Queue => Some(rt.lease_table(uri, &body.branch).await?),
-            Acquire::Try => rt.try_lease_table(uri, &body.branch).await?,
-        };
-        let Some(table) = table else { return Ok(None) };
-        leases.push(table)?;
+    let gates =
+        Gates::none().branch(&body.branch).tables(body.tables.iter().map(|t| t.table_path.as_str()), &body.branch);
+    match acquire {
+        Acquire::Queue => gates.acquire(rt).await.map(Some),
+        Acquire::Try => gates.try_acquire(rt).await,
     }
-    Ok(Some(leases))
 }
 
 /// How one pass runs.
