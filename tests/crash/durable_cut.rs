@@ -121,7 +121,7 @@ async fn enumerate(op: Op, branch: &'static str) -> (usize, usize) {
 
 /// A copy of the graph at `base` in a fresh place of the same kind (a
 /// temporary directory, or a new prefix on the S3 server).
-async fn fresh_copy(base: &str) -> (tempfile::TempDir, String) {
+pub(super) async fn fresh_copy(base: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     if !base.starts_with("s3://") {
         let loc = dir.path().join("g");

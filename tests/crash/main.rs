@@ -330,34 +330,74 @@ async fn setup_at(
     (dir, loc, before, after, commits)
 }
 
-/// Crash `op` on `branch` at `failpoint`, reopen, and check every invariant
-/// (on `branch` and on main, which must not have changed).
-async fn crash_case_on(op: Op, failpoint: &str, branch: &'static str) -> &'static str {
-    crash_case_at(op, failpoint, branch, None).await
+/// A graph prepared for `op` on `branch` ([`setup_at`]) with no handle
+/// open, main's content, and the content before and after a clean run: built
+/// once per writer and copied for each crash case.
+struct Template {
+    _dir: tempfile::TempDir,
+    loc: String,
+    before: Content,
+    after: Content,
+    committed: Vec<String>,
+    main_before: Content,
 }
 
-/// [`crash_case_on`] with the graph at `loc` when given (an S3 location).
-async fn crash_case_at(op: Op, failpoint: &str, branch: &'static str, loc: Option<String>) -> &'static str {
+async fn template(op: Op, branch: &str, loc: Option<String>) -> Template {
     let (_dir, loc, before, after, committed) = setup_at(op, branch, loc).await;
     let g = Omnigraph::open(&loc).await.expect("open");
     let main_before = counts(&g).await;
     shut_down(g).await;
-    crash(&loc, op, branch, failpoint).await;
-    let had_sidecar =
-        !list_pending(&omnigraph::engine::storage::Root::parse(&loc).expect("root")).await.expect("list").is_empty();
+    Template { _dir, loc, before, after, committed, main_before }
+}
 
-    let g = Omnigraph::open(&loc).await.expect("reopen runs recovery");
+/// Crash cases at the same time: each child is a process of its own, and
+/// this process only reopens and checks its own copy of the graph.
+const PARALLEL_CASES: usize = 2;
+
+/// Crash `op` on `branch` at each of `failpoints`, each on its own copy of
+/// one [`Template`], [`PARALLEL_CASES`] at a time; the outcomes in order.
+async fn crash_cases_on(op: Op, failpoints: &[String], branch: &'static str) -> Vec<&'static str> {
+    use futures::StreamExt;
+    let t = template(op, branch, None).await;
+    let t = &t;
+    futures::stream::iter(failpoints)
+        .map(|point| async move {
+            let (_copy, loc) = durable_cut::fresh_copy(&t.loc).await;
+            crash_case_in(t, &loc, op, point, branch).await
+        })
+        .buffered(PARALLEL_CASES)
+        .collect()
+        .await
+}
+
+/// Crash `op` on `branch` of a graph at `loc` (an S3 location) at
+/// `failpoint`, then [`crash_case_in`].
+async fn crash_case_at(op: Op, failpoint: &str, branch: &'static str, loc: Option<String>) -> &'static str {
+    let t = template(op, branch, loc).await;
+    crash_case_in(&t, &t.loc, op, failpoint, branch).await
+}
+
+/// Crash `op` on `branch` of the graph at `loc` (a copy of `t`, or `t`
+/// itself) at `failpoint`, reopen, and check every invariant (on `branch`
+/// and on main, which must not have changed).
+async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch: &'static str) -> &'static str {
+    let Template { before, after, committed, main_before, .. } = t;
+    crash(loc, op, branch, failpoint).await;
+    let had_sidecar =
+        !list_pending(&omnigraph::engine::storage::Root::parse(loc).expect("root")).await.expect("list").is_empty();
+
+    let g = Omnigraph::open(loc).await.expect("reopen runs recovery");
     let context = format!("{op:?} on {branch} crashed at {failpoint}");
     assert_clean_on(&g, branch, &context).await;
     if branch != "main" {
-        assert_eq!(counts(&g).await, main_before, "{context}: main changed");
+        assert_eq!(&counts(&g).await, main_before, "{context}: main changed");
     }
     let now = counts_on(&g, branch).await;
     let history: Vec<String> =
         g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
     let outcome = if !op.changes_content() {
-        assert_eq!(now, before, "{context}: a maintenance write changed rows");
+        assert_eq!(&now, before, "{context}: a maintenance write changed rows");
         // Applied = exactly the maintenance commit is new; invisible = no
         // new commit, or only the recovery's roll-back commit (none when
         // there was no effect to restore).
@@ -367,9 +407,9 @@ async fn crash_case_at(op: Op, failpoint: &str, branch: &'static str, loc: Optio
             (Some(RecoveryKind::RolledForward) | None, 1) => "applied",
             (kind, n) => panic!("{context}: {n} new commits after recovery {kind:?}"),
         }
-    } else if now == after && now != before {
+    } else if now == *after && now != *before {
         "applied"
-    } else if now == before {
+    } else if now == *before {
         "invisible"
     } else {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
@@ -445,12 +485,9 @@ async fn race_with_a_load(g: &Graph, op: Op, company: &str) -> Result<omnigraph:
 async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
     let mut report = Vec::new();
     for op in OPS {
-        for boundary in boundaries {
-            if !op.crosses(boundary) {
-                continue;
-            }
-            let name = format!("{}.{boundary}", op.prefix());
-            let outcome = crash_case_on(op, &name, branch).await;
+        let names: Vec<String> =
+            boundaries.iter().filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        for (name, outcome) in names.iter().zip(crash_cases_on(op, &names, branch).await) {
             report.push(format!("{op:?} on {branch} @ {name}: {outcome}"));
         }
     }
@@ -878,12 +915,15 @@ const SCHEMA_BOUNDARIES: [&str; 2] = ["after_schema_staging", "after_promote"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
     let _s = serial().await;
-    let mut report = Vec::new();
-    for b in SAGA_BOUNDARIES.iter().chain(&SCHEMA_BOUNDARIES).filter(|b| Op::SchemaApply.crosses(b)) {
-        let name = format!("schema_apply.{b}");
-        let outcome = crash_case_on(Op::SchemaApply, &name, "main").await;
-        report.push(format!("SchemaApply @ {name}: {outcome}"));
-    }
+    let names: Vec<String> = SAGA_BOUNDARIES
+        .iter()
+        .chain(&SCHEMA_BOUNDARIES)
+        .filter(|b| Op::SchemaApply.crosses(b))
+        .map(|b| format!("schema_apply.{b}"))
+        .collect();
+    let outcomes = crash_cases_on(Op::SchemaApply, &names, "main").await;
+    let report: Vec<String> =
+        names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaApply @ {name}: {outcome}")).collect();
     println!("schema apply crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert_eq!(report.len(), 9, "{report:?}");
     for (point, want) in [

@@ -15,7 +15,7 @@ use serde_json::Map;
 use super::child::{Action, crash_in_child};
 use super::{
     CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, SCHEMA_BOUNDARIES, assert_clean,
-    assert_schema_matches, counts, crash, crash_case_on, serial, setup, shut_down,
+    assert_schema_matches, counts, crash, crash_cases_on, serial, setup, shut_down,
 };
 
 /// Points inside the table / branch actors' handlers, crashed during a write.
@@ -111,14 +111,12 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_inside_the_commit_and_publish_handlers_recovers_clean() {
     let _s = serial().await;
+    let points: Vec<String> = ACTOR_CRASHES.iter().map(|p| p.to_string()).collect();
     let mut report = Vec::new();
-    for point in ACTOR_CRASHES {
-        for op in [Op::MutationInsert, Op::LoadOverwrite] {
-            let outcome = crash_case_on(op, point, "main").await;
-            report.push(format!("{op:?} @ {point}: {outcome}"));
+    for (op, branch) in [(Op::MutationInsert, "main"), (Op::LoadOverwrite, "main"), (Op::MutationInsert, "fresh")] {
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
-        let outcome = crash_case_on(Op::MutationInsert, point, "fresh").await;
-        report.push(format!("MutationInsert on fresh @ {point}: {outcome}"));
     }
     println!("actor handler crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert!(report.iter().filter(|r| r.contains("branch.after_publish")).all(|r| r.ends_with("applied")));
@@ -133,10 +131,10 @@ async fn crash_inside_the_commit_and_publish_handlers_recovers_clean() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     let _s = serial().await;
+    let points: Vec<String> = CHAIN_CRASHES.iter().map(|p| p.to_string()).collect();
     let mut report = Vec::new();
-    for point in CHAIN_CRASHES {
-        for (op, branch) in [(Op::Merge, "main"), (Op::Merge, "fresh"), (Op::CompactingInsert, "main")] {
-            let outcome = crash_case_on(op, point, branch).await;
+    for (op, branch) in [(Op::Merge, "main"), (Op::Merge, "fresh"), (Op::CompactingInsert, "main")] {
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
             report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
     }
