@@ -1,6 +1,8 @@
 //! Branch merge at scale: `cargo run --release --example bench_merge`
 //! (`OMNIGRAPH_BENCH_ROWS`, default 1,000,000 Person rows on main;
-//! `OMNIGRAPH_BENCH_CHANGES`, default 10,000 updated + 10,000 inserted on a branch).
+//! `OMNIGRAPH_BENCH_CHANGES`, default 10,000 updated + 10,000 inserted on a branch;
+//! `OMNIGRAPH_BENCH_MERGE_MEMORY`, the merge's fingerprint budget in bytes,
+//! default the merge's own: a smaller one makes it spill to disk partitions).
 //!
 //! Prints one JSON object: the merge's wall time and peak RSS (the peak is
 //! reset before it starts), beside the raw-Lance floor of committing the
@@ -84,7 +86,11 @@ async fn main() {
 
     reset_peak_rss();
     let started = Instant::now();
-    let r = g.branch_merge("feature", "main", &MergeOptions::default()).await.expect("merge");
+    let memory_bytes = std::env::var("OMNIGRAPH_BENCH_MERGE_MEMORY").ok().and_then(|v| v.parse().ok());
+    let r = g
+        .branch_merge("feature", "main", &MergeOptions { memory_bytes, ..MergeOptions::default() })
+        .await
+        .expect("merge");
     let merge_secs = started.elapsed().as_secs_f64();
     let merge_peak_kib = peak_rss_kib();
 
@@ -95,7 +101,7 @@ async fn main() {
         "{}",
         json!({
             "bench": "branch_merge", "main_rows": rows, "updated": changes, "inserted": changes,
-            "outcome": r.report.outcome, "tables": r.report.tables,
+            "outcome": r.report.outcome, "tables": r.report.tables, "memory_budget_bytes": memory_bytes,
             "merge_secs": merge_secs, "merge_peak_rss_mib": merge_peak_kib / 1024,
             "raw_lance_merge_insert_floor_secs": floor_secs,
             "ratio_to_floor": merge_secs / floor_secs,

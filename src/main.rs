@@ -698,7 +698,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
         }
         BranchCommand::Merge { into, delete_branch, dry_run, actor, json, source, graph } => {
             let g = if dry_run { read_only(&graph).await? } else { Omnigraph::open(&graph).await? };
-            let opts = omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch };
+            let opts = omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
             let result = g.branch_merge(&source, &into, &opts).await?;
             if json {
                 return print_json(&wire::merge_json(&result, actor.as_deref()));

@@ -37,6 +37,7 @@ impl Graph {
             target: target.to_string(),
             actor: opts.actor.clone(),
             dry_run: opts.dry_run,
+            memory_bytes: opts.memory_bytes,
         };
         let report = merge::run(&self.rt, &req).await?;
         let deleted = if opts.delete_branch && !opts.dry_run {
@@ -78,6 +79,10 @@ pub struct MergeOptions {
     /// Delete the source branch after a successful merge (a failure to
     /// delete does not fail the merge).
     pub delete_branch: bool,
+    /// Memory one table's row fingerprints may hold before the merge spills
+    /// them to partitions on disk (`None`: 256 MiB). A smaller budget trades
+    /// speed for memory; the result is the same.
+    pub memory_bytes: Option<u64>,
 }
 
 /// A merge's report, and what became of the source branch.

@@ -568,7 +568,12 @@ async fn branch_merge(
     let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<MergeBody>(b))?;
     let g = s.graph(&id)?;
     let target = req.target.unwrap_or_else(|| "main".into());
-    let opts = MergeOptions { actor: Some(actor.clone()), dry_run: req.dry_run, delete_branch: req.delete_branch };
+    let opts = MergeOptions {
+        actor: Some(actor.clone()),
+        dry_run: req.dry_run,
+        delete_branch: req.delete_branch,
+        memory_bytes: None,
+    };
     let result = g.branch_merge(&req.source, &target, &opts).await?;
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))
 }

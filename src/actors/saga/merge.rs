@@ -20,10 +20,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use tracing::{Instrument, info_span, warn};
 
+use super::gates::Gates;
 use super::pipeline::{self, Attempt};
 use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
-use crate::actors::lease::{LeaseMode, LeaseSet};
+use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
@@ -42,6 +43,9 @@ pub struct MergeRequest {
     pub actor: Option<String>,
     /// Plan and report only: no sidecar, no commit.
     pub dry_run: bool,
+    /// Memory one table's row fingerprints may hold before they spill to
+    /// disk partitions (`None`: [`merge::spill::DEFAULT_BUDGET`]).
+    pub memory_bytes: Option<u64>,
 }
 
 /// What a merge did (or, for a dry run, would do).
@@ -82,7 +86,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
             return Err(blocked);
         }
     }
-    let leases = lease_both(rt, &req.source, &req.target).await?;
+    // Schema (shared), then both branch gates, held from capture to publish.
+    let mut leases = Gates::schema(LeaseMode::Shared).branch(&req.source).branch(&req.target).acquire(rt).await?;
     let (source, target) = (rt.history_view(&req.source).await?, rt.history_view(&req.target).await?);
     let schema = rt.schema().await?;
     let head_of = |v: &ManifestView, b: &str| {
@@ -110,10 +115,11 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let base = base_state(rt, &commits, &base_id, &target_head, &target).await?;
     let target_ref = Some(req.target.clone()).filter(|b| b != "main");
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
-    let merges =
-        merge::plan_tables(rt.root(), &schema.catalog, &base, &source.state, &target.state, target_ref.as_deref())
-            .instrument(plan_span)
-            .await?;
+    let budget = req.memory_bytes.unwrap_or(merge::spill::DEFAULT_BUDGET);
+    let sides = (&*source.state, &*target.state);
+    let merges = merge::plan_tables(rt.root(), &schema.catalog, &base, sides, target_ref.as_deref(), budget)
+        .instrument(plan_span)
+        .await?;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
@@ -125,6 +131,9 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     if req.dry_run {
         return Ok(report);
     }
+    // The all-catalog envelope: every table gate of both branches, so no
+    // table actor of either serves another lease while the merge's effects land.
+    Gates::none().catalog(rt, &source, &req.source).catalog(rt, &target, &req.target).take(rt, &mut leases).await?;
     let plan = merge::prepare(rt.root(), merges, target_ref).await?;
     lineage.merged_parent = Some(source_head);
     let token = AuthorityToken::of(&target, &schema.identity);
@@ -135,16 +144,6 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     report.graph_commit_id = Some(done.commit_id);
     Ok(report)
-}
-
-/// The schema gate (shared), then both branch gates in sorted order.
-async fn lease_both(rt: &Runtime, a: &str, b: &str) -> Result<LeaseSet> {
-    let mut leases = LeaseSet::default();
-    leases.push(rt.lease_schema(LeaseMode::Shared).await?)?;
-    let (first, second) = if a < b { (a, b) } else { (b, a) };
-    leases.push(rt.lease_branch(first).await?)?;
-    leases.push(rt.lease_branch(second).await?)?;
-    Ok(leases)
 }
 
 /// The tables visible at the merge base: the target's own state when the

@@ -2,11 +2,11 @@
 //! of its `id`, at the base, source and target pins; the row rule applied
 //! per id; and the rows the merge writes.
 //!
-//! Memory grows with the number of rows (32 bytes per row and side: a
-//! 128-bit id key and a 128-bit row fingerprint) and with the size of the
-//! delta, never with the table's data: rows are streamed one scan batch at a
-//! time, fingerprints come from DataFusion's vectorised hash kernel, and id
-//! strings are only materialised for the rows the merge changes.
+//! A fingerprint is 32 bytes per row and side (a 128-bit id key and a
+//! 128-bit row fingerprint), never the row's data: rows are streamed one scan
+//! batch at a time, fingerprints come from DataFusion's vectorised hash
+//! kernel, and id strings are only materialised for the rows the merge
+//! changes. [`super::spill`] keeps the maps of a large table within a budget.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -23,7 +23,7 @@ use crate::protocol::{OmniError, Result};
 
 /// 128 bits of hash: two independently seeded 64-bit hashes. Two different
 /// values collide with probability about 2^-128.
-type Hash128 = u128;
+pub type Hash128 = u128;
 
 /// Row fingerprints by id key, for one side of the merge.
 pub type Prints = HashMap<Hash128, Hash128>;
@@ -77,18 +77,37 @@ fn arrow_err(ds: &Dataset, e: impl std::fmt::Display) -> OmniError {
     OmniError::Internal(format!("fingerprinting rows of {}: {e}", ds.uri()))
 }
 
-/// Every row's fingerprint by id key, at the dataset's checked-out version.
-pub async fn fingerprints(ds: &Dataset) -> Result<Prints> {
-    let mut out = Prints::new();
-    let mut stream = table::scan_stream(ds).await?;
-    let mut converter: Option<RowConverter> = None;
-    while let Some(batch) = stream.next().await {
+/// Every row's id key and fingerprint, one scan batch at a time.
+pub struct PrintScan<'d> {
+    ds: &'d Dataset,
+    stream: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    converter: Option<RowConverter>,
+}
+
+impl<'d> PrintScan<'d> {
+    /// A scan of `ds` at its checked-out version.
+    pub async fn new(ds: &'d Dataset) -> Result<Self> {
+        Ok(PrintScan { ds, stream: table::scan_stream(ds).await?, converter: None })
+    }
+
+    /// The next batch's `(id key, fingerprint)` pairs; `None` at the end.
+    pub async fn next(&mut self) -> Result<Option<Vec<(Hash128, Hash128)>>> {
+        let Some(batch) = self.stream.next().await else { return Ok(None) };
         let batch = batch?;
         let prints = match hash_rows(batch.columns(), batch.num_rows()) {
             Some(p) => p,
-            None => encoded_prints(ds, &batch, &mut converter)?,
+            None => encoded_prints(self.ds, &batch, &mut self.converter)?,
         };
-        out.extend(id_keys(ds, &batch)?.into_iter().zip(prints));
+        Ok(Some(id_keys(self.ds, &batch)?.into_iter().zip(prints).collect()))
+    }
+}
+
+/// Every row's fingerprint by id key, at the dataset's checked-out version.
+pub async fn fingerprints(ds: &Dataset) -> Result<Prints> {
+    let mut out = Prints::new();
+    let mut scan = PrintScan::new(ds).await?;
+    while let Some(pairs) = scan.next().await? {
+        out.extend(pairs);
     }
     Ok(out)
 }
@@ -104,6 +123,16 @@ pub struct KeyDelta {
     pub deleted: HashSet<Hash128>,
     /// Keys both sides changed differently, and how.
     pub conflicts: Vec<(Hash128, ConflictKind)>,
+}
+
+impl KeyDelta {
+    /// Add the decisions of another part of the same table (a disjoint set of keys).
+    pub fn extend(&mut self, other: KeyDelta) {
+        self.inserted.extend(other.inserted);
+        self.updated.extend(other.updated);
+        self.deleted.extend(other.deleted);
+        self.conflicts.extend(other.conflicts);
+    }
 }
 
 /// Apply the row rule to every id of `base` ∪ `source` ∪ `target`: each id
@@ -179,6 +208,28 @@ pub async fn rows_with_keys(ds: &Dataset, keys: &HashSet<Hash128>) -> Result<Vec
         }
     }
     Ok(out)
+}
+
+/// Split `rows` into those whose `id` is in `ids` and the rest (the batches
+/// of each side keep their order).
+pub fn split_by_ids(rows: &[RecordBatch], ids: &BTreeSet<String>) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+    let (mut inside, mut outside) = (Vec::new(), Vec::new());
+    for batch in rows {
+        let column = batch
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| OmniError::Internal("merge rows without a string `id` column".into()))?;
+        let mask: BooleanArray = column.iter().map(|id| Some(id.is_some_and(|id| ids.contains(id)))).collect();
+        let not: BooleanArray = mask.iter().map(|m| m.map(|m| !m)).collect();
+        for (mask, side) in [(mask, &mut inside), (not, &mut outside)] {
+            let kept = filter_record_batch(batch, &mask)
+                .map_err(|e| OmniError::Internal(format!("splitting merge rows: {e}")))?;
+            if kept.num_rows() > 0 {
+                side.push(kept);
+            }
+        }
+    }
+    Ok((inside, outside))
 }
 
 /// The rows of `ds` whose ids are in `ids`.

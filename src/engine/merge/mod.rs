@@ -10,10 +10,12 @@
 //! - target unchanged and the source's version lives on a ref the target may
 //!   point at (main's, or the target's own): adopt the pointer, no data moves;
 //! - otherwise the delta against the target, as a chain on the target's ref
-//!   (forked first on a first touch): one upsert of the source rows, then
+//!   (forked first on a first touch): a strict insert of the new ids (a
+//!   pure-insert interval is only that), an upsert of the changed ids, then
 //!   deletes of at most [`DELETE_CHUNK`] ids each.
 
 pub mod delta;
+pub mod spill;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -129,14 +131,16 @@ fn same(a: &TableEntry, b: &TableEntry) -> bool {
     a.location == b.location && a.version == b.version && a.branch == b.branch
 }
 
-/// Plan one table. `target_ref` is the target's native ref (`None` = main).
-/// `None` when the merge leaves the table as the target has it.
+/// Plan one table. `target_ref` is the target's native ref (`None` = main);
+/// `budget` bounds the memory of its row fingerprints ([`spill`]). `None`
+/// when the merge leaves the table as the target has it.
 pub async fn plan_table(
     root: &Root,
     base: Option<&TableEntry>,
     source: &TableEntry,
     target: &TableEntry,
     target_ref: Option<&str>,
+    budget: u64,
 ) -> Result<Option<TableMerge>> {
     if same(source, target) || base.is_some_and(|b| same(b, source)) {
         return Ok(None);
@@ -147,21 +151,13 @@ pub async fn plan_table(
         Some(b) if !same(b, target) => Some(committed::open_pinned(root, b).await?),
         _ => None,
     };
-    let span = info_span!("merge.fingerprints", table = %source.table_key);
-    let (target_prints, source_prints, base_prints) = async {
-        let target_prints = delta::fingerprints(&target_ds).await?;
-        let source_prints = delta::fingerprints(&source_ds).await?;
-        let base_prints = match (&base_ds, base) {
-            (Some(ds), _) => Some(delta::fingerprints(ds).await?),
-            (None, Some(_)) => None,
-            (None, None) => Some(delta::Prints::new()),
-        };
-        Ok::<_, OmniError>((target_prints, source_prints, base_prints))
-    }
-    .instrument(span)
-    .await?;
-    let keyed = delta::classify(base_prints.as_ref().unwrap_or(&target_prints), &source_prints, &target_prints);
-    drop((target_prints, source_prints, base_prints));
+    let sides = match (&base_ds, base) {
+        (Some(ds), _) => spill::Base::At(ds),
+        (None, Some(_)) => spill::Base::Target,
+        (None, None) => spill::Base::Empty,
+    };
+    let span = info_span!("merge.fingerprints", table = %source.table_key, budget);
+    let keyed = spill::classify_within(sides, &source_ds, &target_ds, budget).instrument(span).await?;
     if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
         // Churn that cancels out (#473): the merged table is the target's.
         return Ok(None);
@@ -189,14 +185,14 @@ pub async fn plan_table(
 }
 
 /// The three pins of every table in the catalog, and each table's plan, in
-/// catalog order (nodes first).
+/// catalog order (nodes first); `budget` as in [`plan_table`].
 pub async fn plan_tables(
     root: &Root,
     catalog: &Catalog,
     base: &ManifestState,
-    source: &ManifestState,
-    target: &ManifestState,
+    (source, target): (&ManifestState, &ManifestState),
     target_ref: Option<&str>,
+    budget: u64,
 ) -> Result<Vec<TableMerge>> {
     let mut out = Vec::new();
     for layout in layout::tables(catalog) {
@@ -204,7 +200,7 @@ pub async fn plan_tables(
         let missing = |side: &str| OmniError::Internal(format!("{key} is not in the {side} manifest"));
         let s = source.tables.get(key).ok_or_else(|| missing("source"))?;
         let t = target.tables.get(key).ok_or_else(|| missing("target"))?;
-        if let Some(m) = plan_table(root, base.tables.get(key), s, t, target_ref).await? {
+        if let Some(m) = plan_table(root, base.tables.get(key), s, t, target_ref, budget).await? {
             out.push(m);
         }
     }
@@ -212,7 +208,8 @@ pub async fn plan_tables(
 }
 
 /// The effects of a conflict-free merge: per table either a pointer or a
-/// chain (one upsert of the source rows, then the deletes in chunks).
+/// chain (a strict insert of the new rows, an upsert of the changed ones,
+/// then the deletes in chunks).
 pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<String>) -> Result<Prepared> {
     let mut prepared = Prepared::default();
     for m in merges {
@@ -227,9 +224,15 @@ pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<St
             prepared.pointers.push(PointerUpdate { expected_version: m.target.version, update });
             continue;
         }
+        // New ids as a strict insert (an id the target holds after all fails
+        // the merge instead of being overwritten), then changed ids as an upsert.
+        let (new_rows, changed_rows) = delta::split_by_ids(&m.rows, &m.delta.inserted)?;
         let mut plans = Vec::new();
-        if !m.rows.is_empty() {
-            plans.push(StagePlan::Merge { batches: m.rows, mode: MergeMode::Upsert });
+        if !new_rows.is_empty() {
+            plans.push(StagePlan::Merge { batches: new_rows, mode: MergeMode::StrictInsert });
+        }
+        if !changed_rows.is_empty() {
+            plans.push(StagePlan::Merge { batches: changed_rows, mode: MergeMode::Upsert });
         }
         let deleted: Vec<&String> = m.delta.deleted.iter().collect();
         for chunk in deleted.chunks(DELETE_CHUNK) {
