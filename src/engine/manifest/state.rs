@@ -62,6 +62,23 @@ pub struct ManifestState {
     /// Ids of the commits that applied a schema (few; most graphs have none,
     /// and then binding a catalog costs no walk of the history).
     applies: Vec<String>,
+    /// On a head state: per restored head commit, what its ancestors' newest
+    /// schema apply made current (see [`ManifestState::applied_at`]).
+    restored_schemas: HashMap<String, Applied>,
+    /// On a head state: the schema the graph was created with, when an
+    /// apply replaced it.
+    restored_original: Option<String>,
+}
+
+/// A schema apply's effect as a commit's ancestry sees it: the schema
+/// identity it made current, and the manifest version it landed at (the
+/// newest apply wins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The accepted-schema identity the apply made current.
+    pub identity: String,
+    /// The apply commit's manifest version.
+    pub manifest_version: u64,
 }
 
 impl ManifestState {
@@ -93,12 +110,19 @@ impl ManifestState {
     }
 
     /// The checkpoint a publish records beside its rows, so that an open
-    /// restores this state without folding the history. `None` while a
-    /// schema apply is recorded: binding a catalog then walks the ancestry,
-    /// which a head state does not hold.
+    /// restores this state without folding the history. A recorded schema
+    /// apply is carried as what each head binds (binding a catalog otherwise
+    /// walks the ancestry, which a head state does not hold). `None` when a
+    /// head's binding cannot be known here.
     pub fn checkpoint(&self) -> Option<HeadCheckpoint> {
-        if !self.applies.is_empty() {
-            return None;
+        let mut head_schemas = BTreeMap::new();
+        if !self.applies.is_empty() || !self.restored_schemas.is_empty() {
+            for id in self.heads.values() {
+                self.commits.get(id)?;
+                if let Some(applied) = self.applied_at(id) {
+                    head_schemas.insert(id.clone(), applied);
+                }
+            }
         }
         // Sorted, so one state always encodes to the same checkpoint.
         let ids: BTreeSet<&String> = self.heads.values().collect();
@@ -118,6 +142,8 @@ impl ManifestState {
             latest_versions: self.latest_versions.clone(),
             heads: self.heads.clone(),
             head_commits,
+            head_schemas,
+            original_schema: self.original_schema(),
         })
     }
 
@@ -136,6 +162,8 @@ impl ManifestState {
             return Err(OmniError::Internal(format!("__manifest checkpoint lacks the head commit {id} of `{branch}`")));
         }
         state.heads = cp.heads;
+        state.restored_schemas = cp.head_schemas.into_iter().collect();
+        state.restored_original = cp.original_schema;
         let touched: BTreeSet<String> =
             state.registrations.keys().chain(state.newest.keys()).chain(state.tombstones.keys()).cloned().collect();
         state.rebind(&touched)?;
@@ -250,16 +278,37 @@ impl ManifestState {
     /// `commit_id` (itself included) made current: the newest one's. `None`
     /// when no apply precedes it.
     pub fn schema_applied_at(&self, commit_id: &str) -> Option<String> {
-        if self.applies.is_empty() {
+        self.applied_at(commit_id).map(|a| a.identity)
+    }
+
+    /// [`Self::schema_applied_at`] with the apply's manifest version. On a
+    /// head state the walk stops at the restored heads, whose recorded
+    /// binding summarises everything before them.
+    fn applied_at(&self, commit_id: &str) -> Option<Applied> {
+        if self.applies.is_empty() && self.restored_schemas.is_empty() {
             return None;
         }
-        let applied = self.ancestors(commit_id).filter_map(|c| c.schema_change.as_ref().map(|s| (c, s)));
-        applied.max_by_key(|(c, _)| c.manifest_version).map(|(_, s)| s.to.clone())
+        let mut newest: Option<Applied> = None;
+        for c in self.ancestors(commit_id) {
+            let own = c
+                .schema_change
+                .as_ref()
+                .map(|s| Applied { identity: s.to.clone(), manifest_version: c.manifest_version });
+            for found in own.into_iter().chain(self.restored_schemas.get(&c.commit_id).cloned()) {
+                if newest.as_ref().is_none_or(|n| found.manifest_version > n.manifest_version) {
+                    newest = Some(found);
+                }
+            }
+        }
+        newest
     }
 
     /// The schema the graph was created with, if an apply recorded here
     /// replaced it (the oldest apply's `from`).
     pub fn original_schema(&self) -> Option<String> {
+        if let Some(original) = &self.restored_original {
+            return Some(original.clone());
+        }
         let applies = self.applies.iter().filter_map(|id| self.commits.get(id));
         let oldest =
             applies.filter_map(|c| c.schema_change.as_ref().map(|s| (c, s))).min_by_key(|(c, _)| c.manifest_version);
@@ -320,22 +369,39 @@ pub struct HeadCheckpoint {
     heads: BTreeMap<String, String>,
     /// The commits `heads` names.
     head_commits: Vec<CommitRow>,
+    /// Per head commit: what its ancestors' newest schema apply made current.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    head_schemas: BTreeMap<String, Applied>,
+    /// The schema the graph was created with, when an apply replaced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    original_schema: Option<String>,
 }
 
 /// The transaction property holding a publish's [`HeadCheckpoint`] (JSON).
 const CHECKPOINT_PROPERTY: &str = "omnigraph.head_checkpoint.v1";
+
+/// The property of a checkpoint that records a schema apply: a name of its
+/// own, so a binary that knows only [`CHECKPOINT_PROPERTY`] (and would bind
+/// every head to the current schema) folds the rows instead.
+const CHECKPOINT_WITH_SCHEMAS_PROPERTY: &str = "omnigraph.head_checkpoint.v2";
 
 impl HeadCheckpoint {
     /// The transaction properties recording this checkpoint.
     pub fn to_properties(&self) -> Result<HashMap<String, String>> {
         let json =
             serde_json::to_string(self).map_err(|e| OmniError::Internal(format!("encoding a checkpoint: {e}")))?;
-        Ok(HashMap::from([(CHECKPOINT_PROPERTY.to_string(), json)]))
+        let name = if self.head_schemas.is_empty() && self.original_schema.is_none() {
+            CHECKPOINT_PROPERTY
+        } else {
+            CHECKPOINT_WITH_SCHEMAS_PROPERTY
+        };
+        Ok(HashMap::from([(name.to_string(), json)]))
     }
 
     /// The checkpoint a transaction's `properties` record, if any.
     pub fn from_properties(properties: &HashMap<String, String>) -> Result<Option<HeadCheckpoint>> {
-        let Some(json) = properties.get(CHECKPOINT_PROPERTY) else { return Ok(None) };
+        let json = properties.get(CHECKPOINT_WITH_SCHEMAS_PROPERTY).or_else(|| properties.get(CHECKPOINT_PROPERTY));
+        let Some(json) = json else { return Ok(None) };
         serde_json::from_str(json)
             .map(Some)
             .map_err(|e| OmniError::Internal(format!("__manifest has an unreadable checkpoint: {e}")))
@@ -451,14 +517,63 @@ mod tests {
         assert_eq!(restored.checkpoint(), full.checkpoint());
     }
 
-    #[test]
-    fn a_recorded_schema_apply_writes_no_checkpoint() {
-        let mut rows: Vec<ManifestRow> = history().into_iter().flatten().collect();
-        if let Some(ManifestRow::Commit(c)) = rows.iter_mut().find(|r| matches!(r, ManifestRow::Commit(_))) {
-            c.schema_change = Some(SchemaChange { from: "a".into(), to: "b".into() });
+    /// `history()` with c2 applying schema "b" over "a" (then c3 on top).
+    fn history_with_an_apply() -> Vec<Vec<ManifestRow>> {
+        let mut publishes = history();
+        for row in &mut publishes[1] {
+            if let ManifestRow::Commit(c) = row {
+                c.schema_change = Some(SchemaChange { from: "a".into(), to: "b".into() });
+            }
         }
-        let state = ManifestState::fold(rows).expect("fold");
-        assert!(state.checkpoint().is_none());
+        publishes
+    }
+
+    #[test]
+    fn a_checkpoint_after_a_schema_apply_binds_the_heads_like_the_full_fold() {
+        let publishes = history_with_an_apply();
+        for split in 1..=publishes.len() {
+            let (older, newer) = publishes.split_at(split);
+            let whole = ManifestState::fold(older.iter().flatten().cloned()).expect("fold");
+            let cp = whole.checkpoint().expect("a checkpoint");
+            let props = cp.to_properties().expect("encode");
+            let with_apply = split >= 2;
+            assert_eq!(props.contains_key(CHECKPOINT_WITH_SCHEMAS_PROPERTY), with_apply, "{props:?}");
+            let mut restored =
+                ManifestState::restore(HeadCheckpoint::from_properties(&props).expect("decode").expect("recorded"))
+                    .expect("restore");
+            let head = whole.head("main").expect("head").to_string();
+            assert_eq!(restored.schema_applied_at(&head), whole.schema_applied_at(&head), "split {split}");
+            assert_eq!(restored.original_schema(), whole.original_schema(), "split {split}");
+            // A publish on top of the restored state still binds like the full fold.
+            let mut full = whole.clone();
+            for publish in newer {
+                full.apply(publish.clone()).expect("apply");
+                restored.apply(publish.clone()).expect("apply");
+            }
+            let head = full.head("main").expect("head").to_string();
+            assert_eq!(restored.schema_applied_at(&head), full.schema_applied_at(&head), "split {split}");
+            assert_eq!(restored.checkpoint(), full.checkpoint(), "split {split}");
+        }
+        let full = ManifestState::fold(publishes.into_iter().flatten()).expect("fold");
+        assert_eq!(full.schema_applied_at("c3").as_deref(), Some("b"));
+        assert_eq!(full.schema_applied_at("c1"), None);
+        assert_eq!(full.original_schema().as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_newer_apply_on_a_restored_state_wins_over_the_recorded_one() {
+        let publishes = history_with_an_apply();
+        let whole = ManifestState::fold(publishes[..2].iter().flatten().cloned()).expect("fold");
+        let mut restored = ManifestState::restore(whole.checkpoint().expect("checkpoint")).expect("restore");
+        let mut third = publishes[2].clone();
+        for row in &mut third {
+            if let ManifestRow::Commit(c) = row {
+                c.schema_change = Some(SchemaChange { from: "b".into(), to: "c".into() });
+            }
+        }
+        restored.apply(third).expect("apply");
+        assert_eq!(restored.schema_applied_at("c3").as_deref(), Some("c"));
+        assert_eq!(restored.original_schema().as_deref(), Some("a"), "the oldest apply's `from` is kept");
     }
 
     #[test]
