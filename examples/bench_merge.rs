@@ -23,7 +23,7 @@ const SCHEMA: &str = include_str!("social.pg");
 
 #[path = "support/rss.rs"]
 mod rss;
-use rss::{peak_rss_kib, reset_peak_rss};
+use rss::{peak_rss_kib, reset_peak_rss, rss_kib};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -85,6 +85,7 @@ async fn main() {
     let floor_secs = floor.elapsed().as_secs_f64();
 
     reset_peak_rss();
+    let rss_before_kib = rss_kib();
     let started = Instant::now();
     let memory_bytes = std::env::var("OMNIGRAPH_BENCH_MERGE_MEMORY").ok().and_then(|v| v.parse().ok());
     let r = g
@@ -103,6 +104,7 @@ async fn main() {
             "bench": "branch_merge", "main_rows": rows, "updated": changes, "inserted": changes,
             "outcome": r.report.outcome, "tables": r.report.tables, "memory_budget_bytes": memory_bytes,
             "merge_secs": merge_secs, "merge_peak_rss_mib": merge_peak_kib / 1024,
+            "rss_before_merge_mib": rss_before_kib / 1024,
             "raw_lance_merge_insert_floor_secs": floor_secs,
             "ratio_to_floor": merge_secs / floor_secs,
             "main_rows_after": main_rows, "changed_rows_on_main": moved,
