@@ -524,6 +524,66 @@ async fn every_reachable_conflict_kind_over_http() {
     }
 }
 
+/// The one kind two valid branches cannot produce: a row breaking a rule
+/// (written around omnigraph's validation, here straight through the storage
+/// adapter and published exactly, as a foreign tool could) is caught by the
+/// merge's check of the merged result and answered over HTTP as a 409
+/// `value_constraint_violation`; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_breaking_row_written_around_validation_is_a_value_constraint_conflict_over_http() {
+    use std::collections::BTreeMap;
+
+    use omnigraph::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
+    use omnigraph::engine::rows::{EntityRow, to_batch};
+    use omnigraph::engine::storage::{MergeMode, TxnIdentity, table};
+
+    let (dir, loc) = crate::common::temp_graph_dir();
+    {
+        let g = omnigraph::Omnigraph::init(&loc, crate::common::SOCIAL_PG).await.expect("init");
+        let data = include_str!("../../examples/social.jsonl");
+        g.load(data.as_bytes(), omnigraph::LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
+        g.branch_create("dst", "main").await.expect("branch");
+        // The foreign write on main: Person `Old`, aged 200 against @range(age, 0..150).
+        let view = manifest::load(g.root(), "main", None).await.expect("view");
+        let person = view.state.tables["node:Person"].clone();
+        let uri = g.root().child_uri(&person.location);
+        let ds = table::open_table(&uri, None, Some(person.version)).await.expect("open");
+        let row = EntityRow::node("Old").with("name", serde_json::json!("Old")).with("age", serde_json::json!(200));
+        let batch = to_batch(&table::arrow_schema(&ds), &[row]).expect("batch");
+        let identity = TxnIdentity::mint(person.version);
+        let staged =
+            table::stage_merge_insert(ds, vec![batch], MergeMode::Upsert, &identity.uuid).await.expect("stage");
+        let rt = g.runtime();
+        let _schema = rt.lease_schema(omnigraph::actors::LeaseMode::Shared).await.expect("schema lease");
+        let branch = rt.lease_branch("main").await.expect("branch lease");
+        let committed =
+            rt.commit("main", staged, &rt.lease_table(&uri, "main").await.expect("lease")).await.expect("commit");
+        let req = PublishRequest {
+            branch: "main".into(),
+            updates: vec![TableUpdate::committed("node:Person", None, &committed)],
+            expected_versions: BTreeMap::from([("node:Person".to_string(), person.version)]),
+            precondition: Precondition::ExactHead {
+                branch_id: view.branch_id.clone(),
+                head: view.state.head("main").map(str::to_string),
+            },
+            lineage: Lineage::mint(Some("foreign".into())),
+        };
+        rt.publish(req, &branch).await.expect("publish");
+    }
+    let s = crate::server::spawn(dir, loc, &[], &[]);
+    let before = crate::server::get(&s, "/graphs/g/snapshot?branch=dst").await;
+    let body = serde_json::json!({ "source": "main", "target": "dst" });
+    let (st, v) = crate::server::post(&s, "/graphs/g/branches/merge", body).await;
+    assert_eq!((st, v["code"].as_str()), (409, Some("conflict")), "{v}");
+    let conflicts = v["merge_conflicts"].as_array().expect("list");
+    assert_eq!(conflicts.len(), 1, "{v}");
+    assert_eq!(conflicts[0]["kind"], "value_constraint_violation", "{v}");
+    assert_eq!(conflicts[0]["entity_id"], "Old", "{v}");
+    assert!(conflicts[0]["message"].as_str().is_some_and(|m| m.contains("age")), "{v}");
+    let after = crate::server::get(&s, "/graphs/g/snapshot?branch=dst").await;
+    assert_eq!(before, after, "a refused merge writes nothing");
+}
+
 /// A merge whose row fingerprints spill to disk partitions (a one-byte
 /// budget: the most partitions) finds the same delta, the same conflicts and
 /// the same merged graph as one that holds them in memory.
