@@ -11,7 +11,7 @@
 use serde::Serialize;
 use tracing::{Instrument, info, info_span, warn};
 
-use super::gates::Gates;
+use super::gates::{Gates, table_uris};
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
@@ -317,13 +317,6 @@ impl<'a> ControlOp for Delete<'a> {
         info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
         Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
     }
-}
-
-/// Every table dataset visible in `view`, sorted.
-fn table_uris(rt: &Runtime, view: &ManifestView) -> Vec<String> {
-    let mut uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
-    uris.sort_unstable();
-    uris
 }
 
 /// Pending sidecars scoped to `branch`.

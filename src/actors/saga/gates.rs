@@ -64,8 +64,7 @@ impl Gates {
     /// Also the gate of every table visible in `view`, on `branch` (the
     /// all-catalog envelope).
     pub fn catalog(self, rt: &Runtime, view: &ManifestView, branch: &str) -> Self {
-        let uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
-        self.tables(uris.iter().map(String::as_str), branch)
+        self.tables(table_uris(rt, view).iter().map(String::as_str), branch)
     }
 
     /// Take every named gate `leases` does not hold yet, in gate order,
@@ -119,6 +118,13 @@ impl Gates {
         let tables = self.tables.iter().map(|(gate, uri, branch)| GateRef::Table { gate, uri, branch });
         schema.into_iter().chain(branches).chain(tables)
     }
+}
+
+/// Every table dataset visible in `view`, sorted.
+pub fn table_uris(rt: &Runtime, view: &ManifestView) -> Vec<String> {
+    let mut uris: Vec<String> = view.state.tables.values().map(|t| rt.root().child_uri(&t.location)).collect();
+    uris.sort_unstable();
+    uris
 }
 
 /// One gate of a [`Gates`].
