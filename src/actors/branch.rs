@@ -84,7 +84,8 @@ impl Actor for BranchActor {
                 drop(reply.send(out));
                 // After the reply: the writer does not wait for maintenance,
                 // and this mailbox still orders it before any later publish.
-                if state.cache.as_ref().is_some_and(|v| v.dataset.get_fragments().len() > MANIFEST_COMPACT_ABOVE) {
+                if state.cache.as_ref().is_some_and(|v| table::tail_fragment_count(&v.dataset) > MANIFEST_COMPACT_ABOVE)
+                {
                     compact_manifest(state).await;
                 }
             }
@@ -115,12 +116,14 @@ impl Actor for BranchActor {
     }
 }
 
-/// Fragments `__manifest` may reach on a branch before its actor compacts it.
-/// Every commit adds one, and every open and publish reads them all (each
-/// costs two or three reads), so without this a write's cost grows with the
-/// branch's history. Measured on one-row CLI mutations: at 32 the manifest
-/// scan took ~60 reads and `snapshot` 27 ms; at 8, 17 ms, and a mutation's
-/// median fell ~15%, the compaction every ~8 commits included.
+/// Tail fragments (under [`table::TAIL_FRAGMENT_ROWS`] rows) `__manifest`
+/// may reach on a branch before its actor compacts them. Every commit adds
+/// one, and every open and publish reads them all (each costs two or three
+/// reads), so without this a write's cost grows with the branch's history.
+/// Measured on one-row CLI mutations: at 32 the manifest scan took ~60 reads
+/// and `snapshot` 27 ms; at 8, 17 ms, and a mutation's median fell ~15%, the
+/// compaction every ~8 commits included. Only the tail is rewritten
+/// ([`table::Compaction::Tail`]): settled fragments stay as they are.
 pub const MANIFEST_COMPACT_ABOVE: usize = 8;
 
 /// Physical-only compaction of the branch's `__manifest` (same rows, fewer
@@ -131,7 +134,7 @@ pub const MANIFEST_COMPACT_ABOVE: usize = 8;
 async fn compact_manifest(state: &mut BranchState) {
     let Some(view) = state.cache.clone() else { return };
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
-    match table::compact(view.dataset.clone()).instrument(span).await {
+    match table::compact(view.dataset.clone(), table::Compaction::Tail).instrument(span).await {
         Ok(Some(compacted)) => state.cache = Some(view.compacted(compacted)),
         Ok(None) => {}
         Err(e) => tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry"),
@@ -145,7 +148,7 @@ async fn compact_manifest_now(state: &mut BranchState) -> Result<(u64, u64)> {
     let view = state.view(false).await?;
     let before = table::fragment_count(&view.dataset);
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
-    let Some(compacted) = table::compact(view.dataset.clone()).instrument(span).await? else {
+    let Some(compacted) = table::compact(view.dataset.clone(), table::Compaction::Full).instrument(span).await? else {
         return Ok((before, before));
     };
     let after = table::fragment_count(&compacted);

@@ -183,7 +183,7 @@ async fn optimize_leaves_a_drifted_table_to_repair() {
     let view = manifest::load(g.root(), "main", None).await.expect("view");
     let entry = &view.state.tables["node:Company"];
     let ds = table::open_table(&g.root().child_uri(&entry.location), None, None).await.expect("open");
-    table::compact(ds).await.expect("drift").expect("compacted");
+    table::compact(ds, table::Compaction::Full).await.expect("drift").expect("compacted");
     let report = g.optimize("main", None).await.expect("optimize");
     let line = |k: &str| report.tables.iter().find(|t| t.type_key == k).cloned().expect(k);
     let company = line("node:Company");
@@ -453,4 +453,35 @@ async fn an_open_after_cleanup_still_restores_the_head_checkpoint() {
     assert!(!opened.state.is_complete(), "cleanup removed the versions leading back to the head's checkpoint");
     assert_eq!(opened.state.tables, full.state.tables);
     assert_eq!(opened.state.heads, full.state.heads);
+}
+
+/// The after-publish `__manifest` compaction rewrites only the recent tail:
+/// a settled fragment (past `TAIL_FRAGMENT_ROWS` rows) keeps its id and
+/// files, the small ones after it become one, and no row changes.
+#[tokio::test]
+async fn a_tail_compaction_rewrites_only_the_small_fragments() {
+    use std::sync::Arc;
+
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = dir.path().join("log.lance").to_string_lossy().to_string();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let rows = |from: usize, n: usize| {
+        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
+    };
+    let settled = table::TAIL_FRAGMENT_ROWS + 100;
+    let mut ds = table::create_table(&uri, rows(0, settled)).await.expect("create");
+    for i in 0..9 {
+        let appended = table::append_rows(ds, rows(settled + i, 1), Default::default()).await;
+        ds = appended.unwrap_or_else(|_| panic!("append {i}")).dataset;
+    }
+    let first = ds.manifest().fragments[0].clone();
+    assert_eq!((table::fragment_count(&ds), table::tail_fragment_count(&ds)), (10, 9));
+    let compacted = table::compact(ds, table::Compaction::Tail).await.expect("compact").expect("compacted");
+    assert_eq!((table::fragment_count(&compacted), table::tail_fragment_count(&compacted)), (2, 1));
+    assert_eq!(compacted.manifest().fragments[0], first, "the settled fragment was rewritten");
+    assert_eq!(table::row_count(&compacted).await.expect("count"), settled as u64 + 9);
 }

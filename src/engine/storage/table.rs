@@ -468,12 +468,12 @@ async fn verify_landed(uri: &str, identity: &TxnIdentity, ds: Arc<Dataset>) -> R
 /// nothing to compact. Commits inline (Lance's own ReserveFragments and
 /// Rewrite versions), so callers use it only where a concurrent commit to
 /// the same ref is excluded and no manifest pins the versions it adds.
-pub async fn compact(ds: Arc<Dataset>) -> Result<Option<Arc<Dataset>>> {
+pub async fn compact(ds: Arc<Dataset>, scope: Compaction) -> Result<Option<Arc<Dataset>>> {
     let mut ds = Arc::unwrap_or_clone(ds);
     let options = lance::dataset::optimize::CompactionOptions {
         materialize_deletions: true,
         materialize_deletions_threshold: 0.0,
-        ..Default::default()
+        ..compaction_options(scope)
     };
     let metrics = lance::dataset::optimize::compact_files(&mut ds, options, None)
         .await
@@ -499,7 +499,17 @@ pub enum Compaction {
     /// Only fragments under [`SMALL_FRAGMENT_ROWS`] rows, rewritten into
     /// fragments of about that size: cheap enough to ride along with a write.
     SmallFragments,
+    /// Only fragments under [`TAIL_FRAGMENT_ROWS`] rows: an append-only log's
+    /// recent tail (`__manifest`), so each compaction rewrites about that many
+    /// rows however long the history, where Lance's defaults would rewrite
+    /// the whole history every few commits.
+    Tail,
 }
+
+/// A fragment under this many rows is part of an append-only log's tail
+/// ([`Compaction::Tail`]); larger ones are left as they are. At four or five
+/// `__manifest` rows a commit, one fragment settles every ~200 commits.
+pub const TAIL_FRAGMENT_ROWS: usize = 1024;
 
 /// A fragment under this many rows counts as small for [`Compaction::SmallFragments`].
 pub const SMALL_FRAGMENT_ROWS: usize = 8192;
@@ -530,8 +540,10 @@ pub async fn needs_compaction(ds: &Dataset) -> Result<bool> {
 
 fn compaction_options(scope: Compaction) -> lance::dataset::optimize::CompactionOptions {
     let mut options = lance::dataset::optimize::CompactionOptions::default();
-    if scope == Compaction::SmallFragments {
-        options.target_rows_per_fragment = SMALL_FRAGMENT_ROWS;
+    match scope {
+        Compaction::Full => {}
+        Compaction::SmallFragments => options.target_rows_per_fragment = SMALL_FRAGMENT_ROWS,
+        Compaction::Tail => options.target_rows_per_fragment = TAIL_FRAGMENT_ROWS,
     }
     options
 }
@@ -604,6 +616,11 @@ fn empty_rewrite(ds: Arc<Dataset>, uuid: &str) -> StagedTxn {
 /// Fragments of the dataset at its checked-out version.
 pub fn fragment_count(ds: &Dataset) -> u64 {
     ds.get_fragments().len() as u64
+}
+
+/// Fragments of `ds` in an append-only log's tail ([`Compaction::Tail`]).
+pub fn tail_fragment_count(ds: &Dataset) -> usize {
+    ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_none_or(|n| n < TAIL_FRAGMENT_ROWS)).count()
 }
 
 /// The identity of the transaction that produced `version`, if Lance kept one.
