@@ -16,13 +16,13 @@ use crate::protocol::{OmniError, Result};
 
 /// `@unique` sets (single or composite, any column type): a tuple written by
 /// `rows` may not be held by a committed row that stays live (one that is
-/// neither among `rows` nor in `replaced`). A tuple with a null is exempt.
+/// neither among `rows` nor `replaced`). A tuple with a null is exempt.
 pub async fn unique_against_committed(
     ds: &Dataset,
     type_name: &str,
     uniques: &[Vec<String>],
     rows: &[EntityRow],
-    replaced: &HashSet<String>,
+    replaced: impl Fn(&str) -> bool,
     lines: Option<&[u32]>,
 ) -> Result<()> {
     let written: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
@@ -52,8 +52,7 @@ pub async fn unique_against_committed(
             let key = Value::Array(tuple).to_string();
             let Some(&i) = by_tuple.get(&key) else { continue };
             let mine = &rows[i].id;
-            let live =
-                committed.id != *mine && !written.contains(committed.id.as_str()) && !replaced.contains(&committed.id);
+            let live = committed.id != *mine && !written.contains(committed.id.as_str()) && !replaced(&committed.id);
             if live {
                 let at = lines.and_then(|l| l.get(i)).map(|n| format!("line {n}: ")).unwrap_or_default();
                 return Err(OmniError::BadRequest(format!(

@@ -1,5 +1,5 @@
 //! Preparing a JSONL load: parse it in one streaming pass into compact
-//! per-table Arrow batches (plus the key sets validation needs), validate
+//! per-table Arrow batches (plus the id sets validation needs), validate
 //! against committed state at the pins, and stage one Lance transaction per
 //! touched table. One load is one commit whatever its size; memory holds
 //! Arrow batches and id sets, never the parsed JSON of the whole file.
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::{RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -79,12 +79,9 @@ pub struct TableLoad {
     /// The input line of each row, in batch order (errors found after
     /// parsing still name the line).
     pub lines: Vec<u32>,
-    /// Every id loaded.
-    pub ids: HashSet<String>,
-    /// Edges: each source node → the ids of its loaded edges.
-    pub by_src: HashMap<String, Vec<String>>,
-    /// Edges: every destination node id.
-    pub dsts: HashSet<String>,
+    /// Every id loaded, with the line that holds it (the parser's own
+    /// duplicate-id set, moved here: no second copy).
+    pub ids: HashMap<String, usize>,
     /// Per single-column `@unique` string property: value → id holding it.
     pub unique_values: HashMap<String, HashMap<String, String>>,
     pending: Vec<EntityRow>,
@@ -139,6 +136,10 @@ pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &d
     for part in out.tables.values_mut() {
         flush(catalog, part)?;
     }
+    let mut seen = parser.into_seen_ids();
+    for part in out.tables.values_mut() {
+        part.ids = seen.take(&part.type_name);
+    }
     Ok(out)
 }
 
@@ -168,13 +169,6 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
     validator.check_unique(&rows).map_err(at_line)?;
     validate::check_unique_within(&part.type_name, &rows, uniques).map_err(at_line)?;
     for (r, line) in rows.iter().zip(&lines) {
-        part.ids.insert(r.id.clone());
-        if let Some(src) = &r.src {
-            part.by_src.entry(src.clone()).or_default().push(r.id.clone());
-        }
-        if let Some(dst) = &r.dst {
-            part.dsts.insert(dst.clone());
-        }
         for set in uniques.iter().filter(|s| s.len() == 1) {
             if let Some(Json::String(v)) = r.column(&set[0]) {
                 let seen = part.unique_values.entry(set[0].clone()).or_default();
@@ -230,22 +224,23 @@ async fn check_unique(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> R
             let rows = rows::from_batch(batch);
             let lines = part.lines.get(offset..offset + rows.len());
             offset += rows.len();
-            integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, &part.ids, lines).await?;
+            let replaced = |id: &str| part.ids.contains_key(id);
+            integrity::unique_against_committed(&ds, &part.type_name, uniques, &rows, replaced, lines).await?;
         }
     }
     Ok(())
 }
 
-/// Referential integrity and `@card` for every loaded edge type.
+/// Referential integrity and `@card` for every loaded edge type. The
+/// endpoints are read from the part's Arrow batches, not copied into sets: at
+/// a million edges each copy of the ids cost ~70 MiB.
 async fn check_edges(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Result<()> {
     let catalog = &capture.schema.catalog;
     for (key, part) in load.tables.iter().filter(|(_, p)| p.is_edge) {
         let Some(edge) = catalog.edge(&part.type_name) else { continue };
-        let srcs: HashSet<String> = part.by_src.keys().cloned().collect();
-        for (side, wanted, node_type) in [("from", &srcs, &edge.from_type), ("to", &part.dsts, &edge.to_type)] {
-            let wanted: Vec<String> = wanted.iter().cloned().collect();
-            let present = node_ids_present(capture, load, mode, node_type, &wanted).await?;
-            if let Some(missing) = wanted.iter().filter(|id| !present.contains(*id)).min() {
+        for (side, column, node_type) in [("from", "src", &edge.from_type), ("to", "dst", &edge.to_type)] {
+            let wanted = endpoints(part, column)?;
+            if let Some(missing) = absent_nodes(capture, load, mode, node_type, wanted).await?.into_iter().min() {
                 return Err(OmniError::BadRequest(format!(
                     "edge {}: `{side}` node `{missing}` does not exist in {node_type}",
                     part.type_name
@@ -257,27 +252,43 @@ async fn check_edges(capture: &Capture, load: &ParsedLoad, mode: LoadMode) -> Re
     Ok(())
 }
 
-/// Which of `ids` will exist in node type `node_type` after the load.
-async fn node_ids_present(
+/// The string column `column` of every batch of `part`, row by row.
+fn endpoints<'a>(part: &'a TableLoad, column: &str) -> Result<impl Iterator<Item = &'a str> + 'a> {
+    let arrays = part
+        .batches
+        .iter()
+        .map(|b| {
+            b.column_by_name(column)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| OmniError::Internal(format!("{}: no string column `{column}`", part.type_name)))
+        })
+        .collect::<Result<Vec<&StringArray>>>()?;
+    Ok(arrays.into_iter().flat_map(|a| a.iter().flatten()))
+}
+
+/// Which of `ids` will not exist in node type `node_type` after the load.
+async fn absent_nodes<'a>(
     capture: &Capture,
     load: &ParsedLoad,
     mode: LoadMode,
     node_type: &str,
-    ids: &[String],
-) -> Result<HashSet<String>> {
+    ids: impl Iterator<Item = &'a str>,
+) -> Result<Vec<String>> {
     let key = layout::node_key(node_type);
     let loaded = load.tables.get(&key);
-    let mut present: HashSet<String> =
-        ids.iter().filter(|id| loaded.is_some_and(|t| t.ids.contains(*id))).cloned().collect();
-    // Overwrite replaces a loaded type entirely; otherwise committed rows stay.
-    if !(mode == LoadMode::Overwrite && loaded.is_some()) {
-        let missing: Vec<String> = ids.iter().filter(|id| !present.contains(*id)).cloned().collect();
-        if !missing.is_empty() {
-            let ds = capture.pinned(&key).await?;
-            present.extend(committed::existing_ids(&ds, &missing).await?);
-        }
+    // Only ids the load does not hold are copied, once each.
+    let mut outside: HashSet<&str> = HashSet::new();
+    for id in ids.filter(|id| !loaded.is_some_and(|t| t.ids.contains_key(*id))) {
+        outside.insert(id);
     }
-    Ok(present)
+    let outside: Vec<String> = outside.into_iter().map(str::to_string).collect();
+    // Overwrite replaces a loaded type entirely; otherwise committed rows stay.
+    if outside.is_empty() || (mode == LoadMode::Overwrite && loaded.is_some()) {
+        return Ok(outside);
+    }
+    let ds = capture.pinned(&key).await?;
+    let committed = committed::existing_ids(&ds, &outside).await?;
+    Ok(outside.into_iter().filter(|id| !committed.contains(id)).collect())
 }
 
 /// Edges per source node after the load must stay within `@card`.
@@ -291,13 +302,15 @@ async fn check_card(
     if min == 0 && max.is_none() {
         return Ok(());
     }
-    let mut per_src: HashMap<&str, HashSet<&str>> =
-        part.by_src.iter().map(|(s, ids)| (s.as_str(), ids.iter().map(String::as_str).collect())).collect();
+    let mut per_src: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for (src, id) in endpoints(part, "src")?.zip(endpoints(part, "id")?) {
+        per_src.entry(src).or_default().insert(id);
+    }
     let committed_edges = if mode == LoadMode::Overwrite {
         HashMap::new()
     } else {
         let ds = capture.pinned(key).await?;
-        let srcs: Vec<String> = part.by_src.keys().cloned().collect();
+        let srcs: Vec<String> = per_src.keys().map(|s| s.to_string()).collect();
         committed::edges_by_endpoint(&ds, "src", &srcs).await?
     };
     for (src, ids) in &committed_edges {
@@ -330,7 +343,7 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
         .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))?;
     let plan = match mode {
         LoadMode::Append => {
-            let ids: Vec<String> = part.ids.iter().cloned().collect();
+            let ids: Vec<String> = part.ids.keys().cloned().collect();
             if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
                 let entity_kind = if part.is_edge { "edge" } else { "node" };
                 return Err(OmniError::KeyConflict { entity_kind, type_name: part.type_name.clone(), id });

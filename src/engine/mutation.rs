@@ -226,7 +226,7 @@ async fn validate_changeset(staging: &MutationStaging<'_>, catalog: &Catalog) ->
                 &t.type_name,
                 uniques,
                 &rows,
-                &t.deleted.iter().cloned().collect(),
+                |id| t.deleted.contains(id),
                 None,
             )
             .await?;

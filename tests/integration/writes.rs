@@ -164,6 +164,62 @@ async fn validation_rules_refuse_with_no_effect() {
     assert_consistent(&g).await;
 }
 
+/// A load's edges are checked against the nodes it loads and the committed
+/// ones (which an overwrite of the type replaces), and `@card` counts the
+/// loaded edges with the committed ones per source.
+#[tokio::test]
+async fn a_load_checks_edge_endpoints_and_card_against_the_load_and_committed_rows() {
+    let (_dir, g) = loaded_social_graph().await;
+    let before = pins(&g).await;
+    let refused = [
+        // `from` missing everywhere.
+        (LoadMode::Merge, vec![r#"{"edge": "Knows", "from": "Ghost", "to": "Bob"}"#], "`from` node `Ghost`"),
+        // `to` missing; the smallest missing id is named.
+        (
+            LoadMode::Merge,
+            vec![
+                r#"{"edge": "Knows", "from": "Bob", "to": "Zed"}"#,
+                r#"{"edge": "Knows", "from": "Bob", "to": "Yan"}"#,
+            ],
+            "`to` node `Yan`",
+        ),
+        // An overwrite of Person drops Bob, whom the loaded edge names.
+        (
+            LoadMode::Overwrite,
+            vec![r#"{"type": "Person", "data": {"name": "Dan"}}"#, r#"{"edge": "Knows", "from": "Dan", "to": "Bob"}"#],
+            "`to` node `Bob`",
+        ),
+        // Two WorksAt from Bob in one load (@card(0..1)).
+        (
+            LoadMode::Merge,
+            vec![
+                r#"{"edge": "WorksAt", "from": "Bob", "to": "Acme", "data": {"id": "w1"}}"#,
+                r#"{"edge": "WorksAt", "from": "Bob", "to": "Acme", "data": {"id": "w2"}}"#,
+            ],
+            "`Bob` would have 2 edges",
+        ),
+        // Alice already works at Acme.
+        (LoadMode::Append, vec![r#"{"edge": "WorksAt", "from": "Alice", "to": "Acme"}"#], "`Alice` would have 2 edges"),
+    ];
+    for (mode, lines, needle) in refused {
+        let data = lines.join("\n");
+        let err = g.load(data.as_bytes(), mode, &opts()).await.expect_err(needle);
+        assert!(err.to_string().contains(needle), "{data}: {err}");
+        assert_eq!(pins(&g).await, before, "{data} changed something");
+    }
+    // Endpoints split between the load and committed rows are accepted.
+    let data = [
+        r#"{"type": "Person", "data": {"name": "Dan"}}"#,
+        r#"{"edge": "Knows", "from": "Dan", "to": "Alice"}"#,
+        r#"{"edge": "Knows", "from": "Carol", "to": "Dan"}"#,
+        r#"{"edge": "WorksAt", "from": "Dan", "to": "Acme"}"#,
+    ]
+    .join("\n");
+    let out = g.load(data.as_bytes(), LoadMode::Merge, &opts()).await.expect("valid load");
+    assert_eq!((out.nodes_affected, out.edges_affected), (1, 3));
+    assert_consistent(&g).await;
+}
+
 #[tokio::test]
 async fn the_admission_limit_refuses_an_oversized_mutation_before_arming() {
     let (_dir, g) = loaded_social_graph().await;

@@ -99,8 +99,10 @@ async fn rules(
         return Ok(());
     }
     // Held by a target row that stays: neither replaced nor deleted.
-    let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
-    if let Err(e) = integrity::unique_against_committed(&m.target_ds, type_name, uniques, written, &gone, None).await {
+    let gone: HashSet<&str> = m.delta.deleted.iter().map(String::as_str).collect();
+    let replaced = |id: &str| gone.contains(id);
+    if let Err(e) = integrity::unique_against_committed(&m.target_ds, type_name, uniques, written, replaced, None).await
+    {
         out.push(table_conflict(&m.table_key, ConflictKind::UniqueViolation, e)?);
     }
     Ok(())

@@ -199,6 +199,12 @@ impl<'c> JsonlParser<'c> {
         &self.seen
     }
 
+    /// The ids returned, per type, by value: a loader keeps this one set
+    /// instead of building a second copy of every id.
+    pub fn into_seen_ids(self) -> DuplicateIds {
+        self.seen
+    }
+
     /// Parses line `line_no` (1-based, used in messages). Blank lines give
     /// `Ok(None)`. A (type, id) already returned by this parser is refused
     /// as a duplicate.
@@ -477,5 +483,10 @@ impl DuplicateIds {
     /// How many distinct ids were recorded for `type_name`.
     pub fn count(&self, type_name: &str) -> usize {
         self.seen.get(type_name).map_or(0, HashMap::len)
+    }
+
+    /// Take `type_name`'s ids, each with the line it was first seen on.
+    pub fn take(&mut self, type_name: &str) -> HashMap<String, usize> {
+        self.seen.remove(type_name).unwrap_or_default()
     }
 }
