@@ -16,11 +16,20 @@ use crate::lang::catalog::arrow::property_field;
 use crate::lang::catalog::{Catalog, EdgeType, NodeType, Property};
 use crate::protocol::OmniError;
 use crate::rows::{EntityRow, check_value, show};
+use rayon::prelude::*;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::io::BufRead;
+
+/// Lines read and parsed at a time by [`JsonlParser::parse_reader_parallel`].
+pub const PARALLEL_LINES: usize = 4_096;
+
+/// Ids with the line each was first seen on. foldhash is seeded per process
+/// (ids come from users) and several times faster than SipHash on short keys.
+pub type IdLines = HashMap<String, usize, foldhash::fast::RandomState>;
 
 /// System column names that may never appear in `data`.
 pub const RESERVED_COLUMNS: [&str; 6] =
@@ -254,6 +263,51 @@ impl<'c> JsonlParser<'c> {
         self.parse_reader_numbered(reader).map(|r| r.map(|(_, record)| record))
     }
 
+    /// [`Self::parse_reader_numbered`], parsing [`PARALLEL_LINES`] lines at a
+    /// time on rayon's pool: the same records, in the same order, and the same
+    /// first error (lines are checked for duplicates one by one, in order).
+    pub fn parse_reader_parallel<'p, R: BufRead + 'p>(
+        &'p mut self,
+        reader: R,
+    ) -> impl Iterator<Item = Result<(usize, LoadRecord), OmniError>> + 'p {
+        let mut lines = reader.lines().enumerate();
+        let mut ready: VecDeque<Result<(usize, LoadRecord), OmniError>> = VecDeque::new();
+        let mut done = false;
+        std::iter::from_fn(move || {
+            while ready.is_empty() && !done {
+                let mut slots: Vec<(usize, Result<String, OmniError>)> = Vec::with_capacity(PARALLEL_LINES);
+                while slots.len() < PARALLEL_LINES {
+                    let Some((index, line)) = lines.next() else {
+                        done = true;
+                        break;
+                    };
+                    let line_no = index + 1;
+                    // An I/O error ends the input; invalid UTF-8 is one bad line.
+                    let fatal = matches!(&line, Err(e) if e.kind() != std::io::ErrorKind::InvalidData);
+                    slots.push((line_no, line.map_err(|e| read_error(line_no, &e))));
+                    if fatal {
+                        done = true;
+                        break;
+                    }
+                }
+                let parser = &*self;
+                let parsed: Vec<(usize, Result<Option<LoadRecord>, OmniError>)> = slots
+                    .into_par_iter()
+                    .map(|(n, text)| (n, text.and_then(|t| parser.parse_line_unchecked(n, &t))))
+                    .collect();
+                for (line_no, result) in parsed {
+                    let checked = match result {
+                        Ok(None) => continue,
+                        Ok(Some(record)) => self.seen.check_record(line_no, &record).map(|()| (line_no, record)),
+                        Err(e) => Err(e),
+                    };
+                    ready.push_back(checked);
+                }
+            }
+            ready.pop_front()
+        })
+    }
+
     /// [`Self::parse_reader`], each record with its 1-based line number (so
     /// later checks can name the line too).
     pub fn parse_reader_numbered<'p, R: BufRead + 'p>(
@@ -272,12 +326,9 @@ impl<'c> JsonlParser<'c> {
                         Ok(Some(record)) => return Some(Ok((line_no, record))),
                         Err(e) => return Some(Err(e)),
                     },
-                    Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                        return Some(Err(bad(line_no, "is not valid UTF-8")));
-                    }
                     Err(e) => {
-                        done = true;
-                        return Some(Err(bad(line_no, format!("cannot read: {e}"))));
+                        done = e.kind() != std::io::ErrorKind::InvalidData;
+                        return Some(Err(read_error(line_no, &e)));
                     }
                 }
             }
@@ -319,6 +370,16 @@ impl<'c> JsonlParser<'c> {
         let id = given_id.map_or_else(generate_id, str::to_string);
         let row = EntityRow { id, src: Some(from), dst: Some(to), props };
         Ok(LoadRecord::Edge { edge_name: edge.name.clone(), row })
+    }
+}
+
+/// A line that could not be read: invalid UTF-8 (the next lines are still
+/// read) or an I/O error, which ends the input.
+fn read_error(line_no: usize, e: &std::io::Error) -> OmniError {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        bad(line_no, "is not valid UTF-8")
+    } else {
+        bad(line_no, format!("cannot read: {e}"))
     }
 }
 
@@ -455,7 +516,7 @@ fn node_id(
 /// one batch is an error (across separate loads the last write wins).
 #[derive(Debug, Default, Clone)]
 pub struct DuplicateIds {
-    seen: HashMap<String, HashMap<String, usize>>,
+    seen: HashMap<String, IdLines>,
 }
 
 impl DuplicateIds {
@@ -467,12 +528,23 @@ impl DuplicateIds {
     /// Records `id` of `type_name` seen on `line_no`; errors if it was
     /// already seen.
     pub fn check(&mut self, line_no: usize, type_name: &str, id: &str) -> Result<(), OmniError> {
-        let ids = self.seen.entry(type_name.to_string()).or_default();
-        if let Some(first) = ids.get(id) {
-            return Err(bad(line_no, format!("duplicate id `{id}` for type {type_name} (first seen on line {first})")));
+        // The type's map exists after its first id: no key allocation per line.
+        if !self.seen.contains_key(type_name) {
+            self.seen.insert(type_name.to_string(), IdLines::default());
         }
-        ids.insert(id.to_string(), line_no);
-        Ok(())
+        let Some(ids) = self.seen.get_mut(type_name) else {
+            return Err(OmniError::Internal(format!("duplicate-id set of {type_name} vanished")));
+        };
+        match ids.entry(id.to_string()) {
+            Entry::Occupied(first) => Err(bad(
+                line_no,
+                format!("duplicate id `{id}` for type {type_name} (first seen on line {})", first.get()),
+            )),
+            Entry::Vacant(slot) => {
+                slot.insert(line_no);
+                Ok(())
+            }
+        }
     }
 
     /// [`DuplicateIds::check`] for a parsed record.
@@ -486,7 +558,7 @@ impl DuplicateIds {
     }
 
     /// Take `type_name`'s ids, each with the line it was first seen on.
-    pub fn take(&mut self, type_name: &str) -> HashMap<String, usize> {
+    pub fn take(&mut self, type_name: &str) -> IdLines {
         self.seen.remove(type_name).unwrap_or_default()
     }
 }

@@ -3,7 +3,7 @@
 
 pub mod jsonl;
 
-pub use jsonl::{DuplicateIds, JsonlParser, LoadRecord};
+pub use jsonl::{DuplicateIds, IdLines, JsonlParser, LoadRecord};
 
 #[cfg(test)]
 mod tests;

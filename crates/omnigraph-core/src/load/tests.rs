@@ -378,3 +378,49 @@ proptest! {
         }
     }
 }
+
+/// Each result as comparable data (generated ids aside, every line here
+/// gives its id).
+fn summary(results: Vec<Result<(usize, LoadRecord), OmniError>>) -> Vec<Result<(usize, String, String), String>> {
+    results
+        .into_iter()
+        .map(|r| r.map(|(n, rec)| (n, rec.type_name().to_string(), rec.row().id.clone())).map_err(|e| e.to_string()))
+        .collect()
+}
+
+#[test]
+fn the_parallel_reader_yields_what_the_sequential_one_does_across_chunks() {
+    use super::jsonl::PARALLEL_LINES;
+    let catalog = catalog();
+    let mut text: Vec<u8> = Vec::new();
+    let mut persons = std::collections::HashSet::new();
+    for i in 0..(2 * PARALLEL_LINES + 17) {
+        let line = match i % 7 {
+            0 => String::new(),
+            1 => format!(r#"{{"edge":"Knows","from":"p{i}","to":"p0","data":{{"id":"k{i}"}}}}"#),
+            2 if i % 1000 == 2 => r#"{"type":"Nope"}"#.to_string(),
+            _ => {
+                persons.insert(i % 3000);
+                format!(r#"{{"type":"Person","data":{{"name":"p{}"}}}}"#, i % 3000)
+            }
+        };
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+    }
+    text.extend_from_slice(b"{\"type\":\"Memo\",\"data\":{\"id\":\"m\",\"text\":\"\xff\"}}\n");
+    text.extend_from_slice(br#"{"type":"Memo","data":{"id":"m2","text":"after"}}"#);
+    let sequential = summary(JsonlParser::new(&catalog).parse_reader_numbered(text.as_slice()).collect());
+    let mut parser = JsonlParser::new(&catalog);
+    let parallel = summary(parser.parse_reader_parallel(text.as_slice()).collect());
+    assert_eq!(parallel.len(), sequential.len());
+    let first_difference = parallel.iter().zip(&sequential).position(|(a, b)| a != b);
+    assert_eq!(first_difference, None, "the readers differ");
+    // Duplicates (ids repeat every 3,000 lines), unknown types and the bad UTF-8 line are all there.
+    let errors: Vec<&String> = parallel.iter().filter_map(|r| r.as_ref().err()).collect();
+    let count = |needle: &str| errors.iter().filter(|e| e.contains(needle)).count();
+    assert!(count("duplicate id `p") > 1000, "{} duplicates", count("duplicate id"));
+    assert_eq!(count("unknown node type `Nope`"), 2);
+    assert!(errors.last().is_some_and(|e| e.contains("is not valid UTF-8")), "{:?}", errors.last());
+    assert_eq!(parallel.last().and_then(|r| r.as_ref().ok()).map(|r| r.2.as_str()), Some("m2"));
+    assert_eq!(parser.seen_ids().count("Person"), persons.len());
+}
