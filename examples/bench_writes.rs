@@ -8,7 +8,9 @@
 //!   on a bare dataset;
 //! - `open_snapshot`: in-process open + snapshot, and the CLI `snapshot` process;
 //! - `load`: entities/s and peak RSS of `load` (overwrite, append, merge) of N
-//!   nodes + N edges for each N, beside one raw Lance write of the same rows;
+//!   nodes + N edges for each N, streamed from a line generator (the RSS is the
+//!   load's, as for a CLI load of a file), beside one raw Lance write of the
+//!   same rows;
 //! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
 //!   tasks on one branch and on as many branches.
 //!
@@ -168,17 +170,44 @@ async fn open_figures(dir: &Path) {
     );
 }
 
-/// JSONL of persons `lo..hi` and as many `Knows` edges among them (a ring).
-fn load_lines(lo: usize, hi: usize, age: usize) -> String {
-    let mut s = String::with_capacity((hi - lo) * 110);
-    for i in lo..hi {
-        s.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{age}}}}}\n"));
+/// JSONL of persons `lo..hi` and as many `Knows` edges among them (a ring),
+/// generated line by line as it is read: a load's peak RSS is then its own,
+/// not that of a whole input file held in memory (a CLI load streams its file).
+struct LoadLines {
+    lo: usize,
+    hi: usize,
+    age: usize,
+    /// The next line: persons first, then edges.
+    next: usize,
+    line: Vec<u8>,
+    at: usize,
+}
+
+fn load_lines(lo: usize, hi: usize, age: usize) -> LoadLines {
+    LoadLines { lo, hi, age, next: 0, line: Vec::new(), at: 0 }
+}
+
+impl std::io::Read for LoadLines {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at == self.line.len() {
+            let (n, i) = (self.hi - self.lo, self.lo + self.next % (self.hi - self.lo).max(1));
+            self.line = match self.next {
+                k if k < n => format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{}}}}}\n", self.age),
+                k if k < 2 * n => {
+                    let j = if i + 1 == self.hi { self.lo } else { i + 1 };
+                    format!("{{\"edge\":\"Knows\",\"from\":\"p{i}\",\"to\":\"p{j}\"}}\n")
+                }
+                _ => return Ok(0),
+            }
+            .into_bytes();
+            self.next += 1;
+            self.at = 0;
+        }
+        let k = buf.len().min(self.line.len() - self.at);
+        buf[..k].copy_from_slice(&self.line[self.at..self.at + k]);
+        self.at += k;
+        Ok(k)
     }
-    for i in lo..hi {
-        let j = if i + 1 == hi { lo } else { i + 1 };
-        s.push_str(&format!("{{\"edge\":\"Knows\",\"from\":\"p{i}\",\"to\":\"p{j}\"}}\n"));
-    }
-    s
 }
 
 /// One raw Lance write of `n` node rows and `n` edge rows (fresh datasets).
@@ -221,10 +250,10 @@ async fn raw_load_floor(dir: &Path, n: usize) -> Duration {
     start.elapsed()
 }
 
-async fn timed_load(g: &Graph, lines: &str, mode: LoadMode, entities: usize) -> Value {
+async fn timed_load(g: &Graph, lines: LoadLines, mode: LoadMode, entities: usize) -> Value {
     rss::reset_peak_rss();
     let start = Instant::now();
-    g.load(lines.as_bytes(), mode, &WriteOptions::default()).await.expect("load");
+    g.load(std::io::BufReader::new(lines), mode, &WriteOptions::default()).await.expect("load");
     let took = start.elapsed();
     json!({
         "seconds": round(took.as_secs_f64()),
@@ -239,10 +268,9 @@ async fn load_figures(dir: &Path) {
         let floor = raw_load_floor(dir, n).await;
         let loc = dir.join(format!("load-{n}")).to_string_lossy().to_string();
         let g = Omnigraph::init(&loc, SCHEMA).await.expect("init");
-        let first = load_lines(0, n, 1);
-        let overwrite = timed_load(&g, &first, LoadMode::Overwrite, 2 * n).await;
-        let append = timed_load(&g, &load_lines(n, 2 * n, 1), LoadMode::Append, 2 * n).await;
-        let merge = timed_load(&g, &load_lines(0, n, 2), LoadMode::Merge, 2 * n).await;
+        let overwrite = timed_load(&g, load_lines(0, n, 1), LoadMode::Overwrite, 2 * n).await;
+        let append = timed_load(&g, load_lines(n, 2 * n, 1), LoadMode::Append, 2 * n).await;
+        let merge = timed_load(&g, load_lines(0, n, 2), LoadMode::Merge, 2 * n).await;
         let raw_s = floor.as_secs_f64();
         let over_floor = |v: &Value| round(v["seconds"].as_f64().unwrap_or(0.0) / raw_s);
         println!(
