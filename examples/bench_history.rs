@@ -10,6 +10,11 @@
 //! measured in the same run: the mean one-row append commit per block on a
 //! bare dataset growing the same way (so a ratio holds on a noisy machine).
 //!
+//! With `OMNIGRAPH_BENCH_INSTRUCTIONS=1` (and valgrind installed), the CLI
+//! rows also count the instructions of 8 `mutate` and 8 `snapshot` processes
+//! after the first and the last block: wall time on a shared machine moves by
+//! 2× within an hour, instruction counts only with the work.
+//!
 //! Environment: `OMNIGRAPH_BENCH_COMMITS` (default 1000),
 //! `OMNIGRAPH_BENCH_BLOCK` (default 100), `OMNIGRAPH_BENCH_SNAPSHOTS`
 //! (open + snapshot samples per block, default 5), `OMNIGRAPH_BENCH_ROWS` (a
@@ -47,6 +52,27 @@ fn insert_source(i: usize) -> String {
 struct Block {
     write_mean_ms: f64,
     snapshot_ms: f64,
+    /// CLI rows with `OMNIGRAPH_BENCH_INSTRUCTIONS=1`, first and last block:
+    /// mean instructions of a `mutate` and of a `snapshot` process.
+    instructions: Option<(u64, u64)>,
+}
+
+/// Instruction samples per command at a measured block.
+const INSTRUCTION_SAMPLES: usize = 8;
+
+/// Instructions one process executes, counted by callgrind (the same for the
+/// same binary, input and state whatever else the machine is doing, so a
+/// growth in it is the history's, never the machine's). `None` without valgrind.
+fn instructions(bin: &Path, args: &[&str]) -> Option<u64> {
+    let out = std::process::Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(bin)
+        .args(args)
+        .output()
+        .ok()?;
+    assert!(out.status.success(), "{args:?} under callgrind: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stderr);
+    text.lines().find_map(|l| l.split("Collected : ").nth(1)).and_then(|n| n.trim().parse().ok())
 }
 
 /// A new graph with the example data, at `dir/g`.
@@ -110,7 +136,7 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
             samples.push(ms(start));
             drop(other);
         }
-        out.push(Block { write_mean_ms, snapshot_ms: median(samples) });
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions: None });
     }
     out
 }
@@ -142,9 +168,32 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) 
                 ms(start)
             })
             .collect();
-        out.push(Block { write_mean_ms, snapshot_ms: median(samples) });
+        let measured = count_instructions() && (b == 0 || b + 1 == commits / block);
+        let instructions = measured.then(|| block_instructions(bin, loc, b)).flatten();
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions });
     }
     out
+}
+
+/// `OMNIGRAPH_BENCH_INSTRUCTIONS=1`: count instructions in the CLI rows.
+fn count_instructions() -> bool {
+    std::env::var("OMNIGRAPH_BENCH_INSTRUCTIONS").is_ok_and(|v| v == "1")
+}
+
+/// Mean instructions of [`INSTRUCTION_SAMPLES`] `mutate` processes (each one
+/// more commit, so every in-write compaction of the cycle is in the mean)
+/// and of as many `snapshot` processes.
+fn block_instructions(bin: &Path, loc: &str, b: usize) -> Option<(u64, u64)> {
+    let mut writes = 0;
+    for i in 0..INSTRUCTION_SAMPLES {
+        writes += instructions(bin, &["mutate", "-e", &insert_source(1_000_000 + b * 100 + i), loc])?;
+    }
+    let mut snapshots = 0;
+    for _ in 0..INSTRUCTION_SAMPLES {
+        snapshots += instructions(bin, &["snapshot", loc])?;
+    }
+    let n = INSTRUCTION_SAMPLES as u64;
+    Some((writes / n, snapshots / n))
 }
 
 /// The raw-Lance floor: one-row append commits (staged, committed exactly)
@@ -202,6 +251,21 @@ fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
         "write_last_over_first": ratio(&|b| b.write_mean_ms),
         "snapshot_last_over_first": ratio(&|b| b.snapshot_ms),
         "write_over_floor": blocks.iter().zip(floor).map(|(b, f)| round(b.write_mean_ms / f)).collect::<Vec<_>>(),
+        "instructions": instruction_json(blocks),
+    })
+}
+
+/// First and last block's instruction means and their ratios (`null` when
+/// not counted).
+fn instruction_json(blocks: &[Block]) -> Value {
+    let (Some((w0, s0)), Some((w1, s1))) =
+        (blocks.first().and_then(|b| b.instructions), blocks.last().and_then(|b| b.instructions))
+    else {
+        return Value::Null;
+    };
+    json!({
+        "mutate_first": w0, "mutate_last": w1, "mutate_last_over_first": round(w1 as f64 / w0 as f64),
+        "snapshot_first": s0, "snapshot_last": s1, "snapshot_last_over_first": round(s1 as f64 / s0 as f64),
     })
 }
 
