@@ -10,6 +10,12 @@
 //! measured in the same run: the mean one-row append commit per block on a
 //! bare dataset growing the same way (so a ratio holds on a noisy machine).
 //!
+//! Each row ends with an interleaved comparison: a copy of the graph as the
+//! first block left it and the graph as the last one did take turns (6 rounds
+//! of 20 writes and 5 open + snapshot samples each, the order flipping every
+//! round), so both are measured in the same minutes and the machine's drift
+//! over the row's run cancels out of `interleaved.*_last_over_first`.
+//!
 //! With `OMNIGRAPH_BENCH_INSTRUCTIONS=1` (and valgrind installed), the CLI
 //! rows also count the instructions of 8 `mutate` and 8 `snapshot` processes
 //! after the first and the last block: wall time on a shared machine moves by
@@ -112,11 +118,19 @@ impl Maintenance {
 
 /// In-process: one handle makes every write; each block ends with its
 /// maintenance, then a fresh open + snapshot (what a new process pays).
-async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance) -> Vec<Block> {
+async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance) -> (Vec<Block>, Value) {
     let loc = fresh_graph(dir).await;
-    let g = Omnigraph::open(&loc).await.expect("open");
+    let mut g = Omnigraph::open(&loc).await.expect("open");
+    let first = dir.join("first").to_string_lossy().to_string();
     let mut out = Vec::new();
     for b in 0..commits / block {
+        if b == 1 {
+            // The graph as the first block left it, kept for the interleaved comparison.
+            drop(g);
+            omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await;
+            copy_dir(Path::new(&loc), Path::new(&first));
+            g = Omnigraph::open(&loc).await.expect("open");
+        }
         let start = Instant::now();
         for i in 0..block {
             g.mutate(&insert_source(b * block + i), None, Map::new(), &WriteOptions::default()).await.expect("write");
@@ -138,18 +152,106 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
         }
         out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions: None });
     }
-    out
+    drop(g);
+    omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await;
+    let sides = [
+        Side::InProcess(Omnigraph::open(&first).await.expect("open")),
+        Side::InProcess(Omnigraph::open(&loc).await.expect("open")),
+    ];
+    let locs = [first.as_str(), loc.as_str()];
+    (out, interleave(&sides, &locs, block, commits).await)
+}
+
+/// One side of the interleaved comparison: a handle, or CLI processes.
+enum Side {
+    InProcess(omnigraph::Graph),
+    Cli(std::path::PathBuf),
+}
+
+impl Side {
+    async fn write(&self, loc: &str, i: usize) {
+        match self {
+            Side::InProcess(g) => {
+                g.mutate(&insert_source(i), None, Map::new(), &WriteOptions::default()).await.expect("write");
+            }
+            Side::Cli(bin) => run_cli(bin, &["mutate", "-e", &insert_source(i), loc]),
+        }
+    }
+
+    async fn snapshot(&self, loc: &str) {
+        match self {
+            Side::InProcess(_) => {
+                let other = Omnigraph::open(loc).await.expect("open");
+                other.snapshot("main").await.expect("snapshot");
+            }
+            Side::Cli(bin) => run_cli(bin, &["snapshot", loc]),
+        }
+    }
+}
+
+fn run_cli(bin: &Path, args: &[&str]) {
+    let out = std::process::Command::new(bin).args(args).output().expect("spawn omnigraph");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Rounds of the interleaved comparison, and writes per side in each.
+const ROUNDS: usize = 6;
+const ROUND_WRITES: usize = 20;
+
+/// The graph as the first block left it and as the last one did, measured
+/// alternately (the order flips every round) in the same minutes: the
+/// machine's drift over the row's run cancels, only the history differs.
+async fn interleave(sides: &[Side; 2], locs: &[&str; 2], block: usize, commits: usize) -> Value {
+    let mut write_ms = [0.0f64; 2];
+    let mut snapshots: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let start = Instant::now();
+            for k in 0..ROUND_WRITES {
+                sides[side].write(locs[side], 2_000_000 + side * 100_000 + round * 1_000 + k).await;
+            }
+            write_ms[side] += ms(start);
+            for _ in 0..snapshot_samples() {
+                let start = Instant::now();
+                sides[side].snapshot(locs[side]).await;
+                snapshots[side].push(ms(start));
+            }
+        }
+    }
+    let writes = (ROUNDS * ROUND_WRITES) as f64;
+    let (w0, w1) = (write_ms[0] / writes, write_ms[1] / writes);
+    let [s0, s1] = snapshots.map(median);
+    json!({
+        "commits_before": [block, commits], "rounds": ROUNDS, "writes_per_round": ROUND_WRITES,
+        "write_mean_ms": [round(w0), round(w1)], "write_last_over_first": round(w1 / w0),
+        "snapshot_ms": [round(s0), round(s1)], "snapshot_last_over_first": round(s1 / s0),
+    })
+}
+
+/// Copy the directory tree `from` to `to` (a closed graph).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
 }
 
 /// As CLI processes: one `omnigraph mutate` process per write, one
 /// `omnigraph snapshot` process per block (after its maintenance processes).
-fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) -> Vec<Block> {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin).args(args).output().expect("spawn omnigraph");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) -> (Vec<Block>, Value) {
+    let run = |args: &[&str]| run_cli(bin, args);
+    let first = Path::new(loc).with_file_name("first").to_string_lossy().to_string();
     let mut out = Vec::new();
     for b in 0..commits / block {
+        if b == 1 {
+            copy_dir(Path::new(loc), Path::new(&first));
+        }
         let start = Instant::now();
         for i in 0..block {
             run(&["mutate", "-e", &insert_source(b * block + i), loc]);
@@ -172,7 +274,9 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) 
         let instructions = measured.then(|| block_instructions(bin, loc, b)).flatten();
         out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions });
     }
-    out
+    let sides = [Side::Cli(bin.to_path_buf()), Side::Cli(bin.to_path_buf())];
+    let interleaved = tokio::runtime::Handle::current().block_on(interleave(&sides, &[&first, loc], block, commits));
+    (out, interleaved)
 }
 
 /// `OMNIGRAPH_BENCH_INSTRUCTIONS=1`: count instructions in the CLI rows.
@@ -239,7 +343,7 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
+fn row_json(row: &str, (blocks, interleaved): &(Vec<Block>, Value), block: usize, floor: &[f64]) -> Value {
     let ratio = |f: &dyn Fn(&Block) -> f64| match (blocks.first(), blocks.last()) {
         (Some(a), Some(z)) if f(a) > 0.0 => round(f(z) / f(a)),
         _ => 0.0,
@@ -252,6 +356,7 @@ fn row_json(row: &str, blocks: &[Block], block: usize, floor: &[f64]) -> Value {
         "snapshot_last_over_first": ratio(&|b| b.snapshot_ms),
         "write_over_floor": blocks.iter().zip(floor).map(|(b, f)| round(b.write_mean_ms / f)).collect::<Vec<_>>(),
         "instructions": instruction_json(blocks),
+        "interleaved": interleaved,
     })
 }
 
@@ -294,7 +399,7 @@ fn main() {
         for row in rows.split(',').map(str::trim) {
             let dir = tempfile::tempdir().expect("tempdir");
             let maint = Maintenance::of(row);
-            let blocks = match row {
+            let measured = match row {
                 "in_process" | "in_process_optimize" | "in_process_cleanup" => {
                     in_process(dir.path(), commits, block, maint).await
                 }
@@ -307,7 +412,7 @@ fn main() {
                 }
                 other => panic!("unknown row `{other}`"),
             };
-            println!("{}", row_json(row, &blocks, block, &floor));
+            println!("{}", row_json(row, &measured, block, &floor));
         }
     });
 }
