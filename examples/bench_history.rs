@@ -33,6 +33,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/fs_tree.rs"]
+mod fs_tree;
 
 use std::path::Path;
 use std::time::Instant;
@@ -128,7 +130,7 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
             // The graph as the first block left it, kept for the interleaved comparison.
             drop(g);
             omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await;
-            copy_dir(Path::new(&loc), Path::new(&first));
+            fs_tree::copy_dir(Path::new(&loc), Path::new(&first));
             g = Omnigraph::open(&loc).await.expect("open");
         }
         let start = Instant::now();
@@ -229,19 +231,6 @@ async fn interleave(sides: &[Side; 2], locs: &[&str; 2], block: usize, commits: 
     })
 }
 
-/// Copy the directory tree `from` to `to` (a closed graph).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
-}
-
 /// As CLI processes: one `omnigraph mutate` process per write, one
 /// `omnigraph snapshot` process per block (after its maintenance processes).
 fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) -> (Vec<Block>, Value) {
@@ -250,7 +239,7 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) 
     let mut out = Vec::new();
     for b in 0..commits / block {
         if b == 1 {
-            copy_dir(Path::new(loc), Path::new(&first));
+            fs_tree::copy_dir(Path::new(loc), Path::new(&first));
         }
         let start = Instant::now();
         for i in 0..block {

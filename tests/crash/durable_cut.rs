@@ -68,17 +68,10 @@ impl Policy for Cut {
     }
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
+// The same copy the benchmarks use.
+#[path = "../../examples/support/fs_tree.rs"]
+mod fs_tree;
+use fs_tree::copy_dir;
 
 /// Run `op` on `branch` of the graph at `loc` with the world stopped after
 /// `limit` durable writes; returns whether the write was acknowledged and how
