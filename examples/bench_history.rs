@@ -147,10 +147,8 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
         let mut samples = Vec::new();
         for _ in 0..snapshot_samples() {
             let start = Instant::now();
-            let other = Omnigraph::open(&loc).await.expect("open");
-            other.snapshot("main").await.expect("snapshot");
+            open_and_snapshot(&loc).await;
             samples.push(ms(start));
-            drop(other);
         }
         out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions: None });
     }
@@ -182,13 +180,16 @@ impl Side {
 
     async fn snapshot(&self, loc: &str) {
         match self {
-            Side::InProcess(_) => {
-                let other = Omnigraph::open(loc).await.expect("open");
-                other.snapshot("main").await.expect("snapshot");
-            }
+            Side::InProcess(_) => open_and_snapshot(loc).await,
             Side::Cli(bin) => run_cli(bin, &["snapshot", loc]),
         }
     }
+}
+
+/// What a new process pays to read: a fresh open of `loc` and a snapshot of main.
+async fn open_and_snapshot(loc: &str) {
+    let other = Omnigraph::open(loc).await.expect("open");
+    other.snapshot("main").await.expect("snapshot");
 }
 
 fn run_cli(bin: &Path, args: &[&str]) {

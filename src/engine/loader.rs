@@ -130,11 +130,14 @@ pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &d
                 &last.insert((is_edge, name, key)).2
             }
         };
-        if !out.tables.contains_key(key) {
-            let part = TableLoad { type_name: record.type_name().to_string(), is_edge, ..Default::default() };
-            out.tables.insert(key.clone(), part);
-        }
-        let part = out.tables.get_mut(key).ok_or_else(|| OmniError::Internal(format!("no load part for {key}")))?;
+        let part = match out.tables.get_mut(key) {
+            Some(part) => part,
+            None => out.tables.entry(key.clone()).or_insert_with(|| TableLoad {
+                type_name: record.type_name().to_string(),
+                is_edge,
+                ..Default::default()
+            }),
+        };
         part.pending.push(record.into_row());
         part.pending_lines.push(line_no);
         if part.pending.len() >= CHUNK_ROWS {

@@ -529,11 +529,9 @@ impl DuplicateIds {
     /// already seen.
     pub fn check(&mut self, line_no: usize, type_name: &str, id: &str) -> Result<(), OmniError> {
         // The type's map exists after its first id: no key allocation per line.
-        if !self.seen.contains_key(type_name) {
-            self.seen.insert(type_name.to_string(), IdLines::default());
-        }
-        let Some(ids) = self.seen.get_mut(type_name) else {
-            return Err(OmniError::Internal(format!("duplicate-id set of {type_name} vanished")));
+        let ids = match self.seen.get_mut(type_name) {
+            Some(ids) => ids,
+            None => self.seen.entry(type_name.to_string()).or_default(),
         };
         match ids.entry(id.to_string()) {
             Entry::Occupied(first) => Err(bad(
