@@ -9,6 +9,9 @@
 //! block's end, then `last_over_first` for both. Beside them, the raw-Lance floor
 //! measured in the same run: the mean one-row append commit per block on a
 //! bare dataset growing the same way (so a ratio holds on a noisy machine).
+//! `manifest_bytes` gives, per block, the size of the Lance manifests an open
+//! of main reads (Person's and `__manifest`'s): what grows with the history
+//! if a table's row lineage stays inline.
 //!
 //! Each row ends with an interleaved comparison: a copy of the graph as the
 //! first block left it and the graph as the last one did take turns (6 rounds
@@ -63,6 +66,19 @@ struct Block {
     /// CLI rows with `OMNIGRAPH_BENCH_INSTRUCTIONS=1`, first and last block:
     /// mean instructions of a `mutate` and of a `snapshot` process.
     instructions: Option<(u64, u64)>,
+    /// Bytes of the Lance manifests an open of main reads: Person's (at its
+    /// pin) and `__manifest`'s, after the block's maintenance.
+    manifest_bytes: (u64, u64),
+}
+
+/// [`Block::manifest_bytes`] of the graph at `loc`.
+async fn manifest_bytes(loc: &str) -> (u64, u64) {
+    let root = omnigraph::engine::storage::Root::parse(loc).expect("root");
+    let view = omnigraph::engine::manifest::load(&root, "main", None).await.expect("view");
+    let person =
+        omnigraph::engine::committed::open_pinned(&root, &view.state.tables["node:Person"]).await.expect("open");
+    let bytes = |r: omnigraph::Result<u64>| r.expect("manifest size");
+    (bytes(table::manifest_bytes(&person).await), bytes(table::manifest_bytes(&view.dataset).await))
 }
 
 /// Instruction samples per command at a measured block.
@@ -150,7 +166,8 @@ async fn in_process(dir: &Path, commits: usize, block: usize, maint: Maintenance
             open_and_snapshot(&loc).await;
             samples.push(ms(start));
         }
-        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions: None });
+        let manifest_bytes = manifest_bytes(&loc).await;
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions: None, manifest_bytes });
     }
     drop(g);
     omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await;
@@ -262,7 +279,8 @@ fn cli(bin: &Path, loc: &str, commits: usize, block: usize, maint: Maintenance) 
             .collect();
         let measured = count_instructions() && (b == 0 || b + 1 == commits / block);
         let instructions = measured.then(|| block_instructions(bin, loc, b)).flatten();
-        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions });
+        let manifest_bytes = tokio::runtime::Handle::current().block_on(manifest_bytes(loc));
+        out.push(Block { write_mean_ms, snapshot_ms: median(samples), instructions, manifest_bytes });
     }
     let sides = [Side::Cli(bin.to_path_buf()), Side::Cli(bin.to_path_buf())];
     let interleaved = tokio::runtime::Handle::current().block_on(interleave(&sides, &[&first, loc], block, commits));
@@ -346,6 +364,10 @@ fn row_json(row: &str, (blocks, interleaved): &(Vec<Block>, Value), block: usize
         "snapshot_last_over_first": ratio(&|b| b.snapshot_ms),
         "write_over_floor": blocks.iter().zip(floor).map(|(b, f)| round(b.write_mean_ms / f)).collect::<Vec<_>>(),
         "instructions": instruction_json(blocks),
+        "manifest_bytes": {
+            "person": blocks.iter().map(|b| b.manifest_bytes.0).collect::<Vec<_>>(),
+            "__manifest": blocks.iter().map(|b| b.manifest_bytes.1).collect::<Vec<_>>(),
+        },
         "interleaved": interleaved,
     })
 }

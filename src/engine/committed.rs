@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch, StringArray};
+use futures::TryStreamExt;
 use lance::Dataset;
 
 use crate::engine::manifest::TableEntry;
@@ -58,6 +59,33 @@ const FULL_SCAN_ABOVE: usize = 4 * IN_CHUNK;
 /// Which of `ids` exist in the table.
 pub async fn existing_ids(ds: &Dataset, ids: &[String]) -> Result<HashSet<String>> {
     Ok(ids_by_value(ds, "id", ids).await?.into_keys().collect())
+}
+
+/// The smallest id of the table that `contains` holds, for a set of `count`
+/// ids listed by `ids`. A small set is probed with filtered scans; a large
+/// one (an append load) is checked against one streamed scan of the `id`
+/// column, so neither the set nor the table's ids are copied.
+pub async fn min_existing_id<'a>(
+    ds: &Dataset,
+    ids: impl Iterator<Item = &'a str>,
+    count: usize,
+    contains: impl Fn(&str) -> bool,
+) -> Result<Option<String>> {
+    if count <= FULL_SCAN_ABOVE {
+        let ids: Vec<String> = ids.map(str::to_string).collect();
+        return Ok(existing_ids(ds, &ids).await?.into_iter().min());
+    }
+    let mut stream = table::scan_columns_stream(ds, &["id"]).await?;
+    let mut min: Option<String> = None;
+    while let Some(batch) = stream.try_next().await? {
+        let column = strings(ds, &batch, "id")?;
+        for id in column.iter().flatten().filter(|id| contains(id)) {
+            if min.as_deref().is_none_or(|m| id < m) {
+                min = Some(id.to_string());
+            }
+        }
+    }
+    Ok(min)
 }
 
 /// The string column `name` of `batch`.

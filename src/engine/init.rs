@@ -2,6 +2,9 @@
 //! `__manifest` with registrations, version pointers, the genesis commit,
 //! `graph_head:main` and the storage stamp, in one creation.
 
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
 use tracing::info;
 
 use crate::engine::layout::{self, TableLayout};
@@ -17,6 +20,34 @@ pub const INIT_ACTOR: &str = "omnigraph:init";
 /// Create a graph at `root` from `.pg` source. Refuses a root that already
 /// holds a graph. Returns the accepted schema and the genesis commit id.
 pub async fn init(root: &Root, schema_source: &str) -> Result<(SchemaState, String)> {
+    create(root, schema_source, TableConfig::Current).await
+}
+
+/// [`init`] as binaries before the row lineage config created graphs
+/// (`storage::lineage`): for tests of the migration, which optimize makes.
+#[doc(hidden)]
+pub async fn init_without_lineage_config(root: &Root, schema_source: &str) -> Result<(SchemaState, String)> {
+    create(root, schema_source, TableConfig::WithoutLineage).await
+}
+
+/// The table config a graph's datasets are created with.
+#[derive(Clone, Copy)]
+enum TableConfig {
+    Current,
+    WithoutLineage,
+}
+
+impl TableConfig {
+    async fn create(self, uri: &str, batch: RecordBatch) -> Result<()> {
+        match self {
+            TableConfig::Current => table::create_table(uri, batch).await?,
+            TableConfig::WithoutLineage => table::create_table_without_lineage_config(uri, batch).await?,
+        };
+        Ok(())
+    }
+}
+
+async fn create(root: &Root, schema_source: &str, config: TableConfig) -> Result<(SchemaState, String)> {
     let schema = SchemaState::compile(schema_source)?;
     if root.exists(MANIFEST_DIR).await? {
         return Err(OmniError::AlreadyExists(format!("a graph already exists at {}", root.uri())));
@@ -25,14 +56,14 @@ pub async fn init(root: &Root, schema_source: &str) -> Result<(SchemaState, Stri
     clear_debris(root).await?;
     let tables = layout::tables(&schema.catalog);
     for t in &tables {
-        table::create_empty_table(&root.child_uri(&t.location), &t.schema).await?;
+        config.create(&root.child_uri(&t.location), RecordBatch::new_empty(Arc::new(t.schema.clone()))).await?;
     }
     schema.write(root).await?;
     let genesis = Lineage::mint(Some(INIT_ACTOR.to_string()));
     let batch = rows::to_batch(&genesis_rows(&tables, &genesis))?;
     // The manifest's creation is the commit point: before it, the root holds
     // no graph and a retried init clears the debris.
-    table::create_table(&root.child_uri(MANIFEST_DIR), batch).await?;
+    config.create(&root.child_uri(MANIFEST_DIR), batch).await?;
     info!(root = %root.uri(), commit = %genesis.commit_id, tables = tables.len(), "graph created");
     Ok((schema, genesis.commit_id))
 }

@@ -368,8 +368,9 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
         .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))?;
     let plan = match mode {
         LoadMode::Append => {
-            let ids: Vec<String> = part.ids.keys().cloned().collect();
-            if let Some(id) = committed::existing_ids(&ds, &ids).await?.into_iter().min() {
+            let ids = part.ids.keys().map(String::as_str);
+            let contains = |id: &str| part.ids.contains_key(id);
+            if let Some(id) = committed::min_existing_id(&ds, ids, part.ids.len(), contains).await? {
                 let entity_kind = if part.is_edge { "edge" } else { "node" };
                 return Err(OmniError::KeyConflict { entity_kind, type_name: part.type_name.clone(), id });
             }

@@ -147,7 +147,7 @@ pub async fn prepare_chain(
         TableEffect::Fork { fork, plan: first, identity }
     };
     let then = plans
-        .chain(compact.then_some(StagePlan::Compact))
+        .chain(compact.then_some(StagePlan::Compact(table::Compaction::SmallFragments)))
         .enumerate()
         .map(|(i, plan)| ChainStep { plan, identity: TxnIdentity::mint(entry.version + 1 + i as u64) })
         .collect();

@@ -55,7 +55,7 @@ impl Graph {
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
         let schema = self.schema().await?;
-        let parsed = loader::parse_with_progress(&schema.catalog, data, progress)?;
+        let parsed = off_the_async_worker(|| loader::parse_with_progress(&schema.catalog, data, progress))?;
         let intent = WriteIntent {
             kind: WriterKind::Load,
             branch: opts.branch.clone(),
@@ -65,5 +65,17 @@ impl Graph {
         };
         let parsed = &parsed;
         write::run(&self.rt, &intent, |capture| async move { loader::prepare(&capture, parsed, mode).await }).await
+    }
+}
+
+/// Run CPU-bound `work` (a load's parse, seconds for millions of lines)
+/// without stalling the tasks queued on this worker: on a multi-threaded
+/// runtime (the daemon's) the worker first hands them to another one. On a
+/// current-thread runtime there is no other worker to hand them to.
+fn off_the_async_worker<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(work),
+        _ => work(),
     }
 }

@@ -58,6 +58,10 @@ enum Op {
     /// Optimize the branch under test after [`SMALL_COMMITS`] on it: one
     /// `Rewrite` per table it owns, and no row changes.
     Optimize,
+    /// [`Op::Optimize`] on a graph as binaries before the row lineage config
+    /// created it: each table's chain sets the config, then compacts.
+    /// (Not in the [`OPS`] matrix: it crosses the same optimize boundaries.)
+    OptimizeOlderGraph,
     /// Build every index the schema derives on the branch under test (a
     /// fresh branch forks every table first): one `CreateIndex` per table.
     EnsureIndices,
@@ -73,7 +77,7 @@ enum Op {
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 2] = [Op::CompactingInsert, Op::SchemaApply];
+const EXTRA_OPS: [Op; 3] = [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph];
 
 /// The example schema evolved: Person gains a required `level` with a
 /// default (an overwrite), Company a nullable `nickname` (a column edit),
@@ -120,7 +124,7 @@ impl Op {
         match self {
             Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert => "mutation",
             Op::Merge => "merge",
-            Op::Optimize => "optimize",
+            Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
             Op::EnsureIndices => "ensure_indices",
             _ => "load",
@@ -130,14 +134,14 @@ impl Op {
     /// Whether a clean run changes the branch's rows (optimize does not:
     /// whether it applied shows in the history, not the content).
     fn changes_content(self) -> bool {
-        !matches!(self, Op::Optimize | Op::EnsureIndices)
+        !matches!(self, Op::Optimize | Op::OptimizeOlderGraph | Op::EnsureIndices)
     }
 
     /// Whether this op's saga crosses `boundary`.
     fn crosses(self, boundary: &str) -> bool {
         let kind = match self {
             Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
-            Op::Optimize => omnigraph::recovery::sidecar::WriterKind::Optimize,
+            Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::EnsureIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
             Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
@@ -181,7 +185,7 @@ impl Op {
                 let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
                 Ok(commit_only(r.report.graph_commit_id))
             }
-            Op::Optimize => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
+            Op::Optimize | Op::OptimizeOlderGraph => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
             Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
             Op::EnsureIndices => Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id)),
         }
@@ -195,7 +199,7 @@ impl Op {
                 g.branch_create("feature", "main").await.expect("feature");
                 ("feature", &FEATURE_CHANGES)
             }
-            Op::Optimize => (branch, &SMALL_COMMITS),
+            Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
             Op::CompactingInsert => {
                 // Small commits until the next write to Person compacts.
                 let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
@@ -307,7 +311,13 @@ async fn setup_at(
     loc: Option<String>,
 ) -> (tempfile::TempDir, String, Content, Content, Vec<String>) {
     async fn base(loc: &str, branch: &str, op: Op) -> Graph {
-        let g = Omnigraph::init(loc, SCHEMA).await.expect("init");
+        let g = if matches!(op, Op::OptimizeOlderGraph) {
+            let root = omnigraph::engine::storage::Root::parse(loc).expect("root");
+            omnigraph::engine::init::init_without_lineage_config(&root, SCHEMA).await.expect("init");
+            Omnigraph::open(loc).await.expect("open")
+        } else {
+            Omnigraph::init(loc, SCHEMA).await.expect("init")
+        };
         g.load(BASE.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("base");
         if branch != "main" {
             g.branch_create(branch, "main").await.expect("branch");
@@ -415,6 +425,7 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
     assert_schema_matches(&g, op, outcome == "applied", &context).await;
+    assert_lineage_matches(&g, op, outcome == "applied", &context).await;
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
         assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
@@ -443,6 +454,21 @@ async fn assert_schema_matches(g: &Graph, op: Op, applied: bool, context: &str) 
     assert_eq!(source, want, "{context}: the accepted schema does not match the outcome (applied: {applied})");
     let staged = omnigraph::engine::schema_store::staging_exists(g.root()).await.expect("staging");
     assert!(!staged, "{context}: schema staging files left");
+}
+
+/// After an [`Op::OptimizeOlderGraph`]'s crash and recovery: every table
+/// `main` pins carries the row lineage config exactly when the optimize is
+/// applied (a roll-back restores the version without it).
+async fn assert_lineage_matches(g: &Graph, op: Op, applied: bool, context: &str) {
+    if !matches!(op, Op::OptimizeOlderGraph) {
+        return;
+    }
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    for (key, entry) in &view.state.tables {
+        let ds = omnigraph::engine::committed::open_pinned(g.root(), entry).await.expect("open");
+        let set = table::has_lineage_config(&ds);
+        assert_eq!(set, applied, "{context}: {key} has the lineage config: {set}, applied: {applied}");
+    }
 }
 
 /// How the one recovery of a crash case resolved, if one ran.

@@ -142,6 +142,34 @@ async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
 }
 
+/// An optimize of a graph an older binary created (each table's chain sets
+/// the row lineage config, then compacts on it) dies at every boundary it
+/// crosses and between a table's two transactions: recovery leaves it
+/// invisible (no table configured, no new commit but a roll-back's) or
+/// applied (every table configured under the one maintenance commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_an_optimize_that_sets_the_lineage_config_recovers_clean() {
+    let _s = serial().await;
+    let op = Op::OptimizeOlderGraph;
+    let points: Vec<String> = SAGA_BOUNDARIES
+        .iter()
+        .filter(|b| op.crosses(b))
+        .map(|b| format!("{}.{b}", op.prefix()))
+        .chain(CHAIN_CRASHES.iter().map(|p| p.to_string()))
+        .collect();
+    let outcomes = crash_cases_on(op, &points, "main").await;
+    let report: Vec<String> = points.iter().zip(&outcomes).map(|(p, o)| format!("{op:?} @ {p}: {o}")).collect();
+    println!("older-graph optimize crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (point, want) in [
+        ("optimize.after_arm", "invisible"),
+        ("optimize.after_publish", "applied"),
+        ("chain.between_steps", "invisible"),
+    ] {
+        let got = points.iter().position(|p| p == point).map(|i| outcomes[i]);
+        assert_eq!(got, Some(want), "{point}: {report:?}");
+    }
+}
+
 /// Recovery itself dies at each of its points; the next open re-enters it and
 /// ends with the same outcome as an uninterrupted recovery, exactly one
 /// audit row, and a writable graph.

@@ -485,3 +485,80 @@ async fn a_tail_compaction_rewrites_only_the_small_fragments() {
     assert_eq!(compacted.manifest().fragments[0], first, "the settled fragment was rewritten");
     assert_eq!(table::row_count(&compacted).await.expect("count"), settled as u64 + 9);
 }
+
+/// Inline row lineage bytes of the Lance manifests a branch's head reads:
+/// Person's (at its pin) and `__manifest`'s.
+async fn inline_lineage(g: &Graph) -> (u64, u64) {
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let person = open_pinned(g.root(), &view.state.tables["node:Person"]).await.expect("open");
+    (table::inline_lineage_bytes(&person), table::inline_lineage_bytes(&view.dataset))
+}
+
+/// Whether every table `main` pins, and its `__manifest`, carries the row
+/// lineage config.
+async fn lineage_configured(g: &Graph) -> Vec<(String, bool)> {
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let mut out = vec![("__manifest".to_string(), table::has_lineage_config(&view.dataset))];
+    for (key, entry) in &view.state.tables {
+        let ds = open_pinned(g.root(), entry).await.expect("open");
+        out.push((key.clone(), table::has_lineage_config(&ds)));
+    }
+    out
+}
+
+/// `n` one-row inserts of new people, named from `from` on.
+async fn new_people(g: &Graph, from: usize, n: usize) {
+    for i in from..from + n {
+        let src = format!(r#"query q() {{ insert Person {{ name: "N{i}", age: 20 }} }}"#);
+        g.mutate(&src, None, Map::new(), &on("main")).await.unwrap_or_else(|e| panic!("insert {i}: {e}"));
+    }
+}
+
+/// A compaction moves the row lineage it merges (a run of about 10 bytes
+/// per commit that wrote the rows, in each of two version sequences) out of
+/// the manifest, which every open reads and every commit rewrites. After
+/// 200 one-row inserts and an optimize, Person's and `__manifest`'s manifests
+/// hold under 1 KiB of lineage; a graph as older binaries created it (no
+/// lineage config) holds kilobytes after the same writes, which shows the
+/// measure sees it. Its first optimize sets the config and compacts on it:
+/// its lineage leaves the manifests too, with the same answers and time
+/// travel to the first commit intact, and a second optimize finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_keep_row_lineage_out_of_their_manifests() {
+    let (_dir, g) = crate::common::social_graph().await;
+    assert!(lineage_configured(&g).await.iter().all(|(_, set)| *set), "{:?}", lineage_configured(&g).await);
+    new_people(&g, 0, 200).await;
+    g.optimize("main", None).await.expect("optimize");
+    let current = inline_lineage(&g).await;
+    assert!(current.0 < 1024 && current.1 < 1024, "inline lineage (Person, __manifest): {current:?}");
+
+    let (_old_dir, loc) = crate::common::temp_graph_dir();
+    let root = omnigraph::engine::storage::Root::parse(&loc).expect("root");
+    omnigraph::engine::init::init_without_lineage_config(&root, crate::common::SOCIAL_PG).await.expect("init");
+    let old = omnigraph::Omnigraph::open(&loc).await.expect("open");
+    let configured = lineage_configured(&old).await;
+    assert!(configured.iter().all(|(_, set)| !*set), "{configured:?}");
+    let first = old.snapshot("main").await.expect("snapshot").head_commit_id.expect("head");
+    let first_rows = rows(&old, &ReadTarget::Commit(first.clone())).await;
+    new_people(&old, 0, 200).await;
+    leave_something_to_compact(&old, "main").await;
+    let inline = inline_lineage(&old).await;
+    assert!(inline.0 > 2048, "Person keeps its lineage inline without the config: {inline:?}");
+    let (content_before, rows_before) =
+        (content(&old, "main").await, rows(&old, &ReadTarget::Branch("main".into())).await);
+    let report = old.optimize("main", None).await.expect("optimize");
+    let person = report.tables.iter().find(|t| t.type_key == "node:Person").expect("Person");
+    assert!(person.committed && person.fragments_removed >= 2 && person.fragments_added == 1, "{report:?}");
+    assert!(report.tables.iter().all(|t| t.committed), "every table gets the config: {report:?}");
+    let configured = lineage_configured(&old).await;
+    assert!(configured.iter().all(|(_, set)| *set), "{configured:?}");
+    let migrated = inline_lineage(&old).await;
+    assert!(migrated.0 < 1024 && migrated.1 < 1024, "inline lineage after the migration: {migrated:?}");
+    assert_eq!(content(&old, "main").await, content_before);
+    assert_eq!(rows(&old, &ReadTarget::Branch("main".into())).await, rows_before);
+    assert_eq!(rows(&old, &ReadTarget::Commit(first)).await, first_rows, "time travel to the first commit");
+    assert!(invariants::violations(old.root(), "main").await.expect("check").is_empty());
+    assert!(list_pending(old.root()).await.expect("list").is_empty());
+    let again = old.optimize("main", None).await.expect("second optimize");
+    assert_eq!(again.graph_commit_id, None, "the config is set once: {again:?}");
+}

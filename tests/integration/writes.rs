@@ -253,6 +253,29 @@ async fn strict_append_of_an_existing_id_is_a_key_conflict() {
     assert_eq!(pins(&g).await, before);
 }
 
+/// A large append (past the size where the key check streams the table's
+/// ids instead of probing them) names the smallest id that already exists,
+/// and a large append of new ids lands whole.
+#[tokio::test]
+async fn a_large_strict_append_checks_every_id_against_the_table() {
+    let (_dir, g) = loaded_social_graph().await;
+    let person = |name: &str| format!(r#"{{"type": "Person", "data": {{"name": "{name}"}}}}"#);
+    let fresh: Vec<String> = (0..3_000).map(|i| person(&format!("N{i:04}"))).collect();
+    let mut clashing = fresh.clone();
+    clashing[2_500] = person("Bob");
+    clashing[1_000] = person("Carol");
+    let before = pins(&g).await;
+    let err = g.load(clashing.join("\n").as_bytes(), LoadMode::Append, &opts()).await.expect_err("conflict");
+    assert!(
+        matches!(&err, OmniError::KeyConflict { entity_kind: "node", type_name, id } if type_name == "Person" && id == "Bob"),
+        "{err}"
+    );
+    assert_eq!(pins(&g).await, before);
+    let out = g.load(fresh.join("\n").as_bytes(), LoadMode::Append, &opts()).await.expect("fresh ids");
+    assert_eq!(out.nodes_affected, 3_000);
+    assert_consistent(&g).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_concurrent_strict_loads_of_one_id_have_exactly_one_winner() {
     let (_dir, g) = social_graph().await;

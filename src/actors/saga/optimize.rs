@@ -30,8 +30,8 @@ use crate::actors::child_key::ChildKey;
 use crate::actors::runtime::Runtime;
 use crate::engine::committed::open_pinned;
 use crate::engine::manifest::{Lineage, TableEntry};
-use crate::engine::storage::{TxnIdentity, table};
-use crate::engine::write_plan::{self, AuthorityToken, PreparedTable, TableEffect};
+use crate::engine::storage::{StagePlan, TxnIdentity, table};
+use crate::engine::write_plan::{self, AuthorityToken, ChainStep, PreparedTable, TableEffect};
 use crate::protocol::Result;
 use crate::recovery::sidecar::WriterKind;
 
@@ -136,6 +136,13 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
                 t.committed = true;
                 t.published_dataset_version = landed.version;
                 t.lance_head_version = landed.version;
+                if t.fragments_removed == 0 {
+                    // A configured-then-compacted chain: its rewrite was
+                    // staged at commit time; read what it did.
+                    let uri = rt.root().child_uri(&view.state.tables[&landed.table_key].location);
+                    let stats = table::rewrite_stats_at(&uri, landed.branch.as_deref(), landed.version).await?;
+                    (t.fragments_removed, t.fragments_added) = (stats.fragments_removed, stats.fragments_added);
+                }
             }
         }
         report.graph_commit_id = Some(done.commit_id);
@@ -177,6 +184,24 @@ async fn stage_owned(
             continue;
         }
         let identity = TxnIdentity::mint(entry.version);
+        if !table::has_lineage_config(&ds) {
+            // A table an older binary created: a compaction staged now would
+            // keep its lineage in the manifest, so the chain sets the config
+            // first and compacts on the version that carries it.
+            staged.push(PreparedTable {
+                table_key: key.clone(),
+                uri: rt.root().child_uri(&entry.location),
+                pin: entry.version,
+                table_branch: target.clone(),
+                effect: TableEffect::Staged(Box::new(table::stage_configure(ds, &identity.uuid))),
+                then: vec![ChainStep {
+                    plan: StagePlan::Compact(table::Compaction::Full),
+                    identity: TxnIdentity::mint(entry.version + 1),
+                }],
+            });
+            report.push(line);
+            continue;
+        }
         match table::stage_compaction(ds, &identity.uuid, table::Compaction::Full).await? {
             None => line.skipped = Some("nothing_to_compact"),
             Some((txn, stats)) => {

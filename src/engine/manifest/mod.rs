@@ -135,12 +135,13 @@ pub async fn load_cached(
 }
 
 /// Versions of physical-only operations (a `__manifest` compaction is a
-/// `ReserveFragments` then a `Rewrite`) a restore looks past for the
-/// checkpoint of the rows they kept.
+/// `ReserveFragments` then a `Rewrite`, after an `UpdateConfig` on a graph
+/// an older binary created) a restore looks past for the checkpoint of the
+/// rows they kept.
 const CHECKPOINT_LOOKBACK: u64 = 4;
 
 /// Lance operations that keep every row as it was.
-const PHYSICAL_ONLY: [&str; 2] = ["Rewrite", "ReserveFragments"];
+const PHYSICAL_ONLY: [&str; 3] = ["Rewrite", "ReserveFragments", "UpdateConfig"];
 
 /// The head state recorded at the dataset's version: the checkpoint of the
 /// publish that produced it, or of the publish before a run of compactions

@@ -5,12 +5,14 @@
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`staged`]: the staged and committed transaction types.
+//! - [`lineage`]: the table config that keeps row lineage out of Lance manifests.
 //! - `version_hint`: a local dataset's latest version without listing its history.
 
 pub mod branches;
 pub mod config;
 mod guard;
 pub mod io_hook;
+pub mod lineage;
 pub mod root;
 pub mod staged;
 pub mod table;

@@ -73,13 +73,19 @@ pub enum StagePlan {
         /// The new rows.
         batches: Vec<arrow_array::RecordBatch>,
     },
-    /// A compaction of the table's small fragments (no row changes), the last
-    /// step of a write's chain once enough of them piled up: the write's one
-    /// commit also bounds the table's fragment count (see
-    /// [`super::table::needs_compaction`]). It stages a transaction even when
-    /// the step before left nothing to rewrite, so the chain keeps the
-    /// versions it armed.
-    Compact,
+    /// A compaction (no row changes): of the table's small fragments as the
+    /// last step of a write's chain once enough of them piled up, so the
+    /// write's one commit also bounds the table's fragment count (see
+    /// [`super::table::needs_compaction`]); or a full one after optimize's
+    /// [`StagePlan::Configure`]. It stages a transaction even when the step
+    /// before left nothing to rewrite, so the chain keeps the versions it
+    /// armed.
+    Compact(super::table::Compaction),
+    /// Set the table config every omnigraph table carries
+    /// ([`super::lineage`]) on a table an older binary created: an
+    /// `UpdateConfig`, no row changes. Compactions staged after it spill
+    /// their lineage out of the manifest.
+    Configure,
     /// Build these indexes (each missing one) as one `CreateIndex`
     /// transaction: no row changes.
     Indices {

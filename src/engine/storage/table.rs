@@ -13,7 +13,7 @@ use arrow_schema::{Schema as ArrowSchema, SchemaRef};
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::transaction::{Operation, Transaction, UpdateMap, UpdateMapEntry};
 use lance::dataset::{
     CommitBuilder, DeleteBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
     WriteParams,
@@ -22,6 +22,7 @@ use lance_file::version::LanceFileVersion;
 
 use super::guard::ExpectVersion;
 use super::io_hook;
+use super::lineage;
 use super::staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
 use crate::protocol::{OmniError, Result};
 
@@ -47,20 +48,54 @@ fn write_params(uri: &str, mode: WriteMode) -> WriteParams {
     }
 }
 
-/// Create a dataset at `uri` holding `batch` as version 1. Fails if one exists.
+/// Create a dataset at `uri` holding `batch` as version 1, with the table
+/// config every omnigraph table carries ([`lineage`]). Fails if one exists.
 pub async fn create_table(uri: &str, batch: RecordBatch) -> Result<Arc<Dataset>> {
-    let schema = batch.schema();
-    let reader = RecordBatchIterator::new(vec![Ok(batch)], schema);
-    let params = write_params(uri, WriteMode::Create);
-    let ds = Dataset::write(reader, uri, Some(params))
-        .await
-        .map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
-    Ok(Arc::new(ds))
+    create(uri, batch, true).await
 }
 
-/// Create an empty dataset (zero fragments) at `uri` as version 1.
-pub async fn create_empty_table(uri: &str, schema: &ArrowSchema) -> Result<Arc<Dataset>> {
-    create_table(uri, RecordBatch::new_empty(Arc::new(schema.clone()))).await
+/// [`create_table`] without the [`lineage`] config, as binaries before it
+/// created every table: for tests of the migration (optimize sets it).
+#[doc(hidden)]
+pub async fn create_table_without_lineage_config(uri: &str, batch: RecordBatch) -> Result<Arc<Dataset>> {
+    create(uri, batch, false).await
+}
+
+async fn create(uri: &str, batch: RecordBatch, with_lineage: bool) -> Result<Arc<Dataset>> {
+    let params = write_params(uri, WriteMode::Create);
+    let mut txn = InsertBuilder::new(uri)
+        .with_params(&params)
+        .execute_uncommitted(vec![batch])
+        .await
+        .map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
+    if with_lineage {
+        with_lineage_config(&mut txn.operation);
+    }
+    let created =
+        create_builder(uri).execute(txn).await.map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
+    Ok(Arc::new(created))
+}
+
+/// Add the lineage config to a creating `Overwrite`.
+fn with_lineage_config(operation: &mut Operation) {
+    if let Operation::Overwrite { config_upsert_values, .. } = operation {
+        config_upsert_values.get_or_insert_with(HashMap::new).extend(lineage::config());
+    }
+}
+
+/// A commit that creates the dataset at `uri` as version 1: stable row ids,
+/// the omnigraph file format, no retries, no auto-cleanup.
+fn create_builder(uri: &str) -> CommitBuilder<'_> {
+    let mut builder = CommitBuilder::new(uri);
+    if let Some(params) = io_hook::store_params(uri) {
+        builder = builder.with_store_params(params);
+    }
+    builder
+        .use_stable_row_ids(true)
+        .with_storage_format(FILE_VERSION)
+        .with_max_retries(0)
+        .with_skip_auto_cleanup(true)
+        .with_commit_handler(ExpectVersion::new(1))
 }
 
 /// Append `batch` to the dataset at `uri`, creating it if absent. Used only
@@ -194,9 +229,26 @@ pub async fn scan(ds: &Dataset, filter: Option<&str>) -> Result<Vec<RecordBatch>
 /// Every row at the dataset's checked-out version, as a stream of scan
 /// batches (nothing is collected: memory stays at about one batch).
 pub async fn scan_stream(ds: &Dataset) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+    stream_of(ds, ds.scan()).await
+}
+
+/// [`scan_stream`] of only `columns`.
+pub async fn scan_columns_stream(
+    ds: &Dataset,
+    columns: &[&str],
+) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+    let mut scanner = ds.scan();
+    scanner.project(columns).map_err(|e| OmniError::storage(format!("scanning {}", ds.uri()), e))?;
+    stream_of(ds, scanner).await
+}
+
+async fn stream_of(
+    ds: &Dataset,
+    scanner: lance::dataset::scanner::Scanner,
+) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
     use futures::StreamExt;
     let uri = ds.uri().to_string();
-    let stream = ds.scan().try_into_stream().await.map_err(|e| OmniError::storage(format!("scanning {uri}"), e))?;
+    let stream = scanner.try_into_stream().await.map_err(|e| OmniError::storage(format!("scanning {uri}"), e))?;
     Ok(stream.map(move |b| b.map_err(|e| OmniError::storage(format!("scanning {uri}"), e))).boxed())
 }
 
@@ -235,11 +287,11 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
         StagePlan::Indices { specs } => stage_indices(ds, &specs, uuid).await,
-        StagePlan::Compact => {
+        StagePlan::Configure => Ok(Some(stage_configure(ds, uuid))),
+        StagePlan::Compact(scope) => {
             // Boxed: Lance's planner future is `Send` only for one lifetime,
             // which the callers' higher-ranked `Send` bounds (axum) cannot see.
-            let staged: futures::future::BoxFuture<'_, _> =
-                Box::pin(stage_compaction(ds.clone(), uuid, Compaction::SmallFragments));
+            let staged: futures::future::BoxFuture<'_, _> = Box::pin(stage_compaction(ds.clone(), uuid, scope));
             let staged = staged.await?;
             Ok(Some(match staged {
                 Some((txn, _)) => txn,
@@ -338,15 +390,40 @@ async fn stage_write(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: WriteMod
 }
 
 /// Stage the creation of an empty dataset at `uri` (version 1, zero
-/// fragments, stable row ids, the given schema). Committing it fails if a
+/// fragments, stable row ids, the given schema, the [`lineage`] config). Committing it fails if a
 /// dataset already exists there.
 pub fn stage_create(uri: &str, schema: &ArrowSchema, uuid: &str) -> Result<StagedTxn> {
     let schema = lance_core::datatypes::Schema::try_from(schema)
         .map_err(|e| OmniError::storage(format!("staging creation of {uri}"), e))?;
-    let op = Operation::Overwrite { fragments: vec![], schema, config_upsert_values: None, initial_bases: None };
+    let op = Operation::Overwrite {
+        fragments: vec![],
+        schema,
+        config_upsert_values: Some(lineage::config()),
+        initial_bases: None,
+    };
     let mut txn = Transaction::new(0, op, None);
     txn.uuid = uuid.to_string();
     Ok(StagedTxn { dataset: None, uri: uri.to_string(), txn, affected_rows: None, rows_written: 0 })
+}
+
+/// Stage an `UpdateConfig` setting the [`lineage`] config on a table an
+/// older binary created.
+pub fn stage_configure(ds: Arc<Dataset>, uuid: &str) -> StagedTxn {
+    let entries = lineage::ENTRIES.into_iter().map(UpdateMapEntry::from).collect();
+    let op = Operation::UpdateConfig {
+        config_updates: Some(UpdateMap { update_entries: entries, replace: false }),
+        table_metadata_updates: None,
+        schema_metadata_updates: None,
+        field_metadata_updates: Default::default(),
+    };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    StagedTxn { uri: table_uri(&ds), dataset: Some(ds), txn, affected_rows: None, rows_written: 0 }
+}
+
+/// Whether the table at the handle's version carries the [`lineage`] config.
+pub fn has_lineage_config(ds: &Dataset) -> bool {
+    lineage::is_set(ds.config())
 }
 
 /// Stage a restore of the table's content at `to_version`, as a new version.
@@ -393,18 +470,7 @@ pub async fn commit_exact(staged: StagedTxn) -> Result<CommittedTxn> {
 
 /// Commit a staged creation exactly as version 1.
 async fn commit_create(uri: &str, identity: &TxnIdentity, txn: Transaction) -> Result<CommittedTxn> {
-    let mut builder = CommitBuilder::new(uri);
-    if let Some(params) = io_hook::store_params(uri) {
-        builder = builder.with_store_params(params);
-    }
-    let created = builder
-        .use_stable_row_ids(true)
-        .with_storage_format(FILE_VERSION)
-        .with_max_retries(0)
-        .with_skip_auto_cleanup(true)
-        .with_commit_handler(ExpectVersion::new(1))
-        .execute(txn)
-        .await;
+    let created = create_builder(uri).execute(txn).await;
     match created {
         Ok(ds) => verify_landed(uri, identity, Arc::new(ds)).await,
         Err(e) => match open_table(uri, None, Some(1)).await {
@@ -465,11 +531,19 @@ async fn verify_landed(uri: &str, identity: &TxnIdentity, ds: Arc<Dataset>) -> R
 
 /// Rewrite the dataset's small fragments into few (a physical-only change:
 /// same rows, new version), materialising deletions; `None` when there was
-/// nothing to compact. Commits inline (Lance's own ReserveFragments and
-/// Rewrite versions), so callers use it only where a concurrent commit to
-/// the same ref is excluded and no manifest pins the versions it adds.
+/// nothing to do. A table an older binary created gets the [`lineage`]
+/// config first, so this compaction already spills. Commits inline (Lance's
+/// own UpdateConfig, ReserveFragments and Rewrite versions), so callers use
+/// it only where a concurrent commit to the same ref is excluded and no
+/// manifest pins the versions it adds.
 pub async fn compact(ds: Arc<Dataset>, scope: Compaction) -> Result<Option<Arc<Dataset>>> {
     let mut ds = Arc::unwrap_or_clone(ds);
+    let configured = !has_lineage_config(&ds);
+    if configured {
+        ds.update_config(lineage::ENTRIES)
+            .await
+            .map_err(|e| OmniError::storage(format!("setting the config of {}", ds.uri()), e))?;
+    }
     let options = lance::dataset::optimize::CompactionOptions {
         materialize_deletions: true,
         materialize_deletions_threshold: 0.0,
@@ -478,7 +552,7 @@ pub async fn compact(ds: Arc<Dataset>, scope: Compaction) -> Result<Option<Arc<D
     let metrics = lance::dataset::optimize::compact_files(&mut ds, options, None)
         .await
         .map_err(|e| OmniError::storage(format!("compacting {}", ds.uri()), e))?;
-    Ok((metrics.fragments_removed > 0).then(|| Arc::new(ds)))
+    Ok((configured || metrics.fragments_removed > 0).then(|| Arc::new(ds)))
 }
 
 /// What a staged compaction rewrites.
@@ -611,6 +685,53 @@ fn empty_rewrite(ds: Arc<Dataset>, uuid: &str) -> StagedTxn {
     let mut txn = Transaction::new(ds.version().version, op, None);
     txn.uuid = uuid.to_string();
     StagedTxn { uri: table_uri(&ds), dataset: Some(ds), txn, affected_rows: None, rows_written: 0 }
+}
+
+/// What the `Rewrite` that produced `version` of the table at `uri` (on a
+/// native branch) rewrote; zero when that version is no rewrite.
+pub async fn rewrite_stats_at(uri: &str, branch: Option<&str>, version: u64) -> Result<CompactionStats> {
+    let ds = open_table(uri, branch, Some(version)).await?;
+    let mut stats = CompactionStats::default();
+    if let Some(Transaction { operation: Operation::Rewrite { groups, .. }, .. }) =
+        read_transaction(&ds, version, true).await?
+    {
+        for group in groups {
+            stats.fragments_removed += group.old_fragments.len() as u64;
+            stats.fragments_added += group.new_fragments.len() as u64;
+        }
+    }
+    Ok(stats)
+}
+
+/// Bytes of the Lance manifest file of the handle's version: what every
+/// open of that version reads and the next commit rewrites.
+pub async fn manifest_bytes(ds: &Dataset) -> Result<u64> {
+    let location = ds.manifest_location();
+    if let Some(size) = location.size {
+        return Ok(size);
+    }
+    let ctx = || format!("reading the manifest size of {}", ds.uri());
+    let store = ds.object_store(None).await.map_err(|e| OmniError::storage(ctx(), e))?;
+    store.size(&location.path).await.map_err(|e| OmniError::storage(ctx(), e))
+}
+
+/// Bytes of row lineage (row ids, created-at and last-updated-at versions)
+/// the handle's manifest holds inline, over all fragments; spilled sequences
+/// ([`lineage`]) count nothing.
+pub fn inline_lineage_bytes(ds: &Dataset) -> u64 {
+    use lance_table::format::{RowDatasetVersionMeta, RowIdMeta};
+    let versions = |meta: &Option<RowDatasetVersionMeta>| match meta {
+        Some(RowDatasetVersionMeta::Inline(bytes)) => bytes.len() as u64,
+        _ => 0,
+    };
+    let fragment = |f: &lance_table::format::Fragment| {
+        let row_ids = match &f.row_id_meta {
+            Some(RowIdMeta::Inline(bytes)) => bytes.len() as u64,
+            _ => 0,
+        };
+        row_ids + versions(&f.created_at_version_meta) + versions(&f.last_updated_at_version_meta)
+    };
+    ds.manifest().fragments.iter().map(fragment).sum()
 }
 
 /// Fragments of the dataset at its checked-out version.
