@@ -253,6 +253,24 @@ async fn strict_append_of_an_existing_id_is_a_key_conflict() {
     assert_eq!(pins(&g).await, before);
 }
 
+/// A keyed insert commits through a merge-insert; its version's manifest
+/// (which every open of the table reads) carries no 32 KiB bloom filter of
+/// the inserted keys, which only Lance's retries would use.
+#[tokio::test]
+async fn a_keyed_insert_leaves_a_small_manifest() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.mutate(r#"query q() { insert Person { name: "Dana", age: 33 } }"#, None, Map::new(), &opts())
+        .await
+        .expect("insert");
+    let view = omnigraph::engine::manifest::load(g.root(), "main", None).await.expect("view");
+    let entry = &view.state.tables["node:Person"];
+    let person = omnigraph::engine::committed::open_pinned(g.root(), entry).await.expect("open");
+    let operation = table::operation_at(&person, entry.version).await.expect("operation");
+    assert_eq!(operation.as_deref(), Some("Update"), "the insert is a merge-insert");
+    let bytes = table::manifest_bytes(&person).await.expect("size");
+    assert!(bytes < 16 * 1024, "Person's manifest after a keyed insert: {bytes} bytes");
+}
+
 /// A large append (past the size where the key check streams the table's
 /// ids instead of probing them) names the smallest id that already exists,
 /// and a large append of new ids lands whole.

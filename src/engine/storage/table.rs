@@ -71,9 +71,10 @@ async fn create(uri: &str, batch: RecordBatch, with_lineage: bool) -> Result<Arc
     if with_lineage {
         with_lineage_config(&mut txn.operation);
     }
-    let created =
-        create_builder(uri).execute(txn).await.map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
-    Ok(Arc::new(created))
+    create_builder(uri).execute(txn).await.map_err(|e| OmniError::storage(format!("creating table {uri}"), e))?;
+    // Opened again: the committed handle keeps the create's version-1-only
+    // commit handler, which would refuse every later commit through it.
+    open_table(uri, None, Some(1)).await
 }
 
 /// Add the lineage config to a creating `Overwrite`.
@@ -339,6 +340,14 @@ pub async fn stage_merge_insert(
     let rows = staged.stats.num_inserted_rows + staged.stats.num_updated_rows;
     let mut txn = staged.transaction;
     txn.uuid = uuid.to_string();
+    // Lance records a bloom filter of the inserted keys (32 KiB) so that a
+    // retry can tell whether a concurrent commit inserted the same keys. An
+    // exact commit never retries and admits no commit in between, and the
+    // filter would ride in this version's manifest, which every open of the
+    // table reads.
+    if let Operation::Update { inserted_rows_filter, .. } = &mut txn.operation {
+        *inserted_rows_filter = None;
+    }
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: staged.affected_rows, rows_written: rows })
 }
 
