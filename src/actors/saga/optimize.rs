@@ -137,8 +137,9 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
                 t.published_dataset_version = landed.version;
                 t.lance_head_version = landed.version;
                 if t.fragments_removed == 0 {
-                    // A configured-then-compacted chain: its rewrite was
-                    // staged at commit time; read what it did.
+                    // A staged rewrite removes at least one fragment, so this
+                    // is a configured-then-compacted chain, whose rewrite was
+                    // staged at commit time: read what it did.
                     let uri = rt.root().child_uri(&view.state.tables[&landed.table_key].location);
                     let stats = table::rewrite_stats_at(&uri, landed.branch.as_deref(), landed.version).await?;
                     (t.fragments_removed, t.fragments_added) = (stats.fragments_removed, stats.fragments_added);
@@ -184,38 +185,37 @@ async fn stage_owned(
             continue;
         }
         let identity = TxnIdentity::mint(entry.version);
-        if !table::has_lineage_config(&ds) {
+        let chain = if !table::has_lineage_config(&ds) {
             // A table an older binary created: a compaction staged now would
             // keep its lineage in the manifest, so the chain sets the config
             // first and compacts on the version that carries it.
+            let compact = ChainStep {
+                plan: StagePlan::Compact(table::Compaction::Full),
+                identity: TxnIdentity::mint(entry.version + 1),
+            };
+            Some((table::stage_configure(ds, &identity.uuid), vec![compact]))
+        } else {
+            match table::stage_compaction(ds, &identity.uuid, table::Compaction::Full).await? {
+                None => {
+                    line.skipped = Some("nothing_to_compact");
+                    None
+                }
+                Some((txn, stats)) => {
+                    line.fragments_removed = stats.fragments_removed;
+                    line.fragments_added = stats.fragments_added;
+                    Some((txn, vec![]))
+                }
+            }
+        };
+        if let Some((txn, then)) = chain {
             staged.push(PreparedTable {
                 table_key: key.clone(),
                 uri: rt.root().child_uri(&entry.location),
                 pin: entry.version,
                 table_branch: target.clone(),
-                effect: TableEffect::Staged(Box::new(table::stage_configure(ds, &identity.uuid))),
-                then: vec![ChainStep {
-                    plan: StagePlan::Compact(table::Compaction::Full),
-                    identity: TxnIdentity::mint(entry.version + 1),
-                }],
+                effect: TableEffect::Staged(Box::new(txn)),
+                then,
             });
-            report.push(line);
-            continue;
-        }
-        match table::stage_compaction(ds, &identity.uuid, table::Compaction::Full).await? {
-            None => line.skipped = Some("nothing_to_compact"),
-            Some((txn, stats)) => {
-                line.fragments_removed = stats.fragments_removed;
-                line.fragments_added = stats.fragments_added;
-                staged.push(PreparedTable {
-                    table_key: key.clone(),
-                    uri: rt.root().child_uri(&entry.location),
-                    pin: entry.version,
-                    table_branch: target.clone(),
-                    effect: TableEffect::Staged(Box::new(txn)),
-                    then: vec![],
-                });
-            }
         }
         report.push(line);
     }
