@@ -35,7 +35,7 @@ pub use engine::query::QueryResult;
 pub use engine::storage::StorageOptions;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::{
-    CommitInfo, Export, Graph, MergeOptions, MergeResult, Omnigraph, OpenMode, PendingSidecar, ReadTarget,
-    RecoveryStatus, Snapshot, TableSnapshot, WriteOptions, result_rows, wire,
+    CommitInfo, Export, Graph, MergeOptions, MergeResult, MutationRequest, Omnigraph, OpenMode, PendingSidecar,
+    ReadTarget, RecoveryStatus, Snapshot, TableSnapshot, WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -15,6 +15,7 @@ pub mod runtime;
 pub mod schema;
 pub mod supervisor;
 pub mod table;
+pub mod write_queue;
 
 pub use lease::{Gate, Lease, LeaseMode, LeaseSet};
 pub use runtime::Runtime;

@@ -15,6 +15,7 @@ use super::guardian::{Guardian, GuardianArgs, GuardianMsg};
 use super::lease::{Lease, LeaseMode};
 use super::reconciler::{PassFn, ReconcilerArgs};
 use super::supervisor::{ActorStats, ChildRef, Directory, SupervisorMsg};
+use super::write_queue::WriteQueues;
 use lance::Dataset;
 
 use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
@@ -72,6 +73,8 @@ pub struct Runtime {
     mailboxes: DashMap<ChildKey, usize>,
     /// Reconciler passes completed (the reconciler counts them here).
     reconciler_passes: Arc<std::sync::atomic::AtomicU64>,
+    /// Mutations waiting on a busy branch for its next group commit.
+    write_queues: WriteQueues,
 }
 
 /// Counts one request in its child's mailbox until dropped.
@@ -264,6 +267,7 @@ impl Runtime {
             live: Arc::new(DashMap::new()),
             mailboxes: DashMap::new(),
             reconciler_passes: passes,
+            write_queues: WriteQueues::default(),
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         // Set once, just created: it cannot already hold a value.
@@ -281,6 +285,11 @@ impl Runtime {
     /// sidecar is not a recovery candidate, and a heal must not wait for it.
     pub fn is_live(&self, op: &str) -> bool {
         self.live.contains_key(op)
+    }
+
+    /// The mutations waiting for a group commit, per branch.
+    pub fn write_queues(&self) -> &WriteQueues {
+        &self.write_queues
     }
 
     /// Whether any write of this process is in flight on this root.

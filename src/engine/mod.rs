@@ -16,6 +16,7 @@ pub mod loader;
 pub mod manifest;
 pub mod merge;
 pub mod mutation;
+pub mod mutation_group;
 pub mod query;
 pub mod retention;
 pub mod schema_effects;

@@ -9,7 +9,7 @@
 //! immutable); a node delete cascades to incident edges. `now()` is the
 //! request's timestamp, resolved once.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use datafusion::prelude::{Expr, col, lit};
 use serde_json::{Map, Value as Json};
@@ -42,18 +42,18 @@ pub fn insert_only(ir: &MutationIr) -> bool {
     ir.statements.iter().all(|s| matches!(s, StatementIr::Insert(_)))
 }
 
+/// Whether `ir` may share a group commit: it inserts or updates only, so a
+/// group's table effects stay appends and upserts (a mutation is
+/// insert/update-only or delete-only by the language).
+pub fn groupable(ir: &MutationIr) -> bool {
+    ir.statements.iter().all(|s| !matches!(s, StatementIr::Delete(_)))
+}
+
 /// Execute, validate and stage `ir` against `capture`.
 pub async fn prepare(capture: &Capture, ir: &MutationIr, args: &MutationArgs) -> Result<Prepared> {
-    let catalog = &capture.schema.catalog;
     let mut staging = MutationStaging::new(capture);
-    for statement in &ir.statements {
-        match statement {
-            StatementIr::Insert(i) => insert(&mut staging, catalog, i, args).await?,
-            StatementIr::Update(u) => update(&mut staging, catalog, u, args).await?,
-            StatementIr::Delete(d) => delete(&mut staging, catalog, d, args).await?,
-        }
-    }
-    validate_changeset(&staging, catalog).await?;
+    execute(&mut staging, ir, args).await?;
+    validate_changeset(&staging, None).await?;
     let mut prepared = Prepared::default();
     for t in staging.tables() {
         let n = (t.pending.len() + t.deleted.len()) as u64;
@@ -65,6 +65,20 @@ pub async fn prepare(capture: &Capture, ir: &MutationIr, args: &MutationArgs) ->
     }
     prepared.tables = staging.stage_all().await?;
     Ok(prepared)
+}
+
+/// Run `ir`'s statements into `staging`: every read sees what is staged
+/// already (earlier statements, and a group's earlier members).
+pub async fn execute(staging: &mut MutationStaging<'_>, ir: &MutationIr, args: &MutationArgs) -> Result<()> {
+    let catalog = &staging.capture().schema.catalog;
+    for statement in &ir.statements {
+        match statement {
+            StatementIr::Insert(i) => insert(staging, catalog, i, args).await?,
+            StatementIr::Update(u) => update(staging, catalog, u, args).await?,
+            StatementIr::Delete(d) => delete(staging, catalog, d, args).await?,
+        }
+    }
+    Ok(())
 }
 
 /// The JSON value of an operand (params by name, literals converted, `now()` bound).
@@ -202,9 +216,12 @@ fn predicate_expr(schema: &arrow_schema::Schema, p: &PredicateIr, args: &Mutatio
 }
 
 /// Row rules on every pending row; `@unique` against committed + pending;
-/// `@card` for every touched edge table.
-async fn validate_changeset(staging: &MutationStaging<'_>, catalog: &Catalog) -> Result<()> {
-    for t in staging.tables() {
+/// `@card` for every touched edge table. `only` limits the check to those
+/// table keys (a group member's: the tables before it passed already, and
+/// inserts and updates elsewhere cannot break them).
+pub async fn validate_changeset(staging: &MutationStaging<'_>, only: Option<&BTreeSet<String>>) -> Result<()> {
+    let catalog = &staging.capture().schema.catalog;
+    for t in staging.tables().filter(|t| only.is_none_or(|o| o.contains(&t.table_key))) {
         let rows: Vec<EntityRow> = t.pending.values().cloned().collect();
         let def = catalog
             .type_def(&t.type_name)

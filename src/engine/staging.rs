@@ -24,6 +24,7 @@ pub const MAX_ENTITIES_PER_TABLE: u64 = 8_192;
 pub const MAX_STAGED_BYTES_PER_TABLE: u64 = 32 * 1024 * 1024;
 
 /// One touched table.
+#[derive(Clone)]
 pub struct TableStage {
     /// `node:<Type>` / `edge:<Type>`.
     pub table_key: String,
@@ -70,7 +71,6 @@ impl TableStage {
         Ok(batches.iter().flat_map(rows::from_batch).collect())
     }
 
-    /// The staged Arrow size of the pending rows.
     /// The one effect this table stages, within the admission limits
     /// (`None` when nothing changes).
     fn plan(&self) -> Result<Option<StagePlan>> {
@@ -114,16 +114,45 @@ impl TableStage {
     }
 }
 
-/// The accumulator of one mutation attempt.
+/// The accumulator of one mutation attempt (or of a group of mutations,
+/// each seeing the rows of the members before it).
 pub struct MutationStaging<'c> {
     capture: &'c Capture,
     tables: BTreeMap<String, TableStage>,
+    /// Ids put or deleted since [`Self::take_touched`], per table key: what
+    /// one member of a group changed.
+    touched: BTreeMap<String, BTreeSet<String>>,
 }
+
+/// The staged rows at one point, to return to when a group member is
+/// rejected (its partial effects must not reach the members after it).
+pub struct Checkpoint(BTreeMap<String, TableStage>);
 
 impl<'c> MutationStaging<'c> {
     /// An empty accumulator over `capture`.
     pub fn new(capture: &'c Capture) -> Self {
-        MutationStaging { capture, tables: BTreeMap::new() }
+        MutationStaging { capture, tables: BTreeMap::new(), touched: BTreeMap::new() }
+    }
+
+    /// The capture this accumulator reads.
+    pub fn capture(&self) -> &'c Capture {
+        self.capture
+    }
+
+    /// The staged rows now (a copy: pending rows are small by admission).
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint(self.tables.clone())
+    }
+
+    /// Return to `cp`, dropping everything staged and touched since.
+    pub fn restore(&mut self, cp: Checkpoint) {
+        self.tables = cp.0;
+        self.touched.clear();
+    }
+
+    /// The ids put or deleted since the last call, per table key.
+    pub fn take_touched(&mut self) -> BTreeMap<String, BTreeSet<String>> {
+        std::mem::take(&mut self.touched)
     }
 
     /// The touched tables.
@@ -185,6 +214,7 @@ impl<'c> MutationStaging<'c> {
         row: EntityRow,
         upsert: bool,
     ) -> Result<()> {
+        self.touched.entry(table_key.to_string()).or_default().insert(row.id.clone());
         let stage = self.table(table_key, type_name, is_edge).await?;
         stage.deleted.remove(&row.id);
         stage.upsert |= upsert;
@@ -200,6 +230,8 @@ impl<'c> MutationStaging<'c> {
         is_edge: bool,
         ids: impl IntoIterator<Item = String>,
     ) -> Result<()> {
+        let ids: Vec<String> = ids.into_iter().collect();
+        self.touched.entry(table_key.to_string()).or_default().extend(ids.iter().cloned());
         let stage = self.table(table_key, type_name, is_edge).await?;
         for id in ids {
             stage.pending.remove(&id);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::manifest::{BranchId, ManifestView, TableEntry};
+use crate::engine::manifest::{BranchId, ManifestView, TableEntry, TableUpdate};
 use crate::engine::schema_store::SchemaState;
 use lance::Dataset;
 
@@ -243,6 +243,21 @@ impl PreparedTable {
             TableEffect::Staged(_) => None,
         }
     }
+}
+
+/// The result of a write.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WriteOutcome {
+    /// The commit created; `None` for a write with no effect.
+    pub commit_id: Option<String>,
+    /// Node entities affected.
+    pub nodes_affected: u64,
+    /// Edge entities affected.
+    pub edges_affected: u64,
+    /// New table pointers.
+    pub tables: Vec<TableUpdate>,
+    /// Rows written into new data files, per table key (a delete writes none).
+    pub rows_written: std::collections::BTreeMap<String, u64>,
 }
 
 /// Everything a prepare step produced.

@@ -31,6 +31,7 @@ pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
+pub use writes::MutationRequest;
 
 /// How a handle may use the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,8 +2,12 @@
 
 use super::reads::compile_one;
 use super::{Graph, WriteOptions};
+use std::sync::Arc;
+
+use crate::actors::saga::group;
 use crate::actors::saga::write::{self, WriteIntent, WriteOutcome};
-use crate::engine::lang::query::ir::BodyIr;
+use crate::actors::write_queue::QueuedWrite;
+use crate::engine::lang::query::ir::{BodyIr, MutationIr};
 use crate::engine::loader::{self, LoadMode};
 use crate::engine::mutation::{self, MutationArgs};
 use crate::protocol::{OmniError, Result};
@@ -33,11 +37,50 @@ impl Graph {
             if_commit: opts.if_commit.clone(),
             retry_on_conflict: mutation::insert_only(m),
         };
-        write::run(&self.rt, &intent, |capture| {
-            let args = args.clone();
-            async move { mutation::prepare(&capture, m, &args).await }
-        })
-        .await
+        group::mutate(&self.rt, &intent, Arc::new(m.clone()), args).await
+    }
+
+    /// Commit `requests` on `opts.branch` as one group commit: in order,
+    /// each seeing the rows of the ones before it, each its own graph commit
+    /// (child of the one before; all become visible together) with its own
+    /// outcome. A request that fails on its own (it does not compile,
+    /// fails validation or its `if_commit`) is refused alone and the rest
+    /// commit. A delete cannot share a group: it is refused here (run it
+    /// with [`Graph::mutate`]). `opts.if_commit` is the first request's
+    /// precondition unless it carries its own.
+    pub async fn mutate_many(
+        &self,
+        requests: &[MutationRequest],
+        opts: &WriteOptions,
+    ) -> Result<Vec<Result<WriteOutcome>>> {
+        self.require_writable()?;
+        let schema = self.schema().await?;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut members = Vec::new();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            let if_commit = r.if_commit.clone().or_else(|| opts.if_commit.clone().filter(|_| i == 0));
+            match group_member(&schema.catalog, r) {
+                Ok(ir) => {
+                    let args = MutationArgs { params: r.params.clone(), now_ms };
+                    let (w, rx) = QueuedWrite::new(ir, args, opts.actor.clone(), if_commit);
+                    members.push(w);
+                    answers.push(Answer::Later(rx));
+                }
+                Err(e) => answers.push(Answer::Now(Err(e))),
+            }
+        }
+        group::commit_together(&self.rt, &opts.branch, members).await?;
+        let mut out = Vec::with_capacity(answers.len());
+        for a in answers {
+            out.push(match a {
+                Answer::Now(r) => r,
+                Answer::Later(rx) => {
+                    rx.await.unwrap_or_else(|_| Err(OmniError::Internal("a group member went unanswered".into())))
+                }
+            });
+        }
+        Ok(out)
     }
 
     /// Load JSONL as one atomic commit.
@@ -66,6 +109,36 @@ impl Graph {
         let parsed = &parsed;
         write::run(&self.rt, &intent, |capture| async move { loader::prepare(&capture, parsed, mode).await }).await
     }
+}
+
+/// One mutation of a [`Graph::mutate_many`] group.
+#[derive(Debug, Clone, Default)]
+pub struct MutationRequest {
+    /// `.gq` source.
+    pub source: String,
+    /// The mutation to run (`None`: the source's only query).
+    pub name: Option<String>,
+    /// Parameter values by name.
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// The head this request requires just before it.
+    pub if_commit: Option<String>,
+}
+
+enum Answer {
+    Now(Result<WriteOutcome>),
+    Later(tokio::sync::oneshot::Receiver<Result<WriteOutcome>>),
+}
+
+/// The compiled mutation of `r`, if it may share a group.
+fn group_member(catalog: &crate::engine::lang::catalog::Catalog, r: &MutationRequest) -> Result<Arc<MutationIr>> {
+    let ir = compile_one(catalog, &r.source, r.name.as_deref())?;
+    let BodyIr::Mutation(m) = ir.body else {
+        return Err(OmniError::BadRequest(format!("`{}` is a read query; use `query`", ir.name)));
+    };
+    if !mutation::groupable(&m) {
+        return Err(OmniError::BadRequest(format!("`{}` deletes: a delete commits alone (use mutate)", ir.name)));
+    }
+    Ok(Arc::new(m))
 }
 
 /// Run CPU-bound `work` (a load's parse, seconds for millions of lines)

@@ -74,10 +74,26 @@ enum Op {
     /// version-one create, a tombstone). Not in the [`OPS`] matrix: it
     /// refuses to run while another branch exists.
     SchemaApply,
+    /// [`GROUP`] as one group commit: three members commit (an insert, an
+    /// edge to the node the first staged, an update), one is refused alone.
+    /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
+    GroupCommit,
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 3] = [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph];
+const EXTRA_OPS: [Op; 4] = [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph, Op::GroupCommit];
+
+/// The members of [`Op::GroupCommit`]; the third is refused (its endpoint
+/// does not exist), the others commit.
+const GROUP: [&str; 4] = [
+    r#"query q() { insert Person { name: "Zed", age: 9 } }"#,
+    r#"query q() { insert Knows { from: "Zed", to: "Alice" } }"#,
+    r#"query q() { insert Knows { from: "Nobody", to: "Alice" } }"#,
+    r#"query q() { update Person set { age: 55 } where name = "Bob" }"#,
+];
+
+/// The commits [`Op::GroupCommit`] makes.
+const GROUP_COMMITS: usize = 3;
 
 /// The example schema evolved: Person gains a required `level` with a
 /// default (an overwrite), Company a nullable `nickname` (a column edit),
@@ -122,7 +138,9 @@ const FEATURE_CHANGES: [&str; 3] = [
 impl Op {
     fn prefix(self) -> &'static str {
         match self {
-            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert => "mutation",
+            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert | Op::GroupCommit => {
+                "mutation"
+            }
             Op::Merge => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
@@ -188,6 +206,16 @@ impl Op {
             Op::Optimize | Op::OptimizeOlderGraph => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
             Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
             Op::EnsureIndices => Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id)),
+            Op::GroupCommit => {
+                let requests: Vec<omnigraph::MutationRequest> = GROUP
+                    .iter()
+                    .map(|s| omnigraph::MutationRequest { source: s.to_string(), ..Default::default() })
+                    .collect();
+                let mut out = g.mutate_many(&requests, &o).await?;
+                assert!(matches!(out[2], Err(OmniError::BadRequest(_))), "the third member: {:?}", out[2]);
+                assert!(out.iter().enumerate().all(|(i, r)| i == 2 || r.is_ok()), "{out:?}");
+                out.pop().expect("four answers")
+            }
         }
     }
 
@@ -426,6 +454,7 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
     };
     assert_schema_matches(&g, op, outcome == "applied", &context).await;
     assert_lineage_matches(&g, op, outcome == "applied", &context).await;
+    assert_group_matches(&g, op, branch, outcome == "applied", committed, &context).await;
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
         assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
@@ -469,6 +498,30 @@ async fn assert_lineage_matches(g: &Graph, op: Op, applied: bool, context: &str)
         let set = table::has_lineage_config(&ds);
         assert_eq!(set, applied, "{context}: {key} has the lineage config: {set}, applied: {applied}");
     }
+}
+
+/// After an [`Op::GroupCommit`]'s crash and recovery: applied, every
+/// committed member is its own commit, in one chain on top of the commits
+/// before, published together; invisible, none is (a roll-back adds only
+/// its own commit).
+async fn assert_group_matches(g: &Graph, op: Op, branch: &str, applied: bool, before: &[String], context: &str) {
+    if !matches!(op, Op::GroupCommit) {
+        return;
+    }
+    let history = g.commits(branch, None).await.expect("commits");
+    let new: Vec<&omnigraph::CommitInfo> = history.iter().filter(|c| !before.contains(&c.commit_id)).collect();
+    if !applied {
+        let restored = audit_kind(g).await == Some(RecoveryKind::RolledBack);
+        assert!(new.len() <= usize::from(restored), "{context}: invisible, yet new commits {new:?}");
+        return;
+    }
+    assert_eq!(new.len(), GROUP_COMMITS, "{context}: {new:?}");
+    for pair in new.windows(2) {
+        assert_eq!(pair[0].parent_commit_id.as_deref(), Some(pair[1].commit_id.as_str()), "{context}: {new:?}");
+        assert_eq!(pair[0].manifest_version, pair[1].manifest_version, "{context}: one publish");
+    }
+    let below = new[GROUP_COMMITS - 1].parent_commit_id.as_ref();
+    assert_eq!(below, before.first(), "{context}: the group is not on the head before it");
 }
 
 /// How the one recovery of a crash case resolved, if one ran.

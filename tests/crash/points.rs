@@ -170,6 +170,39 @@ async fn crash_in_an_optimize_that_sets_the_lineage_config_recovers_clean() {
     }
 }
 
+/// A group commit (three members commit, one is refused alone) dies at
+/// every boundary of its one saga, on main and as the first write of a
+/// fresh branch (forks), and inside the commit and publish handlers:
+/// recovery leaves every member visible, each its own commit in one chain,
+/// or none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_a_group_commit_recovers_every_member_or_none() {
+    let _s = serial().await;
+    let op = Op::GroupCommit;
+    let mut report = Vec::new();
+    for branch in ["main", "fresh"] {
+        let boundaries = SAGA_BOUNDARIES.iter().chain(if branch == "main" { &[][..] } else { &FORK_BOUNDARIES[..] });
+        let mut points: Vec<String> =
+            boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        if branch == "main" {
+            points.extend(ACTOR_CRASHES.iter().map(|p| p.to_string()));
+        }
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("group commit crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [
+        ("on main @ mutation.after_arm", "invisible"),
+        ("on main @ mutation.after_confirm", "applied"),
+        ("on main @ branch.after_publish", "applied"),
+        ("on fresh @ mutation.after_fork", "invisible"),
+    ] {
+        let got = report.iter().find(|r| r.contains(case));
+        assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
+    }
+}
+
 /// Recovery itself dies at each of its points; the next open re-enters it and
 /// ends with the same outcome as an uninterrupted recovery, exactly one
 /// audit row, and a writable graph.

@@ -17,6 +17,7 @@ mod docs_examples;
 mod export;
 mod faults;
 mod foundation;
+mod group_commit;
 mod hostile;
 mod indexes;
 #[path = "../support/intercept.rs"]

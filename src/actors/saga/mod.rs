@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod ensure_indices;
 pub mod failpoints;
 pub mod gates;
+pub mod group;
 pub mod merge;
 pub mod optimize;
 pub mod pipeline;

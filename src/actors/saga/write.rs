@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use serde::Serialize;
 use tracing::{Instrument, debug, info_span};
 
 use super::pipeline::{self, Attempt};
@@ -22,7 +21,8 @@ use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
-use crate::engine::manifest::{Lineage, TableUpdate};
+use crate::engine::manifest::Lineage;
+pub use crate::engine::write_plan::WriteOutcome;
 use crate::engine::write_plan::{AuthorityToken, Capture, Prepared};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
@@ -46,21 +46,6 @@ pub struct WriteIntent {
     pub retry_on_conflict: bool,
 }
 
-/// The result of a write.
-#[derive(Debug, Clone, Serialize)]
-pub struct WriteOutcome {
-    /// The commit created; `None` for a write with no effect.
-    pub commit_id: Option<String>,
-    /// Node entities affected.
-    pub nodes_affected: u64,
-    /// Edge entities affected.
-    pub edges_affected: u64,
-    /// New table pointers.
-    pub tables: Vec<TableUpdate>,
-    /// Rows written into new data files, per table key (a delete writes none).
-    pub rows_written: std::collections::BTreeMap<String, u64>,
-}
-
 /// Run the saga; `prepare` is called once per attempt with a fresh capture.
 pub async fn run<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: F) -> Result<WriteOutcome>
 where
@@ -74,14 +59,7 @@ where
         // it, so no prepare is wasted and no writer starves through the
         // retry budget. An idle branch prepares outside the gates.
         let gated = attempt > 0 || rt.branch_contended(&intent.branch).await?;
-        match attempt_once(rt, intent, &prepare, gated).await {
-            Err(e @ OmniError::RecoveryRequired { .. }) => {
-                // Let the reconciler resolve it in the background once our gates are free.
-                if let Err(kick) = rt.reconcile_soon().await {
-                    debug!(error = %kick, "could not ask for a recovery pass");
-                }
-                return Err(e);
-            }
+        match attempt_kicking(rt, intent, &prepare, gated).await {
             Err(e @ OmniError::ReadSetChanged { .. }) if intent.retry_on_conflict => {
                 debug!(attempt, error = %e, "authority changed before any effect; preparing again");
                 last = Some(e);
@@ -90,6 +68,32 @@ where
         }
     }
     Err(last.unwrap_or_else(|| OmniError::Internal("write made no attempt".into())))
+}
+
+/// One attempt; a `RecoveryRequired` answer asks the reconciler to resolve
+/// the sidecar in the background once the gates are free.
+pub(super) async fn attempt_kicking<F, Fut>(
+    rt: &Runtime,
+    intent: &WriteIntent,
+    prepare: &F,
+    gated: bool,
+) -> Result<WriteOutcome>
+where
+    F: Fn(Capture) -> Fut,
+    Fut: Future<Output = Result<Prepared>>,
+{
+    let out = attempt_once(rt, intent, prepare, gated).await;
+    if let Err(OmniError::RecoveryRequired { .. }) = &out {
+        kick_reconciler(rt).await;
+    }
+    out
+}
+
+/// Ask for a background recovery pass (the writer's answer does not wait).
+pub(super) async fn kick_reconciler(rt: &Runtime) {
+    if let Err(kick) = rt.reconcile_soon().await {
+        debug!(error = %kick, "could not ask for a recovery pass");
+    }
 }
 
 async fn attempt_once<F, Fut>(rt: &Runtime, intent: &WriteIntent, prepare: &F, gated: bool) -> Result<WriteOutcome>
@@ -115,14 +119,7 @@ where
     F: Fn(Capture) -> Fut,
     Fut: Future<Output = Result<Prepared>>,
 {
-    // The heal lists `__recovery/` once (a clean graph costs one listing).
-    // Only intents relevant to this branch are healed or block it: a sidecar
-    // kept on another branch leaves this one writable. A sidecar armed since
-    // then belongs to a live writer, and the check under the gates settles it.
-    let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(&intent.branch)).await?;
-    if let Some(blocked) = healed.iter().find_map(|(_, r)| r.blocks(&intent.branch)) {
-        return Err(blocked);
-    }
+    heal(rt, &intent.branch).await?;
     let leases = if gated { pipeline::lease_branch(rt, &intent.branch).await? } else { LeaseSet::default() };
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
@@ -131,13 +128,7 @@ where
     let attempt = Attempt::new(rt, intent.kind, &intent.branch, lineage);
     let prepared = pipeline::Prepared::new(attempt, token, pins, plan, leases)?;
     if prepared.is_empty() {
-        return Ok(WriteOutcome {
-            commit_id: None,
-            nodes_affected: 0,
-            edges_affected: 0,
-            tables: vec![],
-            rows_written: Default::default(),
-        });
+        return Ok(WriteOutcome::default());
     }
     let armed = prepared.lease().await?.revalidate().await?.arm(intent.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
@@ -150,15 +141,35 @@ where
     })
 }
 
+/// The write-entry heal: roll forward what is confirmed on `branch`. It
+/// lists `__recovery/` once (a clean graph costs one listing). Only intents
+/// relevant to this branch are healed or block it: a sidecar kept on
+/// another branch leaves this one writable. A sidecar armed since then
+/// belongs to a live writer, and the check under the gates settles it.
+pub(super) async fn heal(rt: &Runtime, branch: &str) -> Result<()> {
+    let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(branch)).await?;
+    match healed.iter().find_map(|(_, r)| r.blocks(branch)) {
+        Some(blocked) => Err(blocked),
+        None => Ok(()),
+    }
+}
+
 async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
-    let view = rt.view(&intent.branch).await?;
-    let schema = rt.schema().await?;
+    let capture = capture_branch(rt, &intent.branch).await?;
+    let view = &capture.view;
     if let Some(expected) = &intent.if_commit {
         let actual = view.state.effective_head(&intent.branch).map(|c| c.commit_id.clone()).unwrap_or_default();
         if *expected != actual {
             return Err(OmniError::PreconditionFailed { expected: expected.clone(), actual });
         }
     }
+    Ok(capture)
+}
+
+/// The branch's latest view and the accepted schema, with their token.
+pub(super) async fn capture_branch(rt: &Runtime, branch: &str) -> Result<Capture> {
+    let view = rt.view(branch).await?;
+    let schema = rt.schema().await?;
     let token = AuthorityToken::of(&view, &schema.identity);
     Ok(Capture::new(rt.root().clone(), view, schema, token))
 }

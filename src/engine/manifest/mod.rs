@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::storage::{Root, table};
 use crate::protocol::{OmniError, Result};
-pub use publisher::{Lineage, Precondition, PublishRequest, Published, SchemaCommit, TableUpdate};
+pub use publisher::{Lineage, MemberCommit, Precondition, PublishRequest, Published, SchemaCommit, TableUpdate};
 pub use rows::{CommitRow, ManifestRow, STAMP, STAMP_KEY, SchemaChange, TableReg};
 pub use state::{HeadCheckpoint, ManifestState, TableEntry};
 

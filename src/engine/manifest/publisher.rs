@@ -105,6 +105,23 @@ pub struct Lineage {
     /// A schema apply's registry change, published with the commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<SchemaCommit>,
+    /// A group commit's later members, in arrival order: each its own graph
+    /// commit, child of the one before, published in the same append (so
+    /// all of them become visible together, at one manifest version).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group: Vec<MemberCommit>,
+}
+
+/// A later member of a group commit: its own commit in the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberCommit {
+    /// Pre-minted ULID.
+    pub commit_id: String,
+    /// Who makes it.
+    pub actor: Option<String>,
+    /// Creation time, µs since the epoch (above the member's before it:
+    /// the history orders one version's commits by it).
+    pub created_at_us: i64,
 }
 
 /// What a schema apply's commit changes in the table registry: part of its
@@ -128,7 +145,18 @@ impl Lineage {
             merged_parent: None,
             created_at_us: chrono::Utc::now().timestamp_micros(),
             schema: None,
+            group: vec![],
         }
+    }
+
+    /// The commit that ends up at the head: the last member's of a group.
+    pub fn head_commit_id(&self) -> &str {
+        self.group.last().map_or(&self.commit_id, |m| &m.commit_id)
+    }
+
+    /// Every commit this lineage publishes, in chain order.
+    pub fn commit_ids(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.commit_id.as_str()).chain(self.group.iter().map(|m| m.commit_id.as_str()))
     }
 }
 
@@ -241,7 +269,9 @@ fn checkpoint_properties(post: &ManifestState) -> Result<HashMap<String, String>
 /// which re-publishes, checks visibility on a complete state under the
 /// gates first ([`crate::engine::manifest::load`]).
 fn already_visible(view: &ManifestView, req: &PublishRequest) -> Option<Published> {
-    let commit = view.state.commit(&req.lineage.commit_id)?.clone();
+    // A group's commits land in one append: its head commit stands for all.
+    let head = view.state.commit(req.lineage.head_commit_id())?;
+    let commit = view.state.commit(&req.lineage.commit_id).unwrap_or(head).clone();
     Some(Published {
         commit,
         state: view.state.clone(),
@@ -332,6 +362,21 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
         branch: req.branch.clone(),
         schema_change: req.lineage.schema.as_ref().map(|s| s.change.clone()),
     }));
-    out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id: req.lineage.commit_id.clone() }));
+    let mut parent = &req.lineage.commit_id;
+    for m in &req.lineage.group {
+        out.push(ManifestRow::Commit(CommitRow {
+            commit_id: m.commit_id.clone(),
+            parent: Some(parent.clone()),
+            merged_parent: None,
+            actor: m.actor.clone(),
+            created_at_us: m.created_at_us,
+            manifest_version: view.version + 1,
+            branch: req.branch.clone(),
+            schema_change: None,
+        }));
+        parent = &m.commit_id;
+    }
+    let head_commit_id = req.lineage.head_commit_id().to_string();
+    out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id }));
     Ok(out)
 }

@@ -6,8 +6,9 @@ use crate::protocol::diagnostic::Diagnostic;
 pub type Result<T, E = OmniError> = std::result::Result<T, E>;
 
 /// Every user-visible failure, typed. Each variant maps to exactly one HTTP
-/// status ([`OmniError::http_status`]) and one stable `code` string.
-#[derive(Debug, thiserror::Error)]
+/// status ([`OmniError::http_status`]) and one stable `code` string. Clone:
+/// one failure of a group commit is every member's answer.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum OmniError {
     /// The request is malformed: bad arguments, bad names, bad values.
     #[error("bad request: {0}")]

@@ -1,0 +1,115 @@
+//! The mutations waiting on a busy branch for its next group commit.
+//!
+//! A mutation that finds its branch's gate held or awaited joins the
+//! branch's queue, then waits for either its answer or the gate. Whoever
+//! gets the gate and finds its own write unanswered leads: it takes the
+//! queue (up to [`MAX_GROUP_MEMBERS`], in arrival order) and commits those
+//! writes as one group ([`crate::actors::saga::group`]). One queue per
+//! branch per process, shared by every handle on the root through the
+//! runtime.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use tokio::sync::oneshot;
+
+use crate::engine::lang::query::ir::MutationIr;
+use crate::engine::mutation::MutationArgs;
+use crate::engine::write_plan::WriteOutcome;
+use crate::protocol::Result;
+
+/// Most writes one group commit takes: its leader prepares them one after
+/// the other, so a larger group delays its first member's answer more.
+pub const MAX_GROUP_MEMBERS: usize = 64;
+
+/// A mutation waiting for a group commit.
+pub struct QueuedWrite {
+    /// Its place in the process's arrival order (to leave the queue by).
+    pub id: u64,
+    /// The mutation (insert/update-only).
+    pub ir: Arc<MutationIr>,
+    /// Its parameters and `now()`.
+    pub args: MutationArgs,
+    /// Actor recorded on its commit.
+    pub actor: Option<String>,
+    /// Its caller's precondition on the head just before it.
+    pub if_commit: Option<String>,
+    /// Groups that gave it back before any effect (authority changed).
+    pub attempts: usize,
+    /// Where its outcome goes.
+    pub reply: oneshot::Sender<Result<WriteOutcome>>,
+}
+
+impl QueuedWrite {
+    /// A new queued write and the receiver of its outcome.
+    pub fn new(
+        ir: Arc<MutationIr>,
+        args: MutationArgs,
+        actor: Option<String>,
+        if_commit: Option<String>,
+    ) -> (Self, oneshot::Receiver<Result<WriteOutcome>>) {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let (reply, rx) = oneshot::channel();
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        (QueuedWrite { id, ir, args, actor, if_commit, attempts: 0, reply }, rx)
+    }
+
+    /// Send the outcome (a caller that gave up is not waiting for it).
+    pub fn answer(self, out: Result<WriteOutcome>) {
+        drop(self.reply.send(out));
+    }
+}
+
+/// Every branch's queue.
+#[derive(Default)]
+pub struct WriteQueues {
+    queues: DashMap<String, VecDeque<QueuedWrite>>,
+}
+
+impl WriteQueues {
+    /// Queue `w` on `branch`; returns its id.
+    pub fn push(&self, branch: &str, w: QueuedWrite) -> u64 {
+        let id = w.id;
+        self.queues.entry(branch.to_string()).or_default().push_back(w);
+        id
+    }
+
+    /// Take up to `max` writes of `branch`, oldest first.
+    pub fn take(&self, branch: &str, max: usize) -> Vec<QueuedWrite> {
+        let Some(mut q) = self.queues.get_mut(branch) else { return vec![] };
+        let n = q.len().min(max);
+        q.drain(..n).collect()
+    }
+
+    /// Give `writes` back to the front of `branch`'s queue, in their order
+    /// (a group deferred them: they stay ahead of later arrivals).
+    pub fn put_back(&self, branch: &str, writes: Vec<QueuedWrite>) {
+        if writes.is_empty() {
+            return;
+        }
+        let mut q = self.queues.entry(branch.to_string()).or_default();
+        for w in writes.into_iter().rev() {
+            q.push_front(w);
+        }
+    }
+
+    /// Take the write `id` out of `branch`'s queue, if no group took it yet.
+    pub fn remove(&self, branch: &str, id: u64) -> bool {
+        let Some(mut q) = self.queues.get_mut(branch) else { return false };
+        let before = q.len();
+        q.retain(|w| w.id != id);
+        q.len() != before
+    }
+
+    /// Writes waiting on `branch`.
+    pub fn len(&self, branch: &str) -> usize {
+        self.queues.get(branch).map_or(0, |q| q.len())
+    }
+
+    /// Whether no write waits on `branch`.
+    pub fn is_empty(&self, branch: &str) -> bool {
+        self.len(branch) == 0
+    }
+}
