@@ -12,7 +12,8 @@
 //!   load's, as for a CLI load of a file), beside one raw Lance write of the
 //!   same rows;
 //! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
-//!   tasks on one branch and on as many branches.
+//!   tasks on one branch and on as many branches, and how many publishes the
+//!   one-branch writes took (a busy branch commits its writes in groups).
 //!
 //! Environment: `OMNIGRAPH_BENCH_LOAD_SIZES` (default `150000,1000000`),
 //! `OMNIGRAPH_BENCH_MUTATIONS` (default 100), `OMNIGRAPH_BENCH_CLI_RUNS`
@@ -309,6 +310,13 @@ async fn throughput(g: &Graph, branches: &[String], tasks: usize, writes: usize,
     (tasks * writes) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// How many `__manifest` publishes main's newest `n` commits took (the
+/// members of a group commit share one).
+async fn publishes(g: &Graph, n: usize) -> usize {
+    let commits = g.commits("main", Some(n)).await.expect("commits");
+    commits.iter().map(|c| c.manifest_version).collect::<std::collections::BTreeSet<_>>().len()
+}
+
 /// Fresh branches `{tag}-0..n`, each forked for Person by one warm-up write.
 async fn fresh_branches(g: &Graph, tag: &str, n: usize) -> Vec<String> {
     let mut out = Vec::with_capacity(n);
@@ -330,6 +338,7 @@ async fn concurrency_figures(dir: &Path) {
         let loc = dir.join(format!("concurrent-{tasks}")).to_string_lossy().to_string();
         let g = example_graph(&loc).await;
         let one = throughput(&g, &["main".to_string()], tasks, writes, "one").await;
+        let publishes = publishes(&g, tasks * writes).await;
         let many = fresh_branches(&g, "w", tasks).await;
         let separate = throughput(&g, &many, tasks, writes, "sep").await;
         println!(
@@ -337,6 +346,7 @@ async fn concurrency_figures(dir: &Path) {
             json!({
                 "figure": "concurrent_writers", "writer_tasks": tasks, "writes_per_task": writes,
                 "writes_per_s_on_one_branch": round(one), "writes_per_s_on_separate_branches": round(separate),
+                "publishes_on_one_branch": publishes,
                 "raw_lance_one_row_commits_per_s": round(floor_per_s),
                 "one_branch_over_floor": round(one / floor_per_s), "separate_over_floor": round(separate / floor_per_s),
             })

@@ -113,3 +113,44 @@ impl WriteQueues {
         self.len(branch) == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{QueuedWrite, WriteQueues};
+    use crate::engine::lang::query::ir::MutationIr;
+    use crate::engine::mutation::MutationArgs;
+
+    fn write() -> QueuedWrite {
+        let ir = Arc::new(MutationIr { statements: vec![] });
+        QueuedWrite::new(ir, MutationArgs { params: Default::default(), now_ms: 0 }, None, None).0
+    }
+
+    #[test]
+    fn a_queue_keeps_arrival_order_through_take_and_put_back() {
+        let q = WriteQueues::default();
+        let ids: Vec<u64> = (0..5).map(|_| q.push("main", write())).collect();
+        q.push("other", write());
+        let taken = q.take("main", 3);
+        assert_eq!(taken.iter().map(|w| w.id).collect::<Vec<_>>(), ids[..3]);
+        // Deferred members go back ahead of the ones that stayed.
+        let back: Vec<QueuedWrite> = taken.into_iter().skip(1).collect();
+        q.put_back("main", back);
+        let rest: Vec<u64> = q.take("main", 10).iter().map(|w| w.id).collect();
+        assert_eq!(rest, [ids[1], ids[2], ids[3], ids[4]]);
+        assert_eq!((q.len("main"), q.len("other")), (0, 1));
+    }
+
+    #[test]
+    fn a_write_leaves_its_queue_only_while_no_group_took_it() {
+        let q = WriteQueues::default();
+        let (a, b) = (q.push("main", write()), q.push("main", write()));
+        assert!(q.remove("main", b));
+        assert!(!q.remove("main", b), "removed twice");
+        let taken = q.take("main", 10);
+        assert_eq!(taken.len(), 1);
+        assert!(!q.remove("main", a), "a taken write cannot leave");
+        assert!(q.is_empty("main"));
+    }
+}

@@ -70,6 +70,7 @@ async fn join(
     write::heal(rt, &intent.branch).await?;
     let (w, mut rx) = QueuedWrite::new(ir, args, intent.actor.clone(), intent.if_commit.clone());
     let id = rt.write_queues().push(&intent.branch, w);
+    let _leave = LeaveOnDrop { rt, branch: &intent.branch, id };
     loop {
         let leases = tokio::select! {
             biased;
@@ -96,6 +97,21 @@ async fn join(
         if let Err(e) = led.await {
             tracing::error!(error = %e, branch = %intent.branch, "a group commit's leader stopped");
         }
+    }
+}
+
+/// Takes a write out of its queue when its caller stops waiting (a dropped
+/// request): no later group commits a write nobody waits for. Once a group
+/// took it, it is past leaving: that group answers it.
+struct LeaveOnDrop<'a> {
+    rt: &'a Runtime,
+    branch: &'a str,
+    id: u64,
+}
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        self.rt.write_queues().remove(self.branch, self.id);
     }
 }
 
