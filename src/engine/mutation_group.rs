@@ -95,7 +95,7 @@ pub async fn prepare(capture: &Capture, members: &[Member<'_>]) -> Result<GroupP
         let before = staging.checkpoint();
         let plan = run_member(&mut staging, m).await;
         if !matches!(plan, MemberPlan::Included(_)) {
-            staging.restore(before);
+            staging.rewind(before);
         } else {
             head = Some(m.commit_id.to_string());
         }

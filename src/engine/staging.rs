@@ -145,7 +145,7 @@ impl<'c> MutationStaging<'c> {
     }
 
     /// Return to `cp`, dropping everything staged and touched since.
-    pub fn restore(&mut self, cp: Checkpoint) {
+    pub fn rewind(&mut self, cp: Checkpoint) {
         self.tables = cp.0;
         self.touched.clear();
     }
