@@ -40,7 +40,7 @@ async fn a_group_commits_each_member_in_order_and_refuses_a_failing_one_alone() 
     let requests = vec![
         MutationRequest {
             if_commit: Some(base.clone()),
-            ..request(r#"query q() { insert Person { name: "Dan", age: 30 } }"#)
+            ..request(r#"query q() { insert Person { name: "Dan", age: 30, email: "dan@example.com" } }"#)
         },
         // Sees Dan, staged by the member before it.
         request(r#"query q() { insert Knows { from: "Dan", to: "Alice" } }"#),
@@ -53,6 +53,8 @@ async fn a_group_commits_each_member_in_order_and_refuses_a_failing_one_alone() 
         request(r#"query q() { insert Person { name: "Frank", email: "not-an-email" } }"#),
         request(r#"query q() { insert Company { name: "Initech" } insert WorksAt { from: "Dan", to: "Initech" } }"#),
         request("query q( { broken"),
+        // `@unique` against the email member 0 staged.
+        request(r#"query q() { insert Person { name: "Gus", email: "dan@example.com" } }"#),
     ];
     let out = g.mutate_many(&requests, &WriteOptions::default()).await.expect("group");
     assert_eq!(out.len(), requests.len());
@@ -73,6 +75,7 @@ async fn a_group_commits_each_member_in_order_and_refuses_a_failing_one_alone() 
     assert!(matches!(&out[4], Ok(o) if o.commit_id.is_none() && o.nodes_affected == 0), "{:?}", out[4]);
     assert!(matches!(&out[6], Err(OmniError::BadRequest(m)) if m.contains("delete")), "{:?}", out[6]);
     assert!(out[7].is_err() && out[9].is_err(), "{:?} {:?}", out[7], out[9]);
+    assert!(matches!(&out[10], Err(OmniError::BadRequest(m)) if m.contains("email")), "{:?}", out[10]);
     let own = |i: usize| out[i].as_ref().map(|o| (o.nodes_affected, o.edges_affected)).expect("ok");
     assert_eq!([own(0), own(1), own(5), own(8)], [(1, 0), (0, 1), (1, 0), (1, 1)]);
 

@@ -188,7 +188,9 @@ async fn prepare(capture: &Capture, members: &[QueuedWrite], lineages: &[Lineage
         .zip(lineages)
         .map(|(m, l)| Member { ir: &m.ir, args: &m.args, if_commit: m.if_commit.as_deref(), commit_id: &l.commit_id })
         .collect();
-    mutation_group::prepare(capture, &inputs).instrument(info_span!("saga.prepare", members = inputs.len())).await
+    mutation_group::prepare(capture, &inputs)
+        .instrument(info_span!("saga.prepare", operation_id = %lineages[0].commit_id, members = inputs.len()))
+        .await
 }
 
 /// Answer the members the plan leaves out, run the pipeline for the
