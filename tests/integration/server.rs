@@ -347,10 +347,14 @@ async fn concurrent_clients_lose_no_acknowledged_write() {
         })
         .collect();
     let mut acked = Vec::new();
+    let mut commits: Vec<(usize, String)> = Vec::new();
     for t in tasks {
         let (i, st, v) = t.await.expect("join");
         match st {
-            200 => acked.push(i),
+            200 => {
+                acked.push(i);
+                commits.push((i, v["graph_commit_id"].as_str().unwrap_or_default().to_string()));
+            }
             429 => {}
             other => panic!("unexpected status {other}: {v}\nserver log:\n{}", s.log()),
         }
@@ -369,6 +373,14 @@ async fn concurrent_clients_lose_no_acknowledged_write() {
             let expected = usize::from(branch_of(*i) == branch);
             let w = format!("w{i}");
             assert_eq!(names.iter().filter(|n| **n == w).count(), expected, "{w} on {branch}: {names:?}");
+        }
+        // Each acknowledged write is its own commit, once in the branch's history
+        // (the writes queued on a busy branch commit as groups).
+        let (_, h) = get(&s, &format!("/graphs/g/commits?branch={branch}")).await;
+        let ids: Vec<&str> =
+            h["commits"].as_array().into_iter().flatten().filter_map(|c| c["commit_id"].as_str()).collect();
+        for (i, id) in commits.iter().filter(|(i, _)| branch_of(*i) == branch) {
+            assert_eq!(ids.iter().filter(|c| *c == id).count(), 1, "w{i}'s commit {id} on {branch}: {ids:?}");
         }
     }
 }
