@@ -333,8 +333,10 @@ async fn concurrency_figures(dir: &Path) {
     let floor = raw_one_row_commits(&dir.join("floor-concurrency"), 48).await;
     let floor_per_s = floor.len() as f64 / floor.iter().sum::<Duration>().as_secs_f64();
     for tasks in [1usize, 8, 32] {
-        // About 96 commits per configuration, at least 2 per writer.
-        let writes = (96 / tasks).max(2);
+        // About 320 commits per configuration (at least 2 per writer): long
+        // enough that the first moment, when every writer races alone
+        // before the branch is busy, does not set the figure.
+        let writes = (320 / tasks).max(2);
         let loc = dir.join(format!("concurrent-{tasks}")).to_string_lossy().to_string();
         let g = example_graph(&loc).await;
         let one = throughput(&g, &["main".to_string()], tasks, writes, "one").await;
