@@ -63,13 +63,6 @@ pub struct GroupPlan {
     pub members: Vec<MemberPlan>,
 }
 
-impl GroupPlan {
-    /// Whether any member is in the commit.
-    pub fn any_included(&self) -> bool {
-        self.members.iter().any(|m| matches!(m, MemberPlan::Included(_)))
-    }
-}
-
 /// Run `members` in order against `capture` and stage what the included
 /// ones changed. An error here is the whole group's (a storage failure
 /// while staging); a member's own failure is its [`MemberPlan::Rejected`].

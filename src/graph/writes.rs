@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::actors::saga::group;
 use crate::actors::saga::write::{self, WriteIntent, WriteOutcome};
 use crate::actors::write_queue::QueuedWrite;
+use crate::engine::lang::catalog::Catalog;
 use crate::engine::lang::query::ir::{BodyIr, MutationIr};
 use crate::engine::loader::{self, LoadMode};
 use crate::engine::mutation::{self, MutationArgs};
@@ -25,19 +26,16 @@ impl Graph {
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
         let schema = self.schema().await?;
-        let ir = compile_one(&schema.catalog, source, name)?;
-        let BodyIr::Mutation(m) = &ir.body else {
-            return Err(OmniError::BadRequest(format!("`{}` is a read query; use `query`", ir.name)));
-        };
+        let (_, m) = compile_mutation(&schema.catalog, source, name)?;
         let args = MutationArgs { params, now_ms: chrono::Utc::now().timestamp_millis() };
         let intent = WriteIntent {
             kind: WriterKind::Mutation,
             branch: opts.branch.clone(),
             actor: opts.actor.clone(),
             if_commit: opts.if_commit.clone(),
-            retry_on_conflict: mutation::insert_only(m),
+            retry_on_conflict: mutation::insert_only(&m),
         };
-        group::mutate(&self.rt, &intent, Arc::new(m.clone()), args).await
+        group::mutate(&self.rt, &intent, Arc::new(m), args).await
     }
 
     /// Commit `requests` on `opts.branch` as one group commit: in order,
@@ -129,14 +127,21 @@ enum Answer {
     Later(tokio::sync::oneshot::Receiver<Result<WriteOutcome>>),
 }
 
+/// The mutation `name` (or the only query) of `source`, with its name; a
+/// read query is refused.
+fn compile_mutation(catalog: &Catalog, source: &str, name: Option<&str>) -> Result<(String, MutationIr)> {
+    let ir = compile_one(catalog, source, name)?;
+    match ir.body {
+        BodyIr::Mutation(m) => Ok((ir.name, m)),
+        _ => Err(OmniError::BadRequest(format!("`{}` is a read query; use `query`", ir.name))),
+    }
+}
+
 /// The compiled mutation of `r`, if it may share a group.
-fn group_member(catalog: &crate::engine::lang::catalog::Catalog, r: &MutationRequest) -> Result<Arc<MutationIr>> {
-    let ir = compile_one(catalog, &r.source, r.name.as_deref())?;
-    let BodyIr::Mutation(m) = ir.body else {
-        return Err(OmniError::BadRequest(format!("`{}` is a read query; use `query`", ir.name)));
-    };
+fn group_member(catalog: &Catalog, r: &MutationRequest) -> Result<Arc<MutationIr>> {
+    let (name, m) = compile_mutation(catalog, &r.source, r.name.as_deref())?;
     if !mutation::groupable(&m) {
-        return Err(OmniError::BadRequest(format!("`{}` deletes: a delete commits alone (use mutate)", ir.name)));
+        return Err(OmniError::BadRequest(format!("`{name}` deletes: a delete commits alone (use mutate)")));
     }
     Ok(Arc::new(m))
 }

@@ -11,7 +11,6 @@
 //! insert-only write answers by preparing again (bounded); after it, any
 //! failure is `RecoveryRequired` and the sidecar stays for recovery.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 
 use tracing::{Instrument, debug, info_span};
@@ -23,7 +22,7 @@ use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::Lineage;
 pub use crate::engine::write_plan::WriteOutcome;
-use crate::engine::write_plan::{AuthorityToken, Capture, Prepared};
+use crate::engine::write_plan::{self, AuthorityToken, Capture, Prepared};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
 
@@ -123,7 +122,7 @@ where
     let leases = if gated { pipeline::lease_branch(rt, &intent.branch).await? } else { LeaseSet::default() };
     let capture = capture(rt, intent).await?;
     let token = capture.token.clone();
-    let pins: BTreeMap<String, u64> = capture.view.state.tables.iter().map(|(k, t)| (k.clone(), t.version)).collect();
+    let pins = write_plan::pins(&capture.view);
     let plan = prepare(capture).instrument(info_span!("saga.prepare", branch = %intent.branch)).await?;
     let attempt = Attempt::new(rt, intent.kind, &intent.branch, lineage);
     let prepared = pipeline::Prepared::new(attempt, token, pins, plan, leases)?;

@@ -153,11 +153,6 @@ impl Lineage {
     pub fn head_commit_id(&self) -> &str {
         self.group.last().map_or(&self.commit_id, |m| &m.commit_id)
     }
-
-    /// Every commit this lineage publishes, in chain order.
-    pub fn commit_ids(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.commit_id.as_str()).chain(self.group.iter().map(|m| m.commit_id.as_str()))
-    }
 }
 
 /// One publish.
