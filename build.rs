@@ -1,9 +1,15 @@
-//! Link the `omnigraph` binary as a position-dependent executable on Linux.
+//! Link the `omnigraph` binary for a short-lived CLI process on Linux.
 //!
-//! Lance, DataFusion and Arrow make a ~300 MB binary with ~350,000 relative
-//! relocations: as a PIE, the dynamic loader applies them all before `main`,
-//! about 6 ms of every CLI process (measured: `omnigraph --version` 8.7 ms
-//! as a PIE, 2.6 ms without). A one-shot command pays that on every call.
+//! - Position-dependent: Lance, DataFusion and Arrow make a ~300 MB binary
+//!   with ~350,000 relative relocations; as a PIE, the dynamic loader applies
+//!   them all before `main`, about 6 ms of every CLI process (measured:
+//!   `omnigraph --version` 8.7 ms as a PIE, 2.6 ms without).
+//! - In release builds, hot code first: `link/hot-symbols.txt` (written by
+//!   `scripts/hot_symbols.sh`) lists the functions the everyday commands run,
+//!   and the linker places them at the start of `.text`, so a command faults
+//!   in a few contiguous megabytes of code instead of pages scattered over
+//!   the whole binary. Names a build lacks are skipped silently.
+//!
 //! Only the binaries are linked this way; the library, tests and examples
 //! keep the toolchain's defaults.
 
@@ -11,7 +17,15 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
-    if os == "linux" && env == "gnu" {
-        println!("cargo:rustc-link-arg-bins=-no-pie");
+    if os != "linux" || env != "gnu" {
+        return;
+    }
+    println!("cargo:rustc-link-arg-bins=-no-pie");
+    let order =
+        std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("link/hot-symbols.txt");
+    println!("cargo:rerun-if-changed={}", order.display());
+    if std::env::var("PROFILE").as_deref() == Ok("release") && order.is_file() {
+        println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }

@@ -4,9 +4,10 @@
 //!
 //! Prints one JSON object per figure:
 //! - `one_row_mutation`: p50/p99 latency of a one-row insert `mutate`, in-process
-//!   and as a whole CLI process, beside the raw-Lance one-row merge-insert commit
-//!   on a bare dataset;
-//! - `open_snapshot`: in-process open + snapshot, and the CLI `snapshot` process;
+//!   and as a whole CLI process (with the process's peak RSS), beside the
+//!   raw-Lance one-row merge-insert commit on a bare dataset;
+//! - `open_snapshot`: in-process open + snapshot, and the CLI `snapshot` process
+//!   (with its peak RSS);
 //! - `load`: entities/s and peak RSS of `load` (overwrite, append, merge) of N
 //!   nodes + N edges for each N, streamed from a line generator (the RSS is the
 //!   load's, as for a CLI load of a file), beside one raw Lance write of the
@@ -73,11 +74,22 @@ fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn timed_cli(args: &[&str]) -> Duration {
-    let start = Instant::now();
-    let out = std::process::Command::new(cli::cli_binary()).args(args).output().expect("run omnigraph");
-    assert!(out.status.success(), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    start.elapsed()
+/// `runs` CLI processes made by `args(i)`: latency percentiles plus the
+/// median and largest peak RSS of one process.
+fn cli_figures<F: Fn(usize) -> Vec<String>>(runs: usize, args: F) -> Value {
+    let (mut times, mut rss): (Vec<Duration>, Vec<u64>) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for i in 0..runs {
+        let args = args(i);
+        let run = cli::run_measured(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        times.push(run.elapsed);
+        rss.push(run.peak_rss_kib);
+    }
+    rss.sort_unstable();
+    let mib = |kib: u64| round(kib as f64 / 1024.0);
+    let mut out = percentiles(times);
+    out["peak_rss_mib_p50"] = json!(mib(rss.get(rss.len() / 2).copied().unwrap_or(0)));
+    out["peak_rss_mib_max"] = json!(mib(rss.last().copied().unwrap_or(0)));
+    out
 }
 
 async fn example_graph(loc: &str) -> Graph {
@@ -119,11 +131,11 @@ async fn mutation_figures(dir: &Path) {
     }
     drop(g);
     omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
-    let cli: Vec<Duration> = (0..env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 30))
-        .map(|i| timed_cli(&["mutate", "-e", &insert_source(&format!("c{i}")), &loc]))
-        .collect();
+    let cli = cli_figures(env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 30), |i| {
+        vec!["mutate".into(), "-e".into(), insert_source(&format!("c{i}")), loc.clone()]
+    });
     let ratio = |a: &Value, b: &Value| round(a["p50_ms"].as_f64().unwrap_or(0.0) / b["p50_ms"].as_f64().unwrap_or(1.0));
-    let (floor, in_process, cli) = (percentiles(floor), percentiles(in_process), percentiles(cli));
+    let (floor, in_process) = (percentiles(floor), percentiles(in_process));
     println!(
         "{}",
         json!({
@@ -148,7 +160,7 @@ async fn open_figures(dir: &Path) {
         drop(g);
         omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
     }
-    let cli: Vec<Duration> = (0..runs).map(|_| timed_cli(&["snapshot", "--json", &loc])).collect();
+    let cli = cli_figures(runs, |_| vec!["snapshot".into(), "--json".into(), loc.clone()]);
     let floor: Vec<Duration> = {
         let uri = format!("{loc}/__manifest");
         let mut v = Vec::with_capacity(runs);
@@ -165,7 +177,7 @@ async fn open_figures(dir: &Path) {
         json!({
             "figure": "open_snapshot",
             "in_process_open_read_only_and_snapshot": percentiles(in_process),
-            "cli_snapshot_process": percentiles(cli),
+            "cli_snapshot_process": cli,
             "raw_lance_open_and_scan_of_the_manifest": percentiles(floor),
         })
     );
@@ -359,6 +371,7 @@ async fn concurrency_figures(dir: &Path) {
 }
 
 fn main() {
+    cli::serve_measure_request();
     if !std::env::args().any(|a| a == "--bench") {
         println!("write benchmark: run with `cargo run --release --example bench_writes -- --bench`");
         return;
