@@ -77,23 +77,34 @@ pub struct TableLoad {
     pub is_edge: bool,
     /// The rows, as Arrow in the type's catalog schema.
     pub batches: Vec<RecordBatch>,
+    /// Per batch: it holds only rows whose ids the parser minted (fresh
+    /// ULIDs, which no committed row holds: a merge appends them).
+    pub minted: Vec<bool>,
     /// The input line of each row, in batch order (errors found after
     /// parsing still name the line).
     pub lines: Vec<u32>,
-    /// Every id loaded, with the line that holds it (the parser's own
-    /// duplicate-id set, moved here: no second copy).
+    /// Every given or key-derived id loaded, with the line that holds it
+    /// (the parser's own duplicate-id set, moved here: no second copy).
+    /// Minted ids are not kept.
     pub ids: IdLines,
     /// Per single-column `@unique` string property: value → id holding it.
     pub unique_values: HashMap<String, HashMap<String, String>>,
     pending: Vec<EntityRow>,
     /// The line each pending row came from (validation errors name it).
     pending_lines: Vec<usize>,
+    /// Whether each pending row's id was minted.
+    pending_minted: Vec<bool>,
 }
 
 impl TableLoad {
     /// Rows in this part.
     pub fn rows(&self) -> u64 {
-        self.ids.len() as u64
+        self.lines.len() as u64
+    }
+
+    /// The batches whose rows' ids were minted (`true`) or not (`false`).
+    fn batches_minted(&self, minted: bool) -> Vec<&RecordBatch> {
+        self.batches.iter().zip(&self.minted).filter(|(_, m)| **m == minted).map(|(b, _)| b).collect()
     }
 }
 
@@ -138,6 +149,7 @@ pub fn parse_with_progress(catalog: &Catalog, reader: impl BufRead, progress: &d
                 ..Default::default()
             }),
         };
+        part.pending_minted.push(record.minted());
         part.pending.push(record.into_row());
         part.pending_lines.push(line_no);
         if part.pending.len() >= CHUNK_ROWS {
@@ -165,6 +177,7 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
     }
     let rows = std::mem::take(&mut part.pending);
     let lines = std::mem::take(&mut part.pending_lines);
+    let minted = std::mem::take(&mut part.pending_minted);
     let def = catalog
         .type_def(&part.type_name)
         .ok_or_else(|| OmniError::BadRequest(format!("unknown type `{}`", part.type_name)))?;
@@ -200,14 +213,26 @@ fn flush(catalog: &Catalog, part: &mut TableLoad) -> Result<()> {
             }
         }
     }
-    // Two halves built at once (one batch each).
-    let (type_name, mid) = (part.type_name.as_str(), rows.len() / 2);
-    let (head, tail) = rayon::join(
-        || rows::to_batch_for(type_name, &schema, &rows[..mid]),
-        || rows::to_batch_for(type_name, &schema, &rows[mid..]),
-    );
-    part.batches.extend([head?, tail?].into_iter().filter(|b| b.num_rows() > 0));
-    part.lines.extend(lines.iter().map(|&n| u32::try_from(n).unwrap_or(u32::MAX)));
+    // Rows with given ids first, then minted ones (a merge stages the two
+    // differently), each group in input order and built as two halves at once.
+    let (mut given, mut fresh) = (Vec::new(), Vec::new());
+    for ((row, line), m) in rows.into_iter().zip(lines).zip(minted) {
+        if m { &mut fresh } else { &mut given }.push((row, line));
+    }
+    let type_name = part.type_name.as_str();
+    for (group, is_minted) in [(given, false), (fresh, true)] {
+        let (rows, lines): (Vec<EntityRow>, Vec<usize>) = group.into_iter().unzip();
+        let mid = rows.len() / 2;
+        let (head, tail) = rayon::join(
+            || rows::to_batch_for(type_name, &schema, &rows[..mid]),
+            || rows::to_batch_for(type_name, &schema, &rows[mid..]),
+        );
+        for batch in [head?, tail?].into_iter().filter(|b| b.num_rows() > 0) {
+            part.batches.push(batch);
+            part.minted.push(is_minted);
+        }
+        part.lines.extend(lines.iter().map(|&n| u32::try_from(n).unwrap_or(u32::MAX)));
+    }
     Ok(())
 }
 
@@ -360,13 +385,14 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
     let ds = capture.pinned(key).await?;
     let schema = table::arrow_schema(&ds);
     // Same columns, the dataset's own field metadata.
-    let batches: Vec<RecordBatch> = part
-        .batches
-        .iter()
-        .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))?;
-    let plan = match mode {
+    let rewrap = |batches: Vec<&RecordBatch>| -> Result<Vec<RecordBatch>> {
+        batches
+            .into_iter()
+            .map(|b| RecordBatch::try_new(Arc::clone(&schema), b.columns().to_vec()))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| OmniError::Internal(format!("{}: batch does not fit the dataset schema: {e}", part.type_name)))
+    };
+    let plans = match mode {
         LoadMode::Append => {
             let ids = part.ids.keys().map(String::as_str);
             let contains = |id: &str| part.ids.contains_key(id);
@@ -374,11 +400,20 @@ async fn stage_table(capture: &Capture, key: &str, part: &TableLoad, mode: LoadM
                 let entity_kind = if part.is_edge { "edge" } else { "node" };
                 return Err(OmniError::KeyConflict { entity_kind, type_name: part.type_name.clone(), id });
             }
-            // The ids were just proved absent at the pin, which the commit holds.
-            StagePlan::Append { batches }
+            // The given ids were just proved absent at the pin, which the
+            // commit holds; minted ones are fresh.
+            vec![StagePlan::Append { batches: rewrap(part.batches.iter().collect())? }]
         }
-        LoadMode::Merge => StagePlan::Merge { batches, mode: MergeMode::Upsert },
-        LoadMode::Overwrite => StagePlan::Overwrite { batches },
+        // Rows with given ids may match committed rows: a merge-insert. Rows
+        // with minted ids cannot: an append, without the join.
+        LoadMode::Merge => {
+            let given = rewrap(part.batches_minted(false))?;
+            let fresh = rewrap(part.batches_minted(true))?;
+            let merge = (!given.is_empty()).then(|| StagePlan::Merge { batches: given, mode: MergeMode::Upsert });
+            let append = (!fresh.is_empty()).then_some(StagePlan::Append { batches: fresh });
+            merge.into_iter().chain(append).collect()
+        }
+        LoadMode::Overwrite => vec![StagePlan::Overwrite { batches: rewrap(part.batches.iter().collect())? }],
     };
-    capture.prepare_table(key, ds, plan).await
+    capture.prepare_table_chain(key, ds, plans).await
 }

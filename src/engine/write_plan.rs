@@ -105,8 +105,19 @@ impl Capture {
         ds: Arc<Dataset>,
         plan: StagePlan,
     ) -> Result<Option<PreparedTable>> {
+        self.prepare_table_chain(table_key, ds, vec![plan]).await
+    }
+
+    /// [`Self::prepare_table`] for an ordered chain of plans on one table
+    /// (see [`prepare_chain`]).
+    pub async fn prepare_table_chain(
+        &self,
+        table_key: &str,
+        ds: Arc<Dataset>,
+        plans: Vec<StagePlan>,
+    ) -> Result<Option<PreparedTable>> {
         let entry = self.table(table_key)?;
-        prepare_chain(&self.root, table_key, entry, self.target_branch(), ds, vec![plan]).await
+        prepare_chain(&self.root, table_key, entry, self.target_branch(), ds, plans).await
     }
 }
 

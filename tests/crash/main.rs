@@ -192,7 +192,9 @@ impl Op {
                 g.load(data.as_bytes(), LoadMode::Append, &o).await
             }
             Op::LoadMerge => {
-                let data = "{\"type\": \"Person\", \"data\": {\"name\": \"Bob\", \"age\": 28}}\n{\"type\": \"Company\", \"data\": {\"name\": \"Hooli\"}}\n";
+                // Knows gets a two-step chain: a merge-insert of the edge
+                // with a given id, then an append of the one with a minted id.
+                let data = "{\"type\": \"Person\", \"data\": {\"name\": \"Bob\", \"age\": 28}}\n{\"type\": \"Company\", \"data\": {\"name\": \"Hooli\"}}\n{\"edge\": \"Knows\", \"from\": \"Bob\", \"to\": \"Carol\", \"data\": {\"id\": \"k-bob-carol\"}}\n{\"edge\": \"Knows\", \"from\": \"Carol\", \"to\": \"Bob\"}\n";
                 g.load(data.as_bytes(), LoadMode::Merge, &o).await
             }
             Op::LoadOverwrite => {

@@ -220,6 +220,56 @@ async fn a_load_checks_edge_endpoints_and_card_against_the_load_and_committed_ro
     assert_consistent(&g).await;
 }
 
+/// A merge load stages rows whose ids it minted (edges without `data.id`)
+/// as an append after the merge-insert of the rest: two transactions on one
+/// table, one commit, and the same rows as one merge-insert would give.
+#[tokio::test]
+async fn a_merge_load_appends_minted_ids_and_merges_given_ones() {
+    let (_dir, g) = loaded_social_graph().await;
+    let data = [
+        r#"{"type": "Person", "data": {"name": "Bob", "age": 28}}"#,
+        r#"{"edge": "Knows", "from": "Alice", "to": "Carol", "data": {"id": "k1"}}"#,
+        r#"{"edge": "Knows", "from": "Carol", "to": "Alice"}"#,
+    ]
+    .join("\n");
+    let (before, commits) = (pins(&g).await, g.commits("main", None).await.expect("commits").len());
+    let out = g.load(data.as_bytes(), LoadMode::Merge, &opts()).await.expect("merge");
+    assert_eq!((out.nodes_affected, out.edges_affected), (1, 2));
+    let after = pins(&g).await;
+    assert_eq!(after["edge:Knows"], (before["edge:Knows"].0 + 2, 4), "merge-insert, then append");
+    assert_eq!(after["node:Person"], (before["node:Person"].0 + 1, 3), "an upsert of a keyed node");
+    assert_eq!(g.commits("main", None).await.expect("commits").len(), commits + 1, "one commit");
+    assert_consistent(&g).await;
+
+    // Again: k1 is updated in place, the id-less edge is a new edge again.
+    g.load(data.replace("Carol\", \"data", "Bob\", \"data").as_bytes(), LoadMode::Merge, &opts())
+        .await
+        .expect("merge again");
+    let view = manifest::load(g.root(), "main", None).await.expect("view");
+    let knows = &view.state.tables["edge:Knows"];
+    let ds = table::open_table(&g.root().child_uri(&knows.location), None, Some(knows.version)).await.expect("open");
+    let batches = table::scan_columns(&ds, &["id", "dst"]).await.expect("scan");
+    let rows: Vec<(String, String)> = batches
+        .iter()
+        .flat_map(|b| {
+            let col = |n: &str| {
+                b.column_by_name(n)
+                    .expect("column")
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .expect("utf8")
+                    .clone()
+            };
+            let (id, dst) = (col("id"), col("dst"));
+            (0..b.num_rows()).map(move |i| (id.value(i).to_string(), dst.value(i).to_string()))
+        })
+        .collect();
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    let k1: Vec<_> = rows.iter().filter(|(id, _)| id == "k1").collect();
+    assert_eq!(k1, vec![&("k1".to_string(), "Bob".to_string())], "k1 updated in place");
+    assert_consistent(&g).await;
+}
+
 #[tokio::test]
 async fn the_admission_limit_refuses_an_oversized_mutation_before_arming() {
     let (_dir, g) = loaded_social_graph().await;

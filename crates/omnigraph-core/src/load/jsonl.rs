@@ -46,6 +46,9 @@ pub enum LoadRecord {
         id: String,
         /// The row (`src`/`dst` unset).
         row: EntityRow,
+        /// The id is a fresh ULID minted here (an unkeyed node without
+        /// `data.id`): no other line and no committed row can hold it.
+        minted: bool,
     },
     /// An edge line.
     Edge {
@@ -53,6 +56,9 @@ pub enum LoadRecord {
         edge_name: String,
         /// The row: `src` = `from`, `dst` = `to`.
         row: EntityRow,
+        /// The id is a fresh ULID minted here (no `data.id`): no other line
+        /// and no committed row can hold it.
+        minted: bool,
     },
 }
 
@@ -69,6 +75,14 @@ impl LoadRecord {
     pub fn row(&self) -> &EntityRow {
         match self {
             LoadRecord::Node { row, .. } | LoadRecord::Edge { row, .. } => row,
+        }
+    }
+
+    /// Whether the id was minted by the parser (a fresh ULID) rather than
+    /// given or derived from `@key`.
+    pub fn minted(&self) -> bool {
+        match self {
+            LoadRecord::Node { minted, .. } | LoadRecord::Edge { minted, .. } => *minted,
         }
     }
 
@@ -350,9 +364,10 @@ impl<'c> JsonlParser<'c> {
         let data = data_object(line_no, &envelope)?;
         let given_id = data_id(line_no, data)?;
         let props = read_props(line_no, &node.name, &node.properties, data, false)?;
+        let minted = node.key.is_empty() && given_id.is_none();
         let id = node_id(line_no, node, &props, given_id)?;
         let row = EntityRow { id: id.clone(), src: None, dst: None, props };
-        Ok(LoadRecord::Node { type_name: node.name.clone(), id, row })
+        Ok(LoadRecord::Node { type_name: node.name.clone(), id, row, minted })
     }
 
     fn edge_line(&self, line_no: usize, envelope: Map<String, Value>) -> Result<LoadRecord, OmniError> {
@@ -367,9 +382,10 @@ impl<'c> JsonlParser<'c> {
         let data = data_object(line_no, &envelope)?;
         let given_id = data_id(line_no, data)?;
         let props = read_props(line_no, &edge.name, &edge.properties, data, true)?;
+        let minted = given_id.is_none();
         let id = given_id.map_or_else(generate_id, str::to_string);
         let row = EntityRow { id, src: Some(from), dst: Some(to), props };
-        Ok(LoadRecord::Edge { edge_name: edge.name.clone(), row })
+        Ok(LoadRecord::Edge { edge_name: edge.name.clone(), row, minted })
     }
 }
 
@@ -517,6 +533,10 @@ fn node_id(
 #[derive(Debug, Default, Clone)]
 pub struct DuplicateIds {
     seen: HashMap<String, IdLines>,
+    /// Per type, how many minted ids were returned: fresh ULIDs cannot
+    /// repeat, so they are counted, not kept (a million kept ids cost
+    /// ~85 MB).
+    minted: HashMap<String, usize>,
 }
 
 impl DuplicateIds {
@@ -545,17 +565,26 @@ impl DuplicateIds {
         }
     }
 
-    /// [`DuplicateIds::check`] for a parsed record.
+    /// [`DuplicateIds::check`] for a parsed record; a minted id is only counted.
     pub fn check_record(&mut self, line_no: usize, record: &LoadRecord) -> Result<(), OmniError> {
+        if record.minted() {
+            match self.minted.get_mut(record.type_name()) {
+                Some(n) => *n += 1,
+                None => {
+                    self.minted.insert(record.type_name().to_string(), 1);
+                }
+            }
+            return Ok(());
+        }
         self.check(line_no, record.type_name(), &record.row().id)
     }
 
-    /// How many distinct ids were recorded for `type_name`.
+    /// How many distinct ids were recorded for `type_name`, minted ones included.
     pub fn count(&self, type_name: &str) -> usize {
-        self.seen.get(type_name).map_or(0, HashMap::len)
+        self.seen.get(type_name).map_or(0, HashMap::len) + self.minted.get(type_name).copied().unwrap_or(0)
     }
 
-    /// Take `type_name`'s ids, each with the line it was first seen on.
+    /// Take `type_name`'s given (not minted) ids, each with the line it was first seen on.
     pub fn take(&mut self, type_name: &str) -> IdLines {
         self.seen.remove(type_name).unwrap_or_default()
     }

@@ -159,8 +159,9 @@ fn assert_bad(line: &str, needles: &[&str]) {
 #[test]
 fn node_line_with_keyed_id() {
     let rec = parse(r#"{"type":"Person","data":{"name":"Alice","age":30}}"#).unwrap().unwrap();
-    let LoadRecord::Node { type_name, id, row } = rec else { panic!("node expected") };
+    let LoadRecord::Node { type_name, id, row, minted } = rec else { panic!("node expected") };
     assert_eq!((type_name.as_str(), id.as_str(), row.id.as_str()), ("Person", "Alice", "Alice"));
+    assert!(!minted, "a key-derived id is not minted");
     assert_eq!(row.props.get("age"), Some(&json!(30)));
     assert!(row.src.is_none() && row.dst.is_none());
     // A node property may be called `src`.
@@ -244,8 +245,9 @@ fn unknown_types() {
 #[test]
 fn edge_names_match_case_insensitively() {
     let rec = parse(r#"{"edge":"worksWITH","from":"a","to":"b"}"#).unwrap().unwrap();
-    let LoadRecord::Edge { edge_name, row } = rec else { panic!("edge expected") };
+    let LoadRecord::Edge { edge_name, row, minted } = rec else { panic!("edge expected") };
     assert_eq!(edge_name, "WorksWith");
+    assert!(minted, "an edge without data.id gets a minted id");
     assert_eq!((row.src.as_deref(), row.dst.as_deref()), (Some("a"), Some("b")));
 }
 
@@ -322,6 +324,23 @@ fn duplicate_ids_within_one_load() {
     dup.check(3, "Knows", "k").unwrap();
     let err = dup.check(9, "Knows", "k").unwrap_err();
     assert!(err.to_string().contains("line 9: duplicate id `k` for type Knows (first seen on line 3)"), "{err}");
+}
+
+#[test]
+fn minted_ids_are_counted_not_kept() {
+    let catalog = catalog();
+    let mut parser = JsonlParser::new(&catalog);
+    let memo = parser.parse_line(1, r#"{"type":"Memo","data":{"text":"a"}}"#).unwrap().unwrap();
+    assert!(memo.minted(), "an unkeyed node without data.id gets a minted id");
+    let given = parser.parse_line(2, r#"{"type":"Memo","data":{"id":"m1","text":"b"}}"#).unwrap().unwrap();
+    assert!(!given.minted());
+    assert!(parser.parse_line(3, r#"{"edge":"Knows","from":"a","to":"b"}"#).unwrap().unwrap().minted());
+    let edge = parser.parse_line(4, r#"{"edge":"Knows","from":"a","to":"b","data":{"id":"k1"}}"#).unwrap().unwrap();
+    assert!(!edge.minted());
+    assert_eq!((parser.seen_ids().count("Memo"), parser.seen_ids().count("Knows")), (2, 2));
+    let mut seen = parser.into_seen_ids();
+    assert_eq!(seen.take("Memo").keys().collect::<Vec<_>>(), vec!["m1"]);
+    assert_eq!(seen.take("Knows").keys().collect::<Vec<_>>(), vec!["k1"]);
 }
 
 #[test]
