@@ -40,6 +40,11 @@ use omnigraph::engine::storage::{MergeMode, TxnIdentity, table};
 use omnigraph::{Graph, LoadMode, Omnigraph, OpenMode, WriteOptions};
 use serde_json::{Map, Value, json};
 
+/// The CLI's allocator, so that a load's figures here are a CLI load's.
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const SCHEMA: &str = include_str!("social.pg");
 const DATA: &str = include_str!("social.jsonl");
 

@@ -6,6 +6,11 @@
 
 use std::process::ExitCode;
 
+/// jemalloc: see the dependency's note in Cargo.toml.
+#[cfg(all(unix, not(target_env = "musl")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// `print!` that ends the process as Unix tools do when stdout is a pipe
 /// its reader closed (`omnigraph … | head`), instead of panicking.
 macro_rules! out {
