@@ -5,13 +5,15 @@
 //! Prints one JSON object per figure:
 //! - `one_row_mutation`: p50/p99 latency of a one-row insert `mutate`, in-process
 //!   and as a whole CLI process (with the process's peak RSS), beside the
-//!   raw-Lance one-row merge-insert commit on a bare dataset;
+//!   raw-Lance one-row merge-insert commit on a bare dataset, and the share of
+//!   `link/hot-symbols.txt` the CLI binary links;
 //! - `open_snapshot`: in-process open + snapshot, and the CLI `snapshot` process
 //!   (with its peak RSS);
 //! - `load`: entities/s and peak RSS of `load` (overwrite, append, merge) of N
-//!   nodes + N edges for each N, streamed from a line generator (the RSS is the
-//!   load's, as for a CLI load of a file), beside one raw Lance write of the
-//!   same rows;
+//!   nodes + N edges for each N in-process, streamed from a line generator
+//!   (the peak includes what the benchmark process already holds), beside one
+//!   raw Lance write of the same rows; then the same loads as CLI processes
+//!   reading files (`cli_process`: time and each process's own peak RSS);
 //! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
 //!   tasks on one branch and on as many branches, and how many publishes the
 //!   one-branch writes took (a busy branch commits its writes in groups).
@@ -123,6 +125,19 @@ async fn raw_one_row_commits(dir: &Path, n: usize) -> Vec<Duration> {
     out
 }
 
+/// The share of `link/hot-symbols.txt` the CLI binary defines (build.rs
+/// orders those functions first; a stale list loses the CLI's locality).
+/// `None` when `nm` cannot read the binary.
+fn hot_symbols_linked() -> Option<f64> {
+    let list = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/link/hot-symbols.txt")).ok()?;
+    let out = std::process::Command::new("nm").arg("--defined-only").arg(cli::cli_binary()).output().ok()?;
+    let nm = String::from_utf8_lossy(&out.stdout);
+    let defined: std::collections::HashSet<&str> = nm.lines().filter_map(|l| l.split_whitespace().nth(2)).collect();
+    let wanted: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
+    let linked = wanted.iter().filter(|s| defined.contains(*s)).count();
+    (out.status.success() && !wanted.is_empty()).then(|| round(linked as f64 / wanted.len() as f64))
+}
+
 async fn mutation_figures(dir: &Path) {
     let n = env_usize("OMNIGRAPH_BENCH_MUTATIONS", 100);
     let floor = raw_one_row_commits(dir, n).await;
@@ -147,6 +162,7 @@ async fn mutation_figures(dir: &Path) {
             "figure": "one_row_mutation",
             "in_process": in_process, "cli_process": cli, "raw_lance_one_row_commit": floor,
             "in_process_over_floor_p50": ratio(&in_process, &floor),
+            "hot_symbols_linked": hot_symbols_linked(),
         })
     );
 }
@@ -280,6 +296,37 @@ async fn timed_load(g: &Graph, lines: LoadLines, mode: LoadMode, entities: usize
     })
 }
 
+/// The same three loads as whole CLI processes reading files: each one's
+/// time and its own peak RSS (a process of its own, so nothing the benchmark
+/// holds counts).
+fn cli_loads(dir: &Path, n: usize) -> Value {
+    let loc = dir.join(format!("cli-load-{n}")).to_string_lossy().to_string();
+    let schema = dir.join("social.pg");
+    std::fs::write(&schema, SCHEMA).expect("schema file");
+    cli::run_measured(&["init", "--schema", &schema.to_string_lossy(), &loc]);
+    let mut out = Map::new();
+    for (mode, lines) in
+        [("overwrite", load_lines(0, n, 1)), ("append", load_lines(n, 2 * n, 1)), ("merge", load_lines(0, n, 2))]
+    {
+        let file = dir.join(format!("load-{n}-{mode}.jsonl"));
+        let mut writer = std::io::BufWriter::new(std::fs::File::create(&file).expect("input file"));
+        std::io::copy(&mut { lines }, &mut writer).expect("write input");
+        drop(writer);
+        let run = cli::run_measured(&["load", "--quiet", "--data", &file.to_string_lossy(), "--mode", mode, &loc]);
+        let _ = std::fs::remove_file(&file);
+        let took = run.elapsed.as_secs_f64();
+        out.insert(
+            mode.into(),
+            json!({
+                "seconds": round(took),
+                "entities_per_s": (2.0 * n as f64 / took).round(),
+                "peak_rss_mib": run.peak_rss_kib / 1024,
+            }),
+        );
+    }
+    Value::Object(out)
+}
+
 async fn load_figures(dir: &Path) {
     let sizes = std::env::var("OMNIGRAPH_BENCH_LOAD_SIZES").unwrap_or_else(|_| "150000,1000000".into());
     for n in sizes.split(',').filter_map(|s| s.trim().parse::<usize>().ok()) {
@@ -299,6 +346,7 @@ async fn load_figures(dir: &Path) {
                 "raw_lance_write_seconds": round(raw_s),
                 "overwrite_over_floor": over_floor(&overwrite), "append_over_floor": over_floor(&append),
                 "merge_over_floor": over_floor(&merge),
+                "cli_process": cli_loads(dir, n),
             })
         );
         drop(g);
