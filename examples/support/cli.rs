@@ -12,6 +12,7 @@ pub fn cli_binary() -> PathBuf {
 }
 
 /// One finished CLI process: its wall time and its peak resident set size.
+#[allow(dead_code)] // not every benchmark runs the CLI this way
 pub struct CliRun {
     pub elapsed: std::time::Duration,
     /// The process's own `ru_maxrss` (KiB on Linux).

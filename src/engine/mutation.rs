@@ -9,7 +9,7 @@
 //! immutable); a node delete cascades to incident edges. `now()` is the
 //! request's timestamp, resolved once.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use datafusion::prelude::{Expr, col, lit};
 use serde_json::{Map, Value as Json};
@@ -216,13 +216,30 @@ fn predicate_expr(schema: &arrow_schema::Schema, p: &PredicateIr, args: &Mutatio
 }
 
 /// Row rules on every pending row; `@unique` against committed + pending;
-/// `@card` for every touched edge table. `only` limits the check to those
-/// table keys (a group member's: the tables before it passed already, and
-/// inserts and updates elsewhere cannot break them).
-pub async fn validate_changeset(staging: &MutationStaging<'_>, only: Option<&BTreeSet<String>>) -> Result<()> {
+/// `@card` for every touched edge table. `only` (a group member's touched
+/// ids per table) limits the check to those tables, and the probes of
+/// committed rows (`@unique`, `@card`) to those ids: the members before
+/// passed them already, and an insert or update cannot make an earlier
+/// member's row clash with a committed row another pending row replaces.
+pub async fn validate_changeset(
+    staging: &MutationStaging<'_>,
+    only: Option<&BTreeMap<String, BTreeSet<String>>>,
+) -> Result<()> {
     let catalog = &staging.capture().schema.catalog;
-    for t in staging.tables().filter(|t| only.is_none_or(|o| o.contains(&t.table_key))) {
+    for t in staging.tables() {
+        let own = match only {
+            Some(only) => match only.get(&t.table_key) {
+                Some(ids) => Some(ids),
+                None => continue,
+            },
+            None => None,
+        };
         let rows: Vec<EntityRow> = t.pending.values().cloned().collect();
+        // The rows probed against committed ones: the member's, or all.
+        let probed: Vec<EntityRow> = match own {
+            Some(ids) => ids.iter().filter_map(|id| t.pending.get(id).cloned()).collect(),
+            None => rows.clone(),
+        };
         let def = catalog
             .type_def(&t.type_name)
             .ok_or_else(|| OmniError::Internal(format!("{} is not in the catalog", t.type_name)))?;
@@ -237,19 +254,13 @@ pub async fn validate_changeset(staging: &MutationStaging<'_>, only: Option<&BTr
             }
         };
         validate::check_unique_within(&t.type_name, &rows, uniques)?;
-        if !uniques.is_empty() && !rows.is_empty() {
-            integrity::unique_against_committed(
-                t.dataset(),
-                &t.type_name,
-                uniques,
-                &rows,
-                |id| t.deleted.contains(id),
-                None,
-            )
-            .await?;
+        if !uniques.is_empty() && !probed.is_empty() {
+            // A committed row another pending row rewrites holds its new values.
+            let replaced = |id: &str| t.deleted.contains(id) || t.pending.contains_key(id);
+            integrity::unique_against_committed(t.dataset(), &t.type_name, uniques, &probed, replaced, None).await?;
         }
         if let TypeDef::Edge(e) = def {
-            let mut sources: HashSet<String> = rows.iter().filter_map(|r| r.src.clone()).collect();
+            let mut sources: HashSet<String> = probed.iter().filter_map(|r| r.src.clone()).collect();
             let removed: HashSet<String> = t.deleted.iter().cloned().collect();
             if !removed.is_empty() {
                 let ids: Vec<Expr> = removed.iter().map(|id| lit(id.clone())).collect();

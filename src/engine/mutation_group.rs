@@ -116,8 +116,7 @@ async fn run_member(staging: &mut MutationStaging<'_>, m: &Member<'_>) -> Member
     if let Some(plan) = over_limits(staging, &touched) {
         return plan;
     }
-    let keys: BTreeSet<String> = touched.keys().cloned().collect();
-    if let Err(e) = mutation::validate_changeset(staging, Some(&keys)).await {
+    if let Err(e) = mutation::validate_changeset(staging, Some(&touched)).await {
         return MemberPlan::Rejected(e);
     }
     let mut effect = MemberEffect::default();

@@ -180,3 +180,29 @@ async fn members_over_the_admission_limits_together_commit_in_separate_groups() 
     assert_eq!(ages.len(), 5_000);
     assert_consistent(&g).await;
 }
+
+/// Each member's rows are probed against committed ones on their own, with
+/// every row the group already rewrote seen at its new values: a value an
+/// earlier member released is free, one a committed row still holds is not.
+#[tokio::test]
+async fn a_member_may_take_a_unique_value_an_earlier_member_released() {
+    let (_dir, g) = loaded_social_graph().await;
+    let requests = vec![
+        request(r#"query q() { update Person set { email: "alice@new.example" } where name = "Alice" }"#),
+        request(r#"query q() { insert Person { name: "Ann", email: "alice@example.com" } }"#),
+        request(r#"query q() { insert Person { name: "Al", email: "alice@new.example" } }"#),
+        request(r#"query q() { insert Person { name: "Bo", email: "bob@example.com" } }"#),
+    ];
+    let out = g.mutate_many(&requests, &WriteOptions::default()).await.expect("group");
+    assert!(out[0].is_ok() && out[1].is_ok(), "{:?} {:?}", out[0], out[1]);
+    assert!(matches!(&out[2], Err(OmniError::BadRequest(m)) if m.contains("email")), "{:?}", out[2]);
+    assert!(matches!(&out[3], Err(OmniError::BadRequest(m)) if m.contains("`Bob`")), "{:?}", out[3]);
+    let main = ReadTarget::Branch("main".into());
+    let emails = rows(&g, "query q() { match { $p: Person } return { $p.name, $p.email } }", &main).await;
+    let of = |name: &str| {
+        emails.iter().find(|r| r["p.name"] == name).map(|r| r["p.email"].clone()).unwrap_or(serde_json::Value::Null)
+    };
+    assert_eq!((of("Alice"), of("Ann")), ("alice@new.example".into(), "alice@example.com".into()));
+    assert!(of("Al").is_null() && of("Bo").is_null(), "refused members wrote nothing: {emails:?}");
+    assert_consistent(&g).await;
+}
