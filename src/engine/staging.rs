@@ -24,7 +24,6 @@ pub const MAX_ENTITIES_PER_TABLE: u64 = 8_192;
 pub const MAX_STAGED_BYTES_PER_TABLE: u64 = 32 * 1024 * 1024;
 
 /// One touched table.
-#[derive(Clone)]
 pub struct TableStage {
     /// `node:<Type>` / `edge:<Type>`.
     pub table_key: String,
@@ -122,16 +121,31 @@ pub struct MutationStaging<'c> {
     /// Ids put or deleted since [`Self::take_touched`], per table key: what
     /// one member of a group changed.
     touched: BTreeMap<String, BTreeSet<String>>,
+    /// How to undo every change since the last [`Self::checkpoint`] (empty
+    /// and unused outside a group), newest last.
+    undo: Vec<Undo>,
+    /// The checkpoint the undo log belongs to.
+    generation: u64,
 }
 
-/// The staged rows at one point, to return to when a group member is
-/// rejected (its partial effects must not reach the members after it).
-pub struct Checkpoint(BTreeMap<String, TableStage>);
+/// One change to the staged rows, as what restores the state before it.
+enum Undo {
+    /// The table was first touched after the checkpoint.
+    Opened(String),
+    /// The row `id` of a table before a put or delete: its pending row (if
+    /// any), whether it was deleted, and the table's upsert flag.
+    Row { table_key: String, id: String, pending: Option<EntityRow>, deleted: bool, upsert: bool },
+}
+
+/// A point to return to when a group member is rejected (its partial
+/// effects must not reach the members after it). Only the latest
+/// checkpoint can be rewound to.
+pub struct Checkpoint(u64);
 
 impl<'c> MutationStaging<'c> {
     /// An empty accumulator over `capture`.
     pub fn new(capture: &'c Capture) -> Self {
-        MutationStaging { capture, tables: BTreeMap::new(), touched: BTreeMap::new() }
+        MutationStaging { capture, tables: BTreeMap::new(), touched: BTreeMap::new(), undo: Vec::new(), generation: 0 }
     }
 
     /// The capture this accumulator reads.
@@ -139,15 +153,59 @@ impl<'c> MutationStaging<'c> {
         self.capture
     }
 
-    /// The staged rows now (a copy: pending rows are small by admission).
-    pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint(self.tables.clone())
+    /// Mark the staged rows now; changes from here on are logged so that
+    /// [`Self::rewind`] undoes only them (no copy of what is staged).
+    pub fn checkpoint(&mut self) -> Checkpoint {
+        self.undo.clear();
+        self.generation += 1;
+        Checkpoint(self.generation)
     }
 
     /// Return to `cp`, dropping everything staged and touched since.
+    ///
+    /// # Panics
+    /// When `cp` is not the latest checkpoint: its log is gone, and
+    /// rewinding past it would keep half of another member's effects.
     pub fn rewind(&mut self, cp: Checkpoint) {
-        self.tables = cp.0;
+        assert_eq!(cp.0, self.generation, "rewind to a checkpoint that is not the latest");
+        while let Some(undo) = self.undo.pop() {
+            match undo {
+                Undo::Opened(table_key) => {
+                    self.tables.remove(&table_key);
+                }
+                Undo::Row { table_key, id, pending, deleted, upsert } => {
+                    let Some(stage) = self.tables.get_mut(&table_key) else { continue };
+                    match pending {
+                        Some(row) => stage.pending.insert(id.clone(), row),
+                        None => stage.pending.remove(&id),
+                    };
+                    if deleted {
+                        stage.deleted.insert(id);
+                    } else {
+                        stage.deleted.remove(&id);
+                    }
+                    stage.upsert = upsert;
+                }
+            }
+        }
         self.touched.clear();
+    }
+
+    /// Log how to undo a change of row `id` of `table_key` (opened already),
+    /// when a checkpoint is active.
+    fn log_row(&mut self, table_key: &str, id: &str) {
+        if self.generation == 0 {
+            return;
+        }
+        if let Some(stage) = self.tables.get(table_key) {
+            self.undo.push(Undo::Row {
+                table_key: table_key.to_string(),
+                id: id.to_string(),
+                pending: stage.pending.get(id).cloned(),
+                deleted: stage.deleted.contains(id),
+                upsert: stage.upsert,
+            });
+        }
     }
 
     /// The ids put or deleted since the last call, per table key.
@@ -178,6 +236,9 @@ impl<'c> MutationStaging<'c> {
                 upsert: false,
             };
             self.tables.insert(table_key.to_string(), stage);
+            if self.generation > 0 {
+                self.undo.push(Undo::Opened(table_key.to_string()));
+            }
         }
         self.tables.get_mut(table_key).ok_or_else(|| OmniError::Internal(format!("stage for {table_key} vanished")))
     }
@@ -215,6 +276,8 @@ impl<'c> MutationStaging<'c> {
         upsert: bool,
     ) -> Result<()> {
         self.touched.entry(table_key.to_string()).or_default().insert(row.id.clone());
+        self.table(table_key, type_name, is_edge).await?;
+        self.log_row(table_key, &row.id);
         let stage = self.table(table_key, type_name, is_edge).await?;
         stage.deleted.remove(&row.id);
         stage.upsert |= upsert;
@@ -232,6 +295,10 @@ impl<'c> MutationStaging<'c> {
     ) -> Result<()> {
         let ids: Vec<String> = ids.into_iter().collect();
         self.touched.entry(table_key.to_string()).or_default().extend(ids.iter().cloned());
+        self.table(table_key, type_name, is_edge).await?;
+        for id in &ids {
+            self.log_row(table_key, id);
+        }
         let stage = self.table(table_key, type_name, is_edge).await?;
         for id in ids {
             stage.pending.remove(&id);

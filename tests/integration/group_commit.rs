@@ -192,11 +192,14 @@ async fn a_member_may_take_a_unique_value_an_earlier_member_released() {
         request(r#"query q() { insert Person { name: "Ann", email: "alice@example.com" } }"#),
         request(r#"query q() { insert Person { name: "Al", email: "alice@new.example" } }"#),
         request(r#"query q() { insert Person { name: "Bo", email: "bob@example.com" } }"#),
+        // Rewrites Ann (staged by member 1), then is refused: Ann is as member 1 left her.
+        request(r#"query q() { update Person set { email: "bob@example.com" } where name = "Ann" }"#),
     ];
     let out = g.mutate_many(&requests, &WriteOptions::default()).await.expect("group");
     assert!(out[0].is_ok() && out[1].is_ok(), "{:?} {:?}", out[0], out[1]);
     assert!(matches!(&out[2], Err(OmniError::BadRequest(m)) if m.contains("email")), "{:?}", out[2]);
     assert!(matches!(&out[3], Err(OmniError::BadRequest(m)) if m.contains("`Bob`")), "{:?}", out[3]);
+    assert!(matches!(&out[4], Err(OmniError::BadRequest(m)) if m.contains("`Bob`")), "{:?}", out[4]);
     let main = ReadTarget::Branch("main".into());
     let emails = rows(&g, "query q() { match { $p: Person } return { $p.name, $p.email } }", &main).await;
     let of = |name: &str| {
