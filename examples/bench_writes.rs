@@ -11,7 +11,8 @@
 //!   (with its peak RSS);
 //! - `load`: entities/s and peak RSS of `load` (overwrite, append, merge) of N
 //!   nodes + N edges for each N in-process, streamed from a line generator
-//!   (the peak includes what the benchmark process already holds), beside one
+//!   (the peak includes what the benchmark process already holds, given as
+//!   `rss_before_mib`), beside one
 //!   raw Lance write of the same rows; then the same loads as CLI processes
 //!   reading files (`cli_process`: time and each process's own peak RSS);
 //! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
@@ -286,6 +287,7 @@ async fn raw_load_floor(dir: &Path, n: usize) -> Duration {
 
 async fn timed_load(g: &Graph, lines: LoadLines, mode: LoadMode, entities: usize) -> Value {
     rss::reset_peak_rss();
+    let before = rss::rss_kib();
     let start = Instant::now();
     g.load(std::io::BufReader::new(lines), mode, &WriteOptions::default()).await.expect("load");
     let took = start.elapsed();
@@ -293,6 +295,7 @@ async fn timed_load(g: &Graph, lines: LoadLines, mode: LoadMode, entities: usize
         "seconds": round(took.as_secs_f64()),
         "entities_per_s": (entities as f64 / took.as_secs_f64()).round(),
         "peak_rss_mib": rss::peak_rss_kib() / 1024,
+        "rss_before_mib": before / 1024,
     })
 }
 
