@@ -198,6 +198,8 @@ impl<'a> Revalidated<'a> {
         let sidecar = at.store.arm(body).instrument(span).await?;
         let armed = Armed { at, token, plan, leases, sidecar, _live: live };
         // From here on any failure leaves the sidecar for recovery.
+        // Without the failpoints feature the closure is empty.
+        #[allow(clippy::redundant_closure_call)]
         let fired: Result<()> = (|| {
             saga_failpoint!(armed.at.kind, "after_arm");
             Ok(())
@@ -288,6 +290,8 @@ impl<'a> Armed<'a> {
             };
             landed.push(TableUpdate::committed(&table_key, table_branch.as_deref(), &committed));
             rows_written.insert(table_key, rows);
+            // Without the failpoints feature the closure is empty.
+            #[allow(clippy::redundant_closure_call)]
             let fired: Result<()> = (|| {
                 saga_failpoint!(at.kind, "after_table_commit");
                 Ok(())
@@ -415,6 +419,8 @@ impl<'a> Committed<'a> {
             Ok(s) => s,
             Err(e) => return Err(at.after_arm(e)),
         };
+        // Without the failpoints feature the closure is empty.
+        #[allow(clippy::redundant_closure_call)]
         let fired: Result<()> = (|| {
             saga_failpoint!(at.kind, "after_confirm");
             Ok(())
