@@ -23,8 +23,12 @@ fn main() {
     println!("cargo:rustc-link-arg-bins=-no-pie");
     let order =
         std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("link/hot-symbols.txt");
+    if std::env::var("PROFILE").as_deref() != Ok("release") {
+        return;
+    }
+    // Only a release build reads the list: regenerating it rebuilds no debug artifact.
     println!("cargo:rerun-if-changed={}", order.display());
-    if std::env::var("PROFILE").as_deref() == Ok("release") && order.is_file() {
+    if order.is_file() {
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }

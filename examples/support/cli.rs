@@ -45,18 +45,19 @@ pub fn run_measured(args: &[&str]) -> CliRun {
 /// with its status. Returns at once in a normal benchmark process.
 #[allow(dead_code)] // not every benchmark runs the CLI this way
 pub fn serve_measure_request() {
-    use std::io::Read;
     use std::process::{Command, Stdio};
     if std::env::var_os(MEASURE_ENV).is_none() {
         return;
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let start = std::time::Instant::now();
-    let mut child = Command::new(cli_binary())
+    let child = Command::new(cli_binary())
         .args(&args)
         .env_remove(MEASURE_ENV)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        // Straight to the benchmark, which reads it while we wait: a pipe
+        // read only after `wait4` could fill and stall the CLI.
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("run omnigraph");
     let mut status = 0;
@@ -66,12 +67,7 @@ pub fn serve_measure_request() {
     // SAFETY: `pid` is our unreaped child; the pointers outlive the call.
     let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let elapsed = start.elapsed();
-    let mut err = String::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        let _ = stderr.read_to_string(&mut err);
-    }
     if reaped != pid || !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        eprint!("{err}");
         std::process::exit(1);
     }
     println!("{} {}", elapsed.as_nanos(), usage.ru_maxrss.max(0));

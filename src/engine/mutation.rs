@@ -227,18 +227,19 @@ pub async fn validate_changeset(
 ) -> Result<()> {
     let catalog = &staging.capture().schema.catalog;
     for t in staging.tables() {
-        let own = match only {
-            Some(only) => match only.get(&t.table_key) {
-                Some(ids) => Some(ids),
-                None => continue,
-            },
-            None => None,
+        let own = match only.map(|o| o.get(&t.table_key)) {
+            Some(None) => continue,
+            own => own.flatten(),
         };
         let rows: Vec<EntityRow> = t.pending.values().cloned().collect();
         // The rows probed against committed ones: the member's, or all.
-        let probed: Vec<EntityRow> = match own {
-            Some(ids) => ids.iter().filter_map(|id| t.pending.get(id).cloned()).collect(),
-            None => rows.clone(),
+        let own_rows: Vec<EntityRow>;
+        let probed: &[EntityRow] = match own {
+            Some(ids) => {
+                own_rows = ids.iter().filter_map(|id| t.pending.get(id).cloned()).collect();
+                &own_rows
+            }
+            None => &rows,
         };
         let def = catalog
             .type_def(&t.type_name)
@@ -257,7 +258,7 @@ pub async fn validate_changeset(
         if !uniques.is_empty() && !probed.is_empty() {
             // A committed row another pending row rewrites holds its new values.
             let replaced = |id: &str| t.deleted.contains(id) || t.pending.contains_key(id);
-            integrity::unique_against_committed(t.dataset(), &t.type_name, uniques, &probed, replaced, None).await?;
+            integrity::unique_against_committed(t.dataset(), &t.type_name, uniques, probed, replaced, None).await?;
         }
         if let TypeDef::Edge(e) = def {
             let mut sources: HashSet<String> = probed.iter().filter_map(|r| r.src.clone()).collect();

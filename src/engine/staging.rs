@@ -44,6 +44,17 @@ pub struct TableStage {
 }
 
 impl TableStage {
+    /// What restores row `id` of this table to its state now.
+    fn undo_of(&self, id: &str) -> Undo {
+        Undo::Row {
+            table_key: self.table_key.clone(),
+            id: id.to_string(),
+            pending: self.pending.get(id).cloned(),
+            deleted: self.deleted.contains(id),
+            upsert: self.upsert,
+        }
+    }
+
     /// Committed rows at the pin matching `filter`, minus rows this mutation
     /// shadows (pending or deleted).
     async fn committed(&self, filter: Option<Expr>) -> Result<Vec<EntityRow>> {
@@ -191,21 +202,9 @@ impl<'c> MutationStaging<'c> {
         self.touched.clear();
     }
 
-    /// Log how to undo a change of row `id` of `table_key` (opened already),
-    /// when a checkpoint is active.
-    fn log_row(&mut self, table_key: &str, id: &str) {
-        if self.generation == 0 {
-            return;
-        }
-        if let Some(stage) = self.tables.get(table_key) {
-            self.undo.push(Undo::Row {
-                table_key: table_key.to_string(),
-                id: id.to_string(),
-                pending: stage.pending.get(id).cloned(),
-                deleted: stage.deleted.contains(id),
-                upsert: stage.upsert,
-            });
-        }
+    /// Whether changes are logged for [`Self::rewind`] (a checkpoint exists).
+    fn logging(&self) -> bool {
+        self.generation > 0
     }
 
     /// The ids put or deleted since the last call, per table key.
@@ -236,7 +235,7 @@ impl<'c> MutationStaging<'c> {
                 upsert: false,
             };
             self.tables.insert(table_key.to_string(), stage);
-            if self.generation > 0 {
+            if self.logging() {
                 self.undo.push(Undo::Opened(table_key.to_string()));
             }
         }
@@ -276,12 +275,13 @@ impl<'c> MutationStaging<'c> {
         upsert: bool,
     ) -> Result<()> {
         self.touched.entry(table_key.to_string()).or_default().insert(row.id.clone());
-        self.table(table_key, type_name, is_edge).await?;
-        self.log_row(table_key, &row.id);
+        let logging = self.logging();
         let stage = self.table(table_key, type_name, is_edge).await?;
+        let undo = logging.then(|| stage.undo_of(&row.id));
         stage.deleted.remove(&row.id);
         stage.upsert |= upsert;
         stage.pending.insert(row.id.clone(), row);
+        self.undo.extend(undo);
         Ok(())
     }
 
@@ -295,15 +295,14 @@ impl<'c> MutationStaging<'c> {
     ) -> Result<()> {
         let ids: Vec<String> = ids.into_iter().collect();
         self.touched.entry(table_key.to_string()).or_default().extend(ids.iter().cloned());
-        self.table(table_key, type_name, is_edge).await?;
-        for id in &ids {
-            self.log_row(table_key, id);
-        }
+        let logging = self.logging();
         let stage = self.table(table_key, type_name, is_edge).await?;
+        let undo: Vec<Undo> = if logging { ids.iter().map(|id| stage.undo_of(id)).collect() } else { Vec::new() };
         for id in ids {
             stage.pending.remove(&id);
             stage.deleted.insert(id);
         }
+        self.undo.extend(undo);
         Ok(())
     }
 
