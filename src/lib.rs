@@ -34,6 +34,7 @@ pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport
 pub use engine::query::QueryResult;
 pub use engine::storage::StorageOptions;
 pub use engine::three_way::{ConflictKind, MergeConflict};
+pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
     CommitInfo, Export, Graph, MergeOptions, MergeResult, MutationRequest, Omnigraph, OpenMode, PendingSidecar,
     ReadTarget, RecoveryStatus, Snapshot, TableSnapshot, WriteOptions, result_rows, wire,

@@ -173,11 +173,30 @@ enum Command {
         /// to storage (no recovery, no compaction), answer writes 403.
         #[arg(long)]
         read_only: bool,
+        /// Memory the daemon's caches may use together (`512MiB`, `2GiB`, bytes;
+        /// default a quarter of the machine's memory); see docs/operations.md.
+        #[arg(long, value_name = "SIZE", value_parser = memory_size)]
+        memory_budget: Option<u64>,
         /// With --read-only: how old (ms) a replica's view of the branch heads
         /// may be before it looks at storage again (`POST
         /// /graphs/{id}/refresh` refreshes at once).
         #[arg(long, default_value_t = 1000, requires = "read_only")]
         refresh_interval_ms: u64,
+        /// Seconds a connection gets to send a complete request head (also
+        /// how long a keep-alive connection may sit idle) before it is closed.
+        #[arg(long, value_name = "SECS", value_parser = at_least_one::<u64>,
+              default_value_t = omnigraph::server::ServerConfig::DEFAULT_HEADER_TIMEOUT.as_secs())]
+        header_timeout: u64,
+        /// Connections served at once (at most half the open-files limit);
+        /// one more is closed at once, never queued.
+        #[arg(long, value_name = "N", value_parser = at_least_one::<usize>,
+              default_value_t = omnigraph::server::ServerConfig::DEFAULT_MAX_CONNECTIONS)]
+        max_connections: usize,
+        /// Seconds in-flight requests get to finish after SIGINT/SIGTERM
+        /// before their connections are dropped and the daemon exits.
+        #[arg(long, value_name = "SECS",
+              default_value_t = omnigraph::server::ServerConfig::DEFAULT_SHUTDOWN_TIMEOUT.as_secs())]
+        shutdown_timeout: u64,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     Export {
@@ -555,6 +574,10 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Serve { .. }) {
         omnigraph::actors::runtime::set_background_recovery(false);
     }
+    let serve_shutdown = match &cli.command {
+        Command::Serve { shutdown_timeout, .. } => Some(std::time::Duration::from_secs(*shutdown_timeout)),
+        _ => None,
+    };
     let storage = omnigraph::StorageOptions::from_pairs(cli.storage_options.iter().map(String::as_str));
     let out = runtime.block_on(async {
         let out = match storage {
@@ -566,7 +589,7 @@ fn main() -> ExitCode {
         };
         // Every handle is dropped by now: let the actor trees finish their
         // current messages (e.g. a manifest compaction after a publish).
-        if !omnigraph::actors::runtime::quiesce(std::time::Duration::from_secs(60)).await {
+        if !omnigraph::actors::runtime::quiesce(quiesce_budget(serve_shutdown)).await {
             tracing::warn!("actors still busy at exit");
         }
         out
@@ -1035,8 +1058,14 @@ async fn run_command(command: Command) -> Result<()> {
             storage_config,
             read_only,
             refresh_interval_ms,
+            memory_budget,
+            header_timeout,
+            max_connections,
+            shutdown_timeout,
         } => {
             let read_limits = limits.limits();
+            // Before any graph opens: every cache takes its capacity from it.
+            omnigraph::set_memory_budget(memory_budget.unwrap_or_else(default_memory_budget));
             serve(ServeArgs {
                 bind,
                 graphs,
@@ -1047,6 +1076,9 @@ async fn run_command(command: Command) -> Result<()> {
                 max_inflight: max_inflight_writes,
                 default_graph,
                 read_limits,
+                header_timeout: std::time::Duration::from_secs(header_timeout),
+                max_connections,
+                shutdown_timeout: std::time::Duration::from_secs(shutdown_timeout),
             })
             .await
         }
@@ -1242,6 +1274,9 @@ struct ServeArgs {
     max_inflight: usize,
     default_graph: Option<String>,
     read_limits: omnigraph::engine::read_limits::ReadLimits,
+    header_timeout: std::time::Duration,
+    max_connections: usize,
+    shutdown_timeout: std::time::Duration,
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -1255,6 +1290,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_inflight,
         default_graph,
         read_limits,
+        header_timeout,
+        max_connections,
+        shutdown_timeout,
     } = args;
     let per_graph = match &storage_config {
         Some(path) => read_storage_config(path)?,
@@ -1296,8 +1334,35 @@ async fn serve(args: ServeArgs) -> Result<()> {
         read_limits,
         read_only,
         refresh_interval,
+        header_timeout,
+        max_connections,
+        shutdown_timeout,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
+}
+
+/// A `--memory-budget` size (at least the smallest budget the caches split).
+fn memory_size(s: &str) -> std::result::Result<u64, String> {
+    use omnigraph::engine::memory_budget::{MIN_BUDGET, parse_size};
+    let bytes = parse_size(s).map_err(|e| e.to_string())?;
+    if bytes < MIN_BUDGET {
+        return Err(format!("must be at least {} MiB", MIN_BUDGET >> 20));
+    }
+    Ok(bytes)
+}
+
+/// A daemon's budget when none is given: a share of the machine's memory.
+fn default_memory_budget() -> u64 {
+    let machine =
+        std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| omnigraph::engine::memory_budget::meminfo_total(&m));
+    omnigraph::engine::memory_budget::daemon_default(machine)
+}
+
+/// A numeric flag that must be at least 1 (0 would serve nothing, or close
+/// every connection before its first byte).
+fn at_least_one<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> std::result::Result<T, String> {
+    let n: T = s.parse().map_err(|_| format!("`{s}` is not a whole number"))?;
+    if n == T::from(0) { Err("must be at least 1".to_string()) } else { Ok(n) }
 }
 
 /// Per-graph storage options from a `--storage-config` file.
@@ -1312,6 +1377,21 @@ fn read_storage_config(path: &str) -> Result<std::collections::BTreeMap<String, 
     let file: File = serde_json::from_str(&text)
         .map_err(|e| OmniError::BadRequest(format!("--storage-config {path} is not valid: {e}")))?;
     file.graphs.iter().map(|(id, map)| Ok((id.clone(), omnigraph::StorageOptions::from_map(map)?))).collect()
+}
+
+/// When the daemon's shutdown signal arrived: its shutdown timeout runs
+/// from here, the actors' quiesce included.
+static SHUTDOWN_STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// How long the actors may take to quiesce after the command returned: for
+/// the daemon (`serve_shutdown` is its shutdown timeout), what is left of
+/// that timeout (all of it if it stopped without a signal), so shutdown
+/// never runs past it.
+fn quiesce_budget(serve_shutdown: Option<std::time::Duration>) -> std::time::Duration {
+    match serve_shutdown {
+        Some(limit) => SHUTDOWN_STARTED.get().map_or(limit, |started| limit.saturating_sub(started.elapsed())),
+        None => std::time::Duration::from_secs(60),
+    }
 }
 
 /// SIGINT or SIGTERM: stop accepting, let in-flight requests finish.
@@ -1331,4 +1411,5 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    let _ = SHUTDOWN_STARTED.set(std::time::Instant::now());
 }

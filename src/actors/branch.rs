@@ -22,6 +22,8 @@ pub struct BranchArgs {
     pub branch: String,
     /// The branch gate (outlives the actor).
     pub gate: Gate,
+    /// The tree's maintenance counters.
+    pub maintenance: std::sync::Arc<super::maintenance::Maintenance>,
 }
 
 /// A branch actor's state: its arguments plus the last manifest view read.
@@ -135,9 +137,15 @@ async fn compact_manifest(state: &mut BranchState) {
     let Some(view) = state.cache.clone() else { return };
     let span = info_span!("branch.compact_manifest", branch = %state.branch, version = view.version);
     match table::compact(view.dataset.clone(), table::Compaction::Tail).instrument(span).await {
-        Ok(Some(compacted)) => state.cache = Some(view.compacted(compacted)),
+        Ok(Some(compacted)) => {
+            state.cache = Some(view.compacted(compacted));
+            state.maintenance.manifest_compacted(true);
+        }
         Ok(None) => {}
-        Err(e) => tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry"),
+        Err(e) => {
+            state.maintenance.manifest_compacted(false);
+            tracing::warn!(branch = %state.branch, error = %e, "__manifest compaction failed; will retry");
+        }
     }
 }
 
@@ -179,7 +187,33 @@ async fn publish(state: &mut BranchState, request: &PublishRequest, lease_id: u6
     // The post-publish view is the branch's new latest: the next read of the
     // branch needs no scan.
     if let Some(view) = published.view.take() {
-        state.cache = Some(view);
+        state.cache = Some(rebase_if_long(view, &state.args.maintenance));
     }
     Ok(published)
+}
+
+/// Commits a cached view may hold before its actor rebases it. Each publish
+/// clones the state it extends, and a head state gains every commit
+/// published through it: without a bound a long-running daemon's publish
+/// (and its memory) would grow with the commits it has served.
+const REBASE_ABOVE: usize = 64;
+
+/// `view` with its state rebased on its own checkpoint once it holds more
+/// than [`REBASE_ABOVE`] commits (a complete history too: a later history
+/// read folds it again from storage).
+fn rebase_if_long(view: ManifestView, maintenance: &super::maintenance::Maintenance) -> ManifestView {
+    if view.state.held_commits() <= REBASE_ABOVE {
+        return view;
+    }
+    match view.state.rebased() {
+        Some(Ok(state)) => {
+            maintenance.state_rebased();
+            ManifestView { state: std::sync::Arc::new(state), ..view }
+        }
+        Some(Err(e)) => {
+            tracing::warn!(branch = %view.branch, error = %e, "cannot rebase the cached manifest state; keeping it");
+            view
+        }
+        None => view,
+    }
 }

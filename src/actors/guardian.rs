@@ -45,6 +45,8 @@ pub struct GuardianArgs {
     pub slot: SupervisorSlot,
     /// Supervisor restarts, readable without asking.
     pub restarts: Arc<std::sync::atomic::AtomicU64>,
+    /// Maintenance counters, kept across supervisor incarnations.
+    pub maintenance: Arc<super::maintenance::Maintenance>,
 }
 
 impl GuardianArgs {
@@ -54,6 +56,7 @@ impl GuardianArgs {
             directory: self.directory.clone(),
             gates: self.gates.clone(),
             reconciler: self.reconciler.clone(),
+            maintenance: self.maintenance.clone(),
         };
         let (sup, _) = Actor::spawn_linked(None, RootSupervisor, args, me.get_cell()).await?;
         self.slot.send_replace(Some(sup));

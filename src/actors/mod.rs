@@ -8,6 +8,7 @@ pub mod branch;
 pub mod child_key;
 pub mod guardian;
 pub mod lease;
+pub mod maintenance;
 pub mod messages;
 pub mod reconciler;
 pub mod replica;

@@ -75,6 +75,8 @@ pub struct Runtime {
     reconciler_passes: Arc<std::sync::atomic::AtomicU64>,
     /// Mutations waiting on a busy branch for its next group commit.
     write_queues: WriteQueues,
+    /// What the actors maintained by themselves.
+    maintenance: Arc<super::maintenance::Maintenance>,
 }
 
 /// Counts one request in its child's mailbox until dropped.
@@ -109,6 +111,10 @@ pub struct TreeStats {
     pub reconciler_passes: u64,
     /// Writes of this process between arming and returning.
     pub writes_in_flight: usize,
+    /// Mutations waiting on a busy branch for a group commit.
+    pub queued_writes: usize,
+    /// The maintenance the actors did without being asked.
+    pub maintenance: super::maintenance::MaintenanceStats,
 }
 
 /// Marks an operation live in its runtime until dropped (the saga holds it
@@ -246,6 +252,7 @@ impl Runtime {
         let reconciler = ReconcilerArgs { root: root.clone(), pass, period, passes: passes.clone() };
         let (supervisor_tx, supervisor) = tokio::sync::watch::channel(None);
         let supervisor_restarts = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let maintenance = Arc::new(super::maintenance::Maintenance::default());
         let args = GuardianArgs {
             root: root.clone(),
             directory: directory.clone(),
@@ -253,6 +260,7 @@ impl Runtime {
             reconciler,
             slot: supervisor_tx,
             restarts: supervisor_restarts.clone(),
+            maintenance: maintenance.clone(),
         };
         let (guardian, stopped) = Actor::spawn(None, Guardian, args)
             .await
@@ -268,6 +276,7 @@ impl Runtime {
             mailboxes: DashMap::new(),
             reconciler_passes: passes,
             write_queues: WriteQueues::default(),
+            maintenance,
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         // Set once, just created: it cannot already hold a value.
@@ -602,7 +611,14 @@ impl Runtime {
         }
         let reconciler_passes = self.reconciler_passes.load(std::sync::atomic::Ordering::SeqCst);
         let supervisor_restarts = self.supervisor_restarts.load(std::sync::atomic::Ordering::SeqCst);
-        Ok(TreeStats { actors, supervisor_restarts, reconciler_passes, writes_in_flight: self.live.len() })
+        Ok(TreeStats {
+            actors,
+            supervisor_restarts,
+            reconciler_passes,
+            writes_in_flight: self.live.len(),
+            queued_writes: self.write_queues.total(),
+            maintenance: self.maintenance.stats(),
+        })
     }
 
     /// Pending recovery sidecars.

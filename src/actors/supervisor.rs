@@ -130,6 +130,8 @@ pub struct SupervisorArgs {
     pub gates: Gates,
     /// The reconciler's arguments (its pass comes from the runtime).
     pub reconciler: ReconcilerArgs,
+    /// Maintenance counters the branch and table actors bump.
+    pub maintenance: Arc<super::maintenance::Maintenance>,
 }
 
 /// Supervisor state.
@@ -138,6 +140,7 @@ pub struct SupervisorState {
     directory: Directory,
     reconciler: ReconcilerArgs,
     gates: Gates,
+    maintenance: Arc<super::maintenance::Maintenance>,
     by_id: HashMap<ActorId, ChildKey>,
     restarts: u64,
     counts: HashMap<ChildKey, Counts>,
@@ -159,13 +162,13 @@ impl SupervisorState {
                 ChildRef::Schema(a)
             }
             ChildKey::Branch(branch) => {
-                let args = BranchArgs { root, branch: branch.clone(), gate };
+                let args = BranchArgs { root, branch: branch.clone(), gate, maintenance: self.maintenance.clone() };
                 let (a, _) = Actor::spawn_linked(None, BranchActor, args, me).await.map_err(spawn_err)?;
                 ChildRef::Branch(a)
             }
             ChildKey::Table { uri, branch } => {
                 let branch = Some(branch.clone()).filter(|b| b != "main");
-                let args = TableArgs { uri: uri.clone(), branch, gate };
+                let args = TableArgs { uri: uri.clone(), branch, gate, maintenance: self.maintenance.clone() };
                 let (a, _) = Actor::spawn_linked(None, TableActor, args, me).await.map_err(spawn_err)?;
                 ChildRef::Table(a)
             }
@@ -228,6 +231,7 @@ impl Actor for RootSupervisor {
             directory: args.directory,
             reconciler: args.reconciler,
             gates: args.gates,
+            maintenance: args.maintenance,
             by_id: HashMap::new(),
             restarts: 0,
             counts: HashMap::new(),

@@ -26,6 +26,8 @@ pub struct TableArgs {
     pub branch: Option<String>,
     /// The table gate (outlives the actor).
     pub gate: Gate,
+    /// The tree's maintenance counters.
+    pub maintenance: Arc<super::maintenance::Maintenance>,
 }
 
 /// What the actor owns: its arguments and the dataset as last seen.
@@ -74,9 +76,13 @@ impl Actor for TableActor {
             TableMsg::TryAcquire { reply } => drop(reply.send(state.args.gate.try_grant(LeaseMode::Exclusive))),
             TableMsg::Head { reply } => drop(reply.send(state.head().await)),
             TableMsg::Commit { staged, lease_id, reply } => {
+                let compaction = staged.is_compaction();
                 let out = commit(&state.args, *staged, lease_id).await;
                 if let Ok(c) = &out {
                     state.dataset = Some(c.dataset.clone());
+                    if compaction {
+                        state.args.maintenance.table_compacted();
+                    }
                 }
                 drop(reply.send(out));
             }

@@ -108,6 +108,11 @@ impl WriteQueues {
         self.queues.get(branch).map_or(0, |q| q.len())
     }
 
+    /// Writes waiting on every branch.
+    pub fn total(&self) -> usize {
+        self.queues.iter().map(|q| q.len()).sum()
+    }
+
     /// Whether no write waits on `branch`.
     pub fn is_empty(&self, branch: &str) -> bool {
         self.len(branch) == 0

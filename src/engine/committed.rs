@@ -27,25 +27,32 @@ pub async fn open_pinned(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>
 /// which fails before any table is opened.
 type PinnedKey = (String, Option<String>, u64, String);
 
-/// At most this many pinned handles are kept.
-const PINNED_HANDLES: usize = 256;
-
 /// [`open_pinned`] for a query: a handle already open at the same pin, or one
 /// opened through the shared read session's caches.
 pub async fn open_pinned_for_read(root: &Root, entry: &TableEntry) -> Result<Arc<Dataset>> {
-    static HANDLES: std::sync::OnceLock<dashmap::DashMap<PinnedKey, Arc<Dataset>>> = std::sync::OnceLock::new();
-    let handles = HANDLES.get_or_init(Default::default);
+    let handles = pinned_handles();
     let uri = root.child_uri(&entry.location);
     let key: PinnedKey = (uri.clone(), entry.branch.clone(), entry.version, entry.table_id.clone());
     if let Some(ds) = handles.get(&key) {
         return Ok(ds.clone());
     }
     let ds = table::open_table_for_read(&uri, entry.branch.as_deref(), entry.version).await?;
-    if handles.len() >= PINNED_HANDLES {
+    // At most the budget's count (each holds its version's manifest).
+    if handles.len() as u64 >= crate::engine::storage::caches::capacities().pinned_handles {
         handles.clear();
     }
     handles.insert(key, ds.clone());
     Ok(ds)
+}
+
+fn pinned_handles() -> &'static dashmap::DashMap<PinnedKey, Arc<Dataset>> {
+    static HANDLES: std::sync::OnceLock<dashmap::DashMap<PinnedKey, Arc<Dataset>>> = std::sync::OnceLock::new();
+    HANDLES.get_or_init(Default::default)
+}
+
+/// Pinned handles kept for reads now.
+pub fn pinned_handles_open() -> u64 {
+    pinned_handles().len() as u64
 }
 
 /// A SQL string literal (single quotes doubled).

@@ -10,6 +10,7 @@ mod branches;
 mod export;
 mod history;
 mod maintenance;
+pub mod memory;
 mod reads;
 mod recovery;
 mod schema;

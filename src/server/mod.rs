@@ -3,6 +3,7 @@
 //! [`crate::Graph`] handle the CLI uses.
 
 pub mod auth;
+mod listener;
 mod middleware;
 mod routes;
 
@@ -10,8 +11,11 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::http::Request;
 use dashmap::DashMap;
+use hyper::body::Incoming;
 use tracing::{info, warn};
 
 use crate::engine::read_limits::ReadLimits;
@@ -42,7 +46,27 @@ pub struct ServerConfig {
     pub read_only: bool,
     /// A read replica's view of the branch heads is at most this old
     /// (`POST /graphs/{id}/refresh` refreshes it at once).
-    pub refresh_interval: std::time::Duration,
+    pub refresh_interval: Duration,
+    /// A connection must send a complete request head within this, from
+    /// its accept and again after each answer (so it is also how long a
+    /// keep-alive connection may sit idle) or it is closed.
+    pub header_timeout: Duration,
+    /// Connections served at once (capped to half the open-files limit);
+    /// one more is closed at accept, never queued.
+    pub max_connections: usize,
+    /// After the shutdown signal, how long live connections get to finish
+    /// before they are dropped.
+    pub shutdown_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Default [`ServerConfig::header_timeout`].
+    pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    /// Default [`ServerConfig::max_connections`]: well under the usual
+    /// open-files limits.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    /// Default [`ServerConfig::shutdown_timeout`].
+    pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 }
 
 /// Shared state of the running daemon.
@@ -72,7 +96,9 @@ async fn open_graphs(specs: &[(String, String)], mode: OpenMode) -> BTreeMap<Str
 }
 
 /// Bind, print the bound address, and serve until `shutdown` completes; then
-/// stop accepting and let in-flight requests finish.
+/// stop accepting, let in-flight requests finish for at most
+/// [`ServerConfig::shutdown_timeout`], drop what is left and return (the
+/// graphs are closed once this returns).
 pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
     if !config.auth.is_configured() && !config.unauthenticated {
         return Err(OmniError::BadRequest(
@@ -80,6 +106,17 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
                 .into(),
         ));
     }
+    if config.max_connections == 0 {
+        return Err(OmniError::BadRequest("max_connections must be at least 1".into()));
+    }
+    if config.header_timeout.is_zero() {
+        return Err(OmniError::BadRequest("header_timeout must be more than zero".into()));
+    }
+    let limits = listener::Limits {
+        header_timeout: config.header_timeout,
+        max_connections: listener::cap_to_descriptor_limit(config.max_connections),
+        shutdown_timeout: config.shutdown_timeout,
+    };
     let mode = if config.read_only {
         // A replica never writes: no background recovery (a pending sidecar
         // is reported by `/recovery`, resolved by the writer), and views of
@@ -115,11 +152,15 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         None => None,
     };
     let default_graph = default_graph.as_deref().map(middleware::path_segment);
-    let app = tower::ServiceExt::map_request(routes::router(state), move |req| {
-        middleware::flat_to_graph(default_graph.as_deref(), req)
+    let app = tower::ServiceExt::map_request(routes::router(state), move |req: Request<Incoming>| {
+        middleware::flat_to_graph(default_graph.as_deref(), req.map(axum::body::Body::new))
     });
-    axum::serve(listener, axum::ServiceExt::<axum::extract::Request>::into_make_service(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| OmniError::Internal(e.to_string()))
+    info!(
+        header_timeout = ?limits.header_timeout,
+        max_connections = limits.max_connections,
+        shutdown_timeout = ?limits.shutdown_timeout,
+        "connection limits"
+    );
+    listener::serve(listener, app, limits, shutdown).await;
+    Ok(())
 }

@@ -259,6 +259,8 @@ async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Q
             );
         }
         out["graphs"] = Value::Object(graphs);
+        let memory = crate::graph::memory::memory_report().await;
+        out["memory"] = serde_json::to_value(memory).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
     }
     Ok(axum::Json(out))
 }

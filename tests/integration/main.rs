@@ -10,6 +10,7 @@ mod branches;
 mod cli;
 mod clients;
 mod common;
+mod connections;
 #[path = "../support/content.rs"]
 mod content;
 mod cookbooks;
@@ -24,6 +25,7 @@ mod indexes;
 mod intercept;
 mod limits;
 mod maintenance;
+mod memory;
 mod merge;
 mod publisher;
 mod queries;

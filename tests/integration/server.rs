@@ -21,6 +21,26 @@ impl Server {
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
     }
+
+    /// The daemon's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait up to `limit` for the daemon to exit: its status, or `None` while
+    /// it is still running at the deadline.
+    pub(crate) async fn wait_exit(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for Server {
@@ -37,6 +57,11 @@ pub(crate) async fn start() -> Server {
 
 /// [`start`] with extra `serve` flags.
 pub(crate) async fn start_with(extra: &[&str]) -> Server {
+    start_with_env(extra, &[]).await
+}
+
+/// [`start_with`], the daemon also given `env`.
+pub(crate) async fn start_with_env(extra: &[&str], env: &[(String, String)]) -> Server {
     let (dir, loc) = temp_graph_dir();
     {
         let g = omnigraph::Omnigraph::init(&loc, SOCIAL_PG).await.expect("init");
@@ -45,7 +70,7 @@ pub(crate) async fn start_with(extra: &[&str]) -> Server {
             .await
             .expect("load");
     }
-    spawn(dir, loc, extra, &[])
+    spawn(dir, loc, extra, env)
 }
 
 /// `omnigraph serve --graph g=LOC` with `extra` flags and `env`, on an

@@ -7,6 +7,7 @@
 pub mod branch_name;
 pub mod lang;
 pub mod load;
+pub mod memory_budget;
 pub mod protocol;
 pub mod read_limits;
 pub mod rows;

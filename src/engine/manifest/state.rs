@@ -103,6 +103,20 @@ impl ManifestState {
         Ok(&self.commits)
     }
 
+    /// Commits this state holds (all of them when complete).
+    pub fn held_commits(&self) -> usize {
+        self.commits.len()
+    }
+
+    /// This state as an open would restore it from its own checkpoint: only
+    /// the head commits, whatever history was loaded or published since.
+    /// A long-lived holder (a branch actor) keeps its cached state flat with
+    /// it, since each publish clones the state it extends. `None` when the
+    /// state has no checkpoint to restore from.
+    pub fn rebased(&self) -> Option<Result<ManifestState>> {
+        self.checkpoint().map(ManifestState::restore)
+    }
+
     /// A commit this state holds: any commit when complete, else a head
     /// commit or one published since the state was restored.
     pub fn commit(&self, id: &str) -> Option<&CommitRow> {

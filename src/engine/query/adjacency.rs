@@ -6,8 +6,8 @@
 //! the structure is cached by (dataset, native branch, version, table id) and
 //! every later query on the same snapshot of that table reuses it. The table
 //! id keeps a dropped and re-created table apart even at the same path. The
-//! cache holds at most [`CACHE_BYTES`]; the least recently used entry goes
-//! first.
+//! cache holds at most the memory budget's adjacency share; the least
+//! recently used entry goes first.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -19,9 +19,6 @@ use crate::engine::manifest::TableEntry;
 use crate::engine::storage::Root;
 use crate::engine::walk::Adjacency;
 use crate::protocol::{OmniError, Result};
-
-/// Bytes of adjacency kept across queries.
-const CACHE_BYTES: usize = 1 << 30;
 
 type Key = (String, Option<String>, u64, String);
 
@@ -58,10 +55,17 @@ fn insert(key: Key, adj: Arc<Adjacency>) {
     let mut entries = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     entries.retain(|(k, _)| k != &key);
     entries.push((key, adj));
+    let capacity = crate::engine::storage::caches::capacities().adjacency_bytes as usize;
     let mut total: usize = entries.iter().map(|(_, a)| a.heap_bytes()).sum();
-    while total > CACHE_BYTES && entries.len() > 1 {
+    while total > capacity && entries.len() > 1 {
         total -= entries.remove(0).1.heap_bytes();
     }
+}
+
+/// The adjacencies cached now: (bytes, entries).
+pub fn cached() -> (u64, u64) {
+    let entries = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    (entries.iter().map(|(_, a)| a.heap_bytes() as u64).sum(), entries.len() as u64)
 }
 
 async fn build(root: &Root, entry: &TableEntry) -> Result<Adjacency> {

@@ -18,4 +18,9 @@ mod params;
 mod search;
 
 pub use exec::{QueryContext, QueryResult, execute};
+
+/// Edge-table adjacencies cached for traversals now: (bytes, entries).
+pub fn adjacency_cached() -> (u64, u64) {
+    adjacency::cached()
+}
 pub use params::{ParamValues, bind_params};

@@ -6,9 +6,11 @@
 //! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`staged`]: the staged and committed transaction types.
 //! - [`lineage`]: the table config that keeps row lineage out of Lance manifests.
+//! - [`caches`]: the Lance sessions and their capacities under the memory budget.
 //! - `version_hint`: a local dataset's latest version without listing its history.
 
 pub mod branches;
+pub mod caches;
 pub mod config;
 mod guard;
 pub mod io_hook;

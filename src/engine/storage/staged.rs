@@ -105,6 +105,11 @@ pub struct StagedTxn {
 }
 
 impl StagedTxn {
+    /// Whether this is a compaction (a `Rewrite`: same rows, fewer fragments).
+    pub fn is_compaction(&self) -> bool {
+        matches!(self.txn.operation, lance::dataset::transaction::Operation::Rewrite { .. })
+    }
+
     /// The pre-minted identity this transaction will carry.
     pub fn identity(&self) -> TxnIdentity {
         TxnIdentity { read_version: self.txn.read_version, uuid: self.txn.uuid.clone() }

@@ -20,6 +20,7 @@ use lance::dataset::{
 };
 use lance_file::version::LanceFileVersion;
 
+use super::caches;
 use super::guard::ExpectVersion;
 use super::io_hook;
 use super::lineage;
@@ -114,27 +115,16 @@ pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
 }
 
 /// Open a table at `version` (or its latest) on a native branch (`None`/`main` = main).
+/// A private session with the budget's capacities (see [`caches`]).
 pub async fn open_table(uri: &str, branch: Option<&str>, version: Option<u64>) -> Result<Arc<Dataset>> {
-    open_with(DatasetBuilder::from_uri(uri), uri, branch, version).await
-}
-
-/// The Lance session every read-path open shares: its index and metadata
-/// caches keep a BTree's pages and a version's manifest in memory across
-/// queries (a fresh session per open re-reads them each time). Writers open
-/// with their own sessions, so nothing they verify comes from a cache.
-fn read_session() -> Arc<lance::session::Session> {
-    static SESSION: std::sync::OnceLock<Arc<lance::session::Session>> = std::sync::OnceLock::new();
-    SESSION
-        .get_or_init(|| {
-            let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
-            Arc::new(lance::session::Session::new(512 << 20, 256 << 20, registry))
-        })
-        .clone()
+    let ds = open_with(caches::private(DatasetBuilder::from_uri(uri)), uri, branch, version).await?;
+    caches::track(&ds);
+    Ok(ds)
 }
 
 /// [`open_table`] at an exact version for a query, through the shared read session.
 pub async fn open_table_for_read(uri: &str, branch: Option<&str>, version: u64) -> Result<Arc<Dataset>> {
-    open_with(DatasetBuilder::from_uri(uri).with_session(read_session()), uri, branch, Some(version)).await
+    open_with(DatasetBuilder::from_uri(uri).with_session(caches::read_session()), uri, branch, Some(version)).await
 }
 
 async fn open_with(

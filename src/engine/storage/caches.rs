@@ -1,0 +1,132 @@
+//! The process's Lance sessions and their capacities under one memory budget.
+//!
+//! Two kinds of session exist. Reads share one session (its index and
+//! metadata caches keep BTree pages and manifests across queries). Every
+//! other open (a writer's staging, an actor's dataset kept across commits,
+//! recovery) gets a private session, so nothing a writer verifies comes from
+//! another handle's cache. Lance's defaults give each session gigabytes; an
+//! actor that keeps one dataset open across thousands of commits would fill
+//! its private metadata cache with every version's manifest. So every
+//! session here is created with capacities from [`CacheCapacities`], and the
+//! private ones are tracked (weakly) so their bytes can be reported.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use lance::Dataset;
+use lance::dataset::builder::DatasetBuilder;
+use lance::session::Session;
+use serde::Serialize;
+
+use crate::engine::memory_budget::{CacheCapacities, DEFAULT_BUDGET};
+
+/// The budget in bytes; set once at process start, before the first open.
+static BUDGET: AtomicU64 = AtomicU64::new(DEFAULT_BUDGET);
+
+/// Set the process's memory budget. Caches already created keep their
+/// capacities: call this before the first graph is opened.
+pub fn set_budget(bytes: u64) {
+    BUDGET.store(bytes, Ordering::SeqCst);
+}
+
+/// The capacities every cache of this process gets.
+pub fn capacities() -> CacheCapacities {
+    CacheCapacities::split(BUDGET.load(Ordering::SeqCst))
+}
+
+/// The session every read-path open shares.
+pub fn read_session() -> Arc<Session> {
+    static SESSION: OnceLock<Arc<Session>> = OnceLock::new();
+    SESSION
+        .get_or_init(|| {
+            let c = capacities();
+            let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
+            Arc::new(Session::new(c.read_index_bytes as usize, c.read_metadata_bytes as usize, registry))
+        })
+        .clone()
+}
+
+/// Private sessions alive in this process (weak: a session lives as long as
+/// the datasets opened through it).
+fn private_sessions() -> &'static Mutex<Vec<Weak<Session>>> {
+    static SESSIONS: OnceLock<Mutex<Vec<Weak<Session>>>> = OnceLock::new();
+    SESSIONS.get_or_init(Default::default)
+}
+
+/// `builder` with a private session's capacities.
+pub fn private(builder: DatasetBuilder) -> DatasetBuilder {
+    let c = capacities();
+    builder
+        .with_index_cache_size_bytes(c.private_index_bytes as usize)
+        .with_metadata_cache_size_bytes(c.private_metadata_bytes as usize)
+}
+
+/// Remember the private session of a dataset just opened, for the report.
+pub fn track(ds: &Dataset) {
+    let session = ds.session();
+    let mut all = private_sessions().lock().unwrap_or_else(|p| p.into_inner());
+    // Pruned whenever dead entries could make up half: amortised O(1).
+    if all.len() >= 64 && all.len().is_power_of_two() {
+        all.retain(|w| w.strong_count() > 0);
+    }
+    if !all.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&session))) {
+        all.push(Arc::downgrade(&session));
+    }
+}
+
+/// One cache's size now.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CacheReport {
+    /// Bytes its entries weigh.
+    pub bytes: u64,
+    /// Entries it holds.
+    pub entries: u64,
+    /// Its capacity in bytes.
+    pub capacity_bytes: u64,
+}
+
+/// The Lance sessions of this process.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionsReport {
+    /// The shared read session's index cache.
+    pub read_index: CacheReport,
+    /// The shared read session's metadata cache.
+    pub read_metadata: CacheReport,
+    /// Private sessions alive (each is one open dataset and its successors).
+    pub private_sessions: u64,
+    /// Their index caches together (capacity: per session times sessions).
+    pub private_index: CacheReport,
+    /// Their metadata caches together.
+    pub private_metadata: CacheReport,
+}
+
+fn cache_report(stats: lance_core::cache::CacheStats, capacity: u64) -> CacheReport {
+    CacheReport { bytes: stats.size_bytes as u64, entries: stats.num_entries as u64, capacity_bytes: capacity }
+}
+
+/// The sessions' sizes now.
+pub async fn report() -> SessionsReport {
+    let c = capacities();
+    let read = read_session();
+    let live: Vec<Arc<Session>> = {
+        let mut all = private_sessions().lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        all.iter().filter_map(Weak::upgrade).collect()
+    };
+    let n = live.len() as u64;
+    let mut index = CacheReport { capacity_bytes: c.private_index_bytes * n, ..Default::default() };
+    let mut metadata = CacheReport { capacity_bytes: c.private_metadata_bytes * n, ..Default::default() };
+    for s in &live {
+        let (i, m) = (s.index_cache_stats().await, s.metadata_cache_stats().await);
+        (index.bytes, index.entries) = (index.bytes + i.size_bytes as u64, index.entries + i.num_entries as u64);
+        (metadata.bytes, metadata.entries) =
+            (metadata.bytes + m.size_bytes as u64, metadata.entries + m.num_entries as u64);
+    }
+    SessionsReport {
+        read_index: cache_report(read.index_cache_stats().await, c.read_index_bytes),
+        read_metadata: cache_report(read.metadata_cache_stats().await, c.read_metadata_bytes),
+        private_sessions: n,
+        private_index: index,
+        private_metadata: metadata,
+    }
+}
