@@ -273,6 +273,13 @@ async fn main() {
     let samples = samples.lock().expect("samples").clone();
     let acked = acked.lock().expect("acked").clone();
     let presence = check_present(&client, &daemon.base, &acked).await;
+    // The same one-row write, alone, in this daemon and in a fresh one on the
+    // same graph: a daemon that carried state from the run would be slower.
+    let aged = idle_write_p50(&client, &daemon.base, "aged").await;
+    drop(daemon);
+    let fresh_daemon = spawn_daemon(&loc, &serve_extra, &dir.path().join("fresh.log"));
+    let fresh = idle_write_p50(&client, &fresh_daemon.base, "fresh").await;
+    drop(fresh_daemon);
     let rows = tenths(&samples, &rss, &reports, tenth);
     let ratio = |key: &str| {
         let (second, last) = (rows[1][key].as_f64(), rows[9][key].as_f64());
@@ -291,6 +298,8 @@ async fn main() {
         "reads": samples.iter().filter(|s| matches!(s, Sample::Read { .. })).count(),
         "failed_requests": failures,
         "presence": presence,
+        "idle_write_p50_ms": {"aged_daemon": aged, "fresh_daemon": fresh,
+            "aged_over_fresh": ((aged / fresh) * 1000.0).round() / 1000.0},
         "flatness": {
             "rss_last_over_second": ratio("rss_mib"),
             "write_p50_last_over_second": ratio("write_p50_ms"),
@@ -300,6 +309,19 @@ async fn main() {
         },
     });
     println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+}
+
+/// Median of 30 one-row writes on main, one at a time.
+async fn idle_write_p50(client: &reqwest::Client, base: &str, tag: &str) -> f64 {
+    let mut ms = Vec::new();
+    for n in 0..30 {
+        let body = json!({"query": INSERT, "params": {"n": format!("idle-{tag}-{n}")}, "branch": "main"});
+        let t = Instant::now();
+        post(client, &format!("{base}/graphs/g/mutate"), body).await.expect("idle write");
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    (ms[ms.len() / 2] * 100.0).round() / 100.0
 }
 
 /// One row per tenth of the run.

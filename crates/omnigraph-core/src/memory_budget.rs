@@ -10,8 +10,9 @@ use serde::Serialize;
 
 use crate::protocol::{OmniError, Result};
 
-/// The budget of a process that sets none (the CLI, an embedder): the
-/// capacities the caches had before budgets existed, about 1.75 GiB.
+/// The budget of a process that sets none (the CLI, an embedder): about
+/// 1.75 GiB, which keeps the read index cache at the 512 MiB it had before
+/// budgets existed.
 pub const DEFAULT_BUDGET: u64 = 1792 << 20;
 
 /// Share of the machine's memory a daemon's default budget takes.
@@ -42,21 +43,25 @@ pub struct CacheCapacities {
 }
 
 impl CacheCapacities {
-    /// Split `budget` (at least [`MIN_BUDGET`] is assumed; smaller is
-    /// raised to it): 30% read index, 15% read metadata, 30% adjacency, the
-    /// rest headroom for work in flight and the private sessions, each of
-    /// which gets a small fixed share (they are many, one per open table).
+    /// Split `budget` (raised to [`MIN_BUDGET`] if smaller): 40% to the
+    /// read index cache and 30% to adjacencies, whose entries stay useful
+    /// across commits (index pages and adjacencies are keyed by what they
+    /// index); small fixed shares to the metadata caches, whose entries are
+    /// mostly per version (each commit makes new manifests, and the
+    /// superseded ones are never read again), so they reach their bound and
+    /// stop growing within a minute of steady writes; the rest is headroom
+    /// for work in flight.
     pub fn split(budget: u64) -> CacheCapacities {
         let b = budget.max(MIN_BUDGET);
         let pct = |p: u64| b / 100 * p;
         CacheCapacities {
             budget_bytes: b,
-            read_index_bytes: pct(30),
-            read_metadata_bytes: pct(15),
+            read_index_bytes: pct(40),
+            read_metadata_bytes: (b / 64).clamp(1 << 20, 64 << 20),
             adjacency_bytes: pct(30),
             pinned_handles: (b >> 23).clamp(16, 256),
-            private_index_bytes: (b / 256).clamp(1 << 20, 64 << 20),
-            private_metadata_bytes: (b / 512).clamp(256 << 10, 16 << 20),
+            private_index_bytes: (b / 256).clamp(1 << 20, 32 << 20),
+            private_metadata_bytes: (b / 2048).clamp(256 << 10, 4 << 20),
         }
     }
 }
@@ -120,8 +125,9 @@ mod tests {
         for budget in [MIN_BUDGET, 64 << 20, 1 << 30, DEFAULT_BUDGET, 6 << 30, 64 << 30] {
             let c = CacheCapacities::split(budget);
             let shared = c.read_index_bytes + c.read_metadata_bytes + c.adjacency_bytes;
-            assert!(shared <= budget * 3 / 4, "{c:?}");
-            assert!(c.private_index_bytes + c.private_metadata_bytes <= (80 << 20), "{c:?}");
+            assert!(shared <= budget.max(MIN_BUDGET) / 100 * 80, "{c:?}");
+            assert!(c.private_index_bytes + c.private_metadata_bytes <= (36 << 20), "{c:?}");
+            assert!(c.read_metadata_bytes <= (64 << 20), "{c:?}");
             assert!((16..=256).contains(&c.pinned_handles), "{c:?}");
         }
         // A budget under the minimum is raised to it, never split below it.
@@ -129,11 +135,11 @@ mod tests {
     }
 
     #[test]
-    fn the_default_budget_keeps_the_old_capacities() {
+    fn the_default_budget_keeps_the_old_index_capacity() {
         let c = CacheCapacities::split(DEFAULT_BUDGET);
-        // Before budgets: 512 MiB index, 256 MiB metadata, 1 GiB adjacency.
-        assert!(c.read_index_bytes >= 512 << 20 && c.read_metadata_bytes >= 256 << 20, "{c:?}");
-        assert_eq!(c.pinned_handles, 224);
+        // Before budgets: a 512 MiB read index cache.
+        assert!(c.read_index_bytes >= 512 << 20, "{c:?}");
+        assert_eq!((c.read_metadata_bytes, c.pinned_handles), (28 << 20, 224));
     }
 
     #[test]

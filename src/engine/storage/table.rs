@@ -117,50 +117,78 @@ pub async fn append_or_create(uri: &str, batch: RecordBatch) -> Result<()> {
 /// Open a table at `version` (or its latest) on a native branch (`None`/`main` = main).
 /// A private session with the budget's capacities (see [`caches`]).
 pub async fn open_table(uri: &str, branch: Option<&str>, version: Option<u64>) -> Result<Arc<Dataset>> {
-    let ds = open_with(caches::private(DatasetBuilder::from_uri(uri)), uri, branch, version).await?;
+    let ds = open_with(Sessions::Private, uri, branch, version).await?;
     caches::track(&ds);
     Ok(ds)
 }
 
 /// [`open_table`] at an exact version for a query, through the shared read session.
 pub async fn open_table_for_read(uri: &str, branch: Option<&str>, version: u64) -> Result<Arc<Dataset>> {
-    open_with(DatasetBuilder::from_uri(uri).with_session(caches::read_session()), uri, branch, Some(version)).await
+    open_with(Sessions::Read, uri, branch, Some(version)).await
 }
 
-async fn open_with(
-    builder: DatasetBuilder,
-    uri: &str,
-    branch: Option<&str>,
-    version: Option<u64>,
-) -> Result<Arc<Dataset>> {
+/// Which Lance session an open uses ([`caches`]).
+#[derive(Debug, Clone, Copy)]
+enum Sessions {
+    /// A private one, with the budget's capacities.
+    Private,
+    /// The read path's shared one.
+    Read,
+}
+
+impl Sessions {
+    fn builder(self, uri: &str) -> DatasetBuilder {
+        let builder = DatasetBuilder::from_uri(uri);
+        let builder = match self {
+            Sessions::Private => caches::private(builder),
+            Sessions::Read => builder.with_session(caches::read_session()),
+        };
+        match io_hook::store_params(uri) {
+            Some(params) => builder.with_store_params(params),
+            None => builder,
+        }
+    }
+}
+
+async fn open_with(sessions: Sessions, uri: &str, branch: Option<&str>, version: Option<u64>) -> Result<Arc<Dataset>> {
     // Latest, on a local disk: found from Lance's hint, not by listing every
     // version; should that version be gone by now, Lance lists after all.
     if version.is_none()
         && let Some(latest) = super::version_hint::local_latest(uri, lance_branch(branch))
-        && let Ok(ds) = load_at(builder.clone(), uri, branch, Some(latest)).await
+        && let Ok(ds) = load_at(sessions, uri, branch, Some(latest)).await
     {
         return Ok(ds);
     }
-    load_at(builder, uri, branch, version).await.map_err(|e| open_error(uri, branch, version, e))
+    load_at(sessions, uri, branch, version).await.map_err(|e| open_error(uri, branch, version, e))
 }
 
 async fn load_at(
-    mut builder: DatasetBuilder,
+    sessions: Sessions,
     uri: &str,
     branch: Option<&str>,
     version: Option<u64>,
 ) -> std::result::Result<Arc<Dataset>, lance::Error> {
-    if let Some(params) = io_hook::store_params(uri) {
-        builder = builder.with_store_params(params);
-    }
-    builder = match lance_branch(branch) {
-        Some(b) => builder.with_branch(b, version),
-        None => match version {
-            Some(v) => builder.with_version(v),
-            None => builder,
-        },
+    let ds = match (lance_branch(branch), version) {
+        // A native branch at a known version is opened at its own chain
+        // (`<table>/tree/<branch>`). Through `with_branch` Lance would first
+        // resolve the root's latest version, listing its `_versions/`, which
+        // gains a file with every commit on main: an open of a branch would
+        // cost more the longer main's history.
+        (Some(b), Some(v)) => {
+            let ds = sessions.builder(&format!("{uri}/tree/{b}")).with_version(v).load().await?;
+            if ds.manifest().branch.as_deref() != Some(b) {
+                return Err(lance::Error::internal(format!(
+                    "{uri}/tree/{b} holds a manifest of branch {:?}",
+                    ds.manifest().branch
+                )));
+            }
+            ds
+        }
+        (Some(b), None) => sessions.builder(uri).with_branch(b, None).load().await?,
+        (None, Some(v)) => sessions.builder(uri).with_version(v).load().await?,
+        (None, None) => sessions.builder(uri).load().await?,
     };
-    Ok(Arc::new(builder.load().await?))
+    Ok(Arc::new(ds))
 }
 
 fn open_error(uri: &str, branch: Option<&str>, version: Option<u64>, e: lance::Error) -> OmniError {
