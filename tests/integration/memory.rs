@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::server::{Server, get, post, start_with};
+use crate::server::{Server, TOKEN, call, get, post, start_with};
 
 const BUDGET: u64 = 16 << 20;
 const WRITES: usize = 2_000;
@@ -14,10 +14,9 @@ const TASKS: usize = 8;
 /// `TASKS` writers insert `WRITES` people over main and a branch while as
 /// many readers count them; returns the names each branch acknowledged.
 async fn load(s: &Server) -> Vec<(String, String)> {
-    let client = reqwest::Client::new();
     let mut tasks = Vec::new();
     for t in 0..TASKS {
-        let (client, base) = (client.clone(), s.base.clone());
+        let base = s.base.clone();
         tasks.push(tokio::spawn(async move {
             let branch = if t % 2 == 0 { "main" } else { "side" };
             let mut acked = Vec::new();
@@ -25,13 +24,13 @@ async fn load(s: &Server) -> Vec<(String, String)> {
                 let name = format!("p{t}-{n}");
                 let body = json!({"query": "query w($n: String) { insert Person { name: $n } }",
                     "params": {"n": name}, "branch": branch});
-                let resp = send(&client, &format!("{base}/graphs/g/mutate"), body).await;
+                let resp = send(&format!("{base}/graphs/g/mutate"), body).await;
                 assert_eq!(resp.0, 200, "write {name}: {}", resp.1);
                 acked.push((branch.to_string(), name));
                 let count = json!({"query": "query c() { match { $p: Person } return { count($p) as n } }",
                     "branch": branch});
                 for _ in 0..READS / WRITES {
-                    let resp = send(&client, &format!("{base}/graphs/g/query"), count.clone()).await;
+                    let resp = send(&format!("{base}/graphs/g/query"), count.clone()).await;
                     assert_eq!(resp.0, 200, "read: {}", resp.1);
                 }
             }
@@ -45,18 +44,9 @@ async fn load(s: &Server) -> Vec<(String, String)> {
     all
 }
 
-async fn send(client: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
-    let resp = client
-        .post(url)
-        .header("authorization", format!("Bearer {}", crate::server::TOKEN))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("request");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+async fn send(url: &str, body: Value) -> (u16, Value) {
+    let (st, v, _) = call("POST", url, Some(TOKEN), Some(("application/json", body.to_string()))).await;
+    (st, v)
 }
 
 fn bytes(v: &Value, path: &[&str]) -> u64 {
