@@ -17,11 +17,15 @@
 //!   reading files (`cli_process`: time and each process's own peak RSS);
 //! - `concurrent_writers`: aggregate one-row writes/s with 1, 8 and 32 writer
 //!   tasks on one branch and on as many branches, and how many publishes the
-//!   one-branch writes took (a busy branch commits its writes in groups).
+//!   one-branch writes took (a busy branch commits its writes in groups);
+//! - `durability`: the one-row mutate (in-process and CLI) and 32 writers on
+//!   one branch with `--durability fsync` and with `none`, each beside the
+//!   raw-Lance one-row commit on a store of the same setting.
 //!
 //! Environment: `OMNIGRAPH_BENCH_LOAD_SIZES` (default `150000,1000000`),
 //! `OMNIGRAPH_BENCH_MUTATIONS` (default 100), `OMNIGRAPH_BENCH_CLI_RUNS`
-//! (default 30), `OMNIGRAPH_BENCH_ONLY` (one of `mutation,open,load,concurrent`).
+//! (default 30), `OMNIGRAPH_BENCH_ONLY` (one of
+//! `mutation,open,load,concurrent,durability`).
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -426,6 +430,59 @@ async fn concurrency_figures(dir: &Path) {
     }
 }
 
+/// One durability setting's figures on `loc` (created here): the raw-Lance
+/// one-row commit floor, one-row mutates in-process and as CLI processes,
+/// and 32 writers on one branch.
+async fn durability_case(dir: &Path, durability: omnigraph::Durability) -> Value {
+    use omnigraph::engine::storage::durability as setting;
+    let home = dir.join(format!("durability-{durability}"));
+    std::fs::create_dir_all(home.join("floor")).expect("mkdir");
+    let home = std::fs::canonicalize(&home).expect("canonical");
+    setting::register_root(&home.to_string_lossy(), durability);
+    let floor = percentiles(raw_one_row_commits(&home.join("floor"), 48).await);
+    let n = env_usize("OMNIGRAPH_BENCH_MUTATIONS", 100);
+    let loc = home.join("g").to_string_lossy().to_string();
+    let g = example_graph(&loc).await;
+    let mut in_process = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = Instant::now();
+        g.mutate(&insert_source(&format!("m{i}")), None, Map::new(), &on("main")).await.expect("mutate");
+        in_process.push(start.elapsed());
+    }
+    let writers = throughput(&g, &["main".to_string()], 32, 10, "d").await;
+    drop(g);
+    omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+    let cli = cli_figures(env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 30), |i| {
+        let flag = ["--durability".to_string(), durability.to_string()];
+        flag.into_iter().chain(["mutate".into(), "-e".into(), insert_source(&format!("c{i}")), loc.clone()]).collect()
+    });
+    let floor_per_s = 1000.0 / floor["p50_ms"].as_f64().unwrap_or(1.0);
+    json!({
+        "raw_lance_one_row_commit": floor, "in_process": percentiles(in_process), "cli_process": cli,
+        "writes_per_s_32_writers_one_branch": round(writers),
+        "raw_lance_one_row_commits_per_s": round(floor_per_s),
+        "writers_over_floor": round(writers / floor_per_s),
+    })
+}
+
+/// Durability's price: the same figures with `fsync` and with `none`.
+async fn durability_figures(dir: &Path) {
+    let fsync = durability_case(dir, omnigraph::Durability::Fsync).await;
+    let none = durability_case(dir, omnigraph::Durability::None).await;
+    let p50 = |v: &Value, at: &str| v[at]["p50_ms"].as_f64().unwrap_or(f64::NAN);
+    let writers = |v: &Value| v["writes_per_s_32_writers_one_branch"].as_f64().unwrap_or(f64::NAN);
+    let none_floor_per_s = none["raw_lance_one_row_commits_per_s"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "{}",
+        json!({
+            "figure": "durability", "fsync": fsync, "none": none,
+            "cli_p50_fsync_over_none": round(p50(&fsync, "cli_process") / p50(&none, "cli_process")),
+            "in_process_p50_fsync_over_none": round(p50(&fsync, "in_process") / p50(&none, "in_process")),
+            "writers_fsync_over_unsynced_floor": round(writers(&fsync) / none_floor_per_s),
+        })
+    );
+}
+
 fn main() {
     cli::serve_measure_request();
     if !std::env::args().any(|a| a == "--bench") {
@@ -448,6 +505,9 @@ fn main() {
         }
         if wanted("load") {
             load_figures(tmp.path()).await;
+        }
+        if wanted("durability") {
+            durability_figures(tmp.path()).await;
         }
     });
 }

@@ -33,6 +33,7 @@ pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
 pub use engine::query::QueryResult;
 pub use engine::storage::StorageOptions;
+pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{

@@ -44,6 +44,7 @@ fn stdout_failed(e: std::io::Error) -> ! {
 }
 
 use clap::{Parser, Subcommand};
+use omnigraph::engine::storage::durability;
 use omnigraph::{
     CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
     WriteOptions, WriteOutcome, result_rows, wire,
@@ -57,6 +58,12 @@ struct Cli {
     /// AWS_* environment.
     #[arg(long = "storage-option", global = true, value_name = "KEY=VALUE")]
     storage_options: Vec<String>,
+    /// Whether a write to a local graph is synced to disk before it is
+    /// acknowledged: `fsync` (default) or `none` (survives a crash of the
+    /// process, not of the machine). Also OMNIGRAPH_DURABILITY; see
+    /// docs/storage.md, "Durability".
+    #[arg(long, global = true, value_name = "fsync|none", value_parser = durability_arg)]
+    durability: Option<omnigraph::Durability>,
     #[command(subcommand)]
     command: Command,
 }
@@ -579,13 +586,18 @@ fn main() -> ExitCode {
         _ => None,
     };
     let storage = omnigraph::StorageOptions::from_pairs(cli.storage_options.iter().map(String::as_str));
+    let durability = match cli.durability {
+        Some(d) => Ok(d),
+        None => durability::from_env().map(|d| d.unwrap_or(omnigraph::Durability::Fsync)),
+    };
     let out = runtime.block_on(async {
-        let out = match storage {
-            Ok(options) => {
+        let out = match (storage, durability) {
+            (Ok(options), Ok(durability)) => {
                 omnigraph::engine::storage::config::set_defaults(options);
+                durability::set_default(durability);
                 run(cli.command).await
             }
-            Err(e) => Err(e),
+            (Err(e), _) | (_, Err(e)) => Err(e),
         };
         // Every handle is dropped by now: let the actor trees finish their
         // current messages (e.g. a manifest compaction after a publish).
@@ -1113,6 +1125,7 @@ fn print_snapshot(s: &Snapshot) -> Result<()> {
     outln!("branch:  {}", s.branch);
     outln!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
     outln!("stamp:   {}", s.storage_stamp);
+    outln!("durability: {}", s.durability);
     let width = s.tables.iter().map(|t| t.table_key.len()).max().unwrap_or(5).max(5);
     outln!("{:<width$}  {:>8}  {:>10}  stored on", "table", "version", "rows");
     for t in &s.tables {
@@ -1302,8 +1315,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     for g in &graphs {
         let (id, root) =
             g.split_once('=').ok_or_else(|| OmniError::BadRequest(format!("--graph takes ID=ROOT, got `{g}`")))?;
-        if let Some(options) = per_graph.get(id) {
+        if let Some((options, durability)) = per_graph.get(id) {
             omnigraph::engine::storage::config::register_root(root, options.clone());
+            if let Some(d) = durability {
+                durability::register_root(omnigraph::engine::storage::Root::parse(root)?.uri(), *d);
+            }
         }
         specs.push((id.to_string(), root.to_string()));
     }
@@ -1341,6 +1357,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     omnigraph::server::serve(config, shutdown_signal()).await
 }
 
+/// A `--durability` value.
+fn durability_arg(s: &str) -> std::result::Result<omnigraph::Durability, String> {
+    s.parse().map_err(|e: OmniError| e.to_string())
+}
+
 /// A `--memory-budget` size (at least the smallest budget the caches split).
 fn memory_size(s: &str) -> std::result::Result<u64, String> {
     use omnigraph::engine::memory_budget::{MIN_BUDGET, parse_size};
@@ -1365,8 +1386,12 @@ fn at_least_one<T: std::str::FromStr + PartialEq + From<u8>>(s: &str) -> std::re
     if n == T::from(0) { Err("must be at least 1".to_string()) } else { Ok(n) }
 }
 
+/// A graph's entry of a `--storage-config` file: its storage options, and
+/// its own `durability` when the entry has that key.
+type GraphStorage = (omnigraph::StorageOptions, Option<omnigraph::Durability>);
+
 /// Per-graph storage options from a `--storage-config` file.
-fn read_storage_config(path: &str) -> Result<std::collections::BTreeMap<String, omnigraph::StorageOptions>> {
+fn read_storage_config(path: &str) -> Result<std::collections::BTreeMap<String, GraphStorage>> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
@@ -1376,7 +1401,11 @@ fn read_storage_config(path: &str) -> Result<std::collections::BTreeMap<String, 
         .map_err(|e| OmniError::BadRequest(format!("cannot read --storage-config {path}: {e}")))?;
     let file: File = serde_json::from_str(&text)
         .map_err(|e| OmniError::BadRequest(format!("--storage-config {path} is not valid: {e}")))?;
-    file.graphs.iter().map(|(id, map)| Ok((id.clone(), omnigraph::StorageOptions::from_map(map)?))).collect()
+    let entry = |mut map: std::collections::BTreeMap<String, String>| -> Result<GraphStorage> {
+        let durability = map.remove("durability").map(|d| d.parse()).transpose()?;
+        Ok((omnigraph::StorageOptions::from_map(&map)?, durability))
+    };
+    file.graphs.into_iter().map(|(id, map)| Ok((id.clone(), entry(map)?))).collect()
 }
 
 /// When the daemon's shutdown signal arrived: its shutdown timeout runs

@@ -36,6 +36,9 @@ pub struct Snapshot {
     pub storage_stamp: u32,
     /// Tables sorted by key.
     pub tables: Vec<TableSnapshot>,
+    /// How this graph's writes reach storage (`fsync`, `none`,
+    /// `object_store`): see [`crate::engine::storage::Root::durability`].
+    pub durability: &'static str,
 }
 
 /// One graph commit, as users see it.
@@ -81,7 +84,7 @@ impl Graph {
     /// The state of `branch` at its head.
     pub async fn snapshot(&self, branch: &str) -> Result<Snapshot> {
         let view = self.rt.view(branch).await?;
-        Ok(snapshot_of(&view))
+        Ok(snapshot_of(&view, self.root().durability()))
     }
 
     /// Commits reachable from `branch`'s head, newest first.
@@ -146,7 +149,7 @@ impl Graph {
     }
 }
 
-pub(super) fn snapshot_of(view: &ManifestView) -> Snapshot {
+pub(super) fn snapshot_of(view: &ManifestView, durability: &'static str) -> Snapshot {
     let tables = view
         .state
         .tables
@@ -165,5 +168,6 @@ pub(super) fn snapshot_of(view: &ManifestView) -> Snapshot {
         manifest_version: view.version,
         storage_stamp: STAMP,
         tables,
+        durability,
     }
 }

@@ -117,7 +117,7 @@ pub fn snapshot_json(snap: &Snapshot) -> Value {
         "head_commit_id": snap.head_commit_id,
         "manifest_version": snap.manifest_version, "graph_manifest_version": snap.manifest_version,
         "storage_stamp": snap.storage_stamp, "internal_schema_version": snap.storage_stamp,
-        "tables": tables, "datasets": datasets,
+        "tables": tables, "datasets": datasets, "durability": snap.durability,
     })
 }
 

@@ -16,6 +16,7 @@ use super::{AppState, middleware};
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
 use crate::engine::read_limits::ReadLimits;
+use crate::engine::storage::durability;
 use crate::graph::{Graph, MergeOptions, ReadTarget, WriteOptions, wire};
 use crate::protocol::OmniError;
 use crate::protocol::error::status_code;
@@ -246,17 +247,17 @@ struct HealthParams {
 async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Query<HealthParams>) -> ApiResult {
     let mut out = json!({
         "status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP,
-        "read_only": s.read_only,
+        "read_only": s.read_only, "durability": durability::default().as_str(),
     });
     if q.verbose == Some(true) {
         s.actor(&headers)?;
         let mut graphs = Map::new();
         for (id, (_, g)) in &s.graphs {
             let stats = g.runtime().stats().await.map_err(ApiError::Omni)?;
-            graphs.insert(
-                id.clone(),
-                serde_json::to_value(stats).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?,
-            );
+            let mut entry =
+                serde_json::to_value(stats).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
+            entry["durability"] = json!(g.root().durability());
+            graphs.insert(id.clone(), entry);
         }
         out["graphs"] = Value::Object(graphs);
         let memory = crate::graph::memory::memory_report().await;
@@ -284,10 +285,11 @@ async fn deprecated(req: axum::extract::Request, next: axum::middleware::Next) -
 
 /// Liveness of one graph (a client whose base URL is the graph's prefix).
 async fn graph_healthz(State(s): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    s.graph(&id)?;
-    Ok(axum::Json(
-        json!({"status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP, "graph_id": id}),
-    ))
+    let durability = s.graph(&id)?.root().durability();
+    Ok(axum::Json(json!({
+        "status": "ok", "version": env!("CARGO_PKG_VERSION"), "internal_schema_version": STAMP, "graph_id": id,
+        "durability": durability,
+    })))
 }
 
 async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {

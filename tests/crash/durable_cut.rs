@@ -17,7 +17,7 @@ use serde_json::Map;
 use crate::intercept::{Intercept, Policy, injected};
 use crate::lance_hook;
 
-use super::{Op, assert_clean_on, assert_schema_matches, counts_on, crash, serial, setup_on, shut_down};
+use super::{Content, Op, assert_clean_on, assert_schema_matches, counts_on, crash, serial, setup_on, shut_down};
 
 /// The shared counter: writes up to `limit` pass, later ones fail.
 #[derive(Debug)]
@@ -136,18 +136,45 @@ async fn enumerate_at(op: Op, branch: &'static str, loc: Option<String>) -> (usi
     let (_probe, probe_loc) = fresh_copy(&base_loc).await;
     let (ok, n) = run_cut(op, branch, &probe_loc, usize::MAX).await;
     assert!(ok && n > 0, "{op:?}: the uncut run must succeed ({n} writes)");
+    let expected = Expected { op, branch, before, after, committed };
     let mut clean = 0;
     for k in 1..=n {
         let (_case, loc) = fresh_copy(&base_loc).await;
         let (acknowledged, _) = run_cut(op, branch, &loc, k).await;
-        let context = format!("{op:?} on {branch} cut after durable write {k}/{n}");
-        let g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
-        assert_clean_on(&g, branch, &context).await;
+        expected
+            .assert_recovered(&loc, acknowledged, &format!("{op:?} on {branch} cut after durable write {k}/{n}"))
+            .await;
+        clean += 1;
+    }
+    drop(base_dir);
+    (n, clean)
+}
+
+/// What a write under test must leave after any interruption.
+pub(super) struct Expected {
+    pub op: Op,
+    pub branch: &'static str,
+    /// Content of the branch before the write, and after a clean run of it.
+    pub before: Content,
+    pub after: Content,
+    /// The branch's commits before the write.
+    pub committed: Vec<String>,
+}
+
+impl Expected {
+    /// Reopen the graph at `loc` (recovery runs) and check that it is clean,
+    /// the write invisible XOR fully applied, an acknowledged write present,
+    /// no committed commit rolled back, one audit row at most, and that the
+    /// next write succeeds.
+    pub(super) async fn assert_recovered(&self, loc: &str, acknowledged: bool, context: &str) {
+        let Expected { op, branch, before, after, committed } = self;
+        let g = Omnigraph::open(loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+        assert_clean_on(&g, branch, context).await;
         let now = counts_on(&g, branch).await;
-        assert!(now == before || now == after, "{context}: half-applied");
-        assert_schema_matches(&g, op, now == after && now != before, &context).await;
+        assert!(now == *before || now == *after, "{context}: half-applied");
+        assert_schema_matches(&g, *op, now == *after && now != *before, context).await;
         if acknowledged {
-            assert_eq!(now, after, "{context}: an acknowledged write was lost");
+            assert_eq!(now, *after, "{context}: an acknowledged write was lost");
         }
         let history: Vec<String> =
             g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
@@ -158,14 +185,12 @@ async fn enumerate_at(op: Op, branch: &'static str, loc: Option<String>) -> (usi
         }
         let audit = audit::read_all(g.root()).await.expect("audit");
         assert!(audit.len() <= 1, "{context}: one resolution, one audit row at most: {audit:?}");
-        let next = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+        let next = WriteOptions { branch: branch.to_string(), ..WriteOptions::default() };
         g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &next)
             .await
             .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
-        clean += 1;
+        shut_down(g).await;
     }
-    drop(base_dir);
-    (n, clean)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,6 +19,7 @@ mod durable_cut;
 mod intercept;
 mod lance_hook;
 mod points;
+mod power_loss;
 #[path = "../support/s3.rs"]
 mod s3;
 mod shapes;

@@ -15,6 +15,7 @@ mod connections;
 mod content;
 mod cookbooks;
 mod docs_examples;
+mod durability;
 mod export;
 mod faults;
 mod foundation;

@@ -40,6 +40,9 @@ pub fn read_session() -> Arc<Session> {
     SESSION
         .get_or_init(|| {
             let c = capacities();
+            // Lance's own registry: a query only reads, so it keeps Lance's
+            // direct local reads (the synced store is for writes, see
+            // `super::durability`).
             let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
             Arc::new(Session::new(c.read_index_bytes as usize, c.read_metadata_bytes as usize, registry))
         })
@@ -53,12 +56,18 @@ fn private_sessions() -> &'static Mutex<Vec<Weak<Session>>> {
     SESSIONS.get_or_init(Default::default)
 }
 
-/// `builder` with a private session's capacities.
-pub fn private(builder: DatasetBuilder) -> DatasetBuilder {
+/// A new private session: the budget's private capacities, and the
+/// process's object-store registry (local writes synced, see
+/// [`super::durability`]).
+pub fn private_session() -> Arc<Session> {
     let c = capacities();
-    builder
-        .with_index_cache_size_bytes(c.private_index_bytes as usize)
-        .with_metadata_cache_size_bytes(c.private_metadata_bytes as usize)
+    let registry = super::durability::registry();
+    Arc::new(Session::new(c.private_index_bytes as usize, c.private_metadata_bytes as usize, registry))
+}
+
+/// `builder` with a new private session.
+pub fn private(builder: DatasetBuilder) -> DatasetBuilder {
+    builder.with_session(private_session())
 }
 
 /// Remember the private session of a dataset just opened, for the report.

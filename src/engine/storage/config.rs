@@ -181,13 +181,17 @@ pub(super) fn resolve(uri: &str, explicit: &StorageOptions) -> StorageOptions {
         Ok(r) => r,
         Err(poisoned) => poisoned.into_inner(),
     };
-    let rooted = roots
+    let rooted = longest_root(&roots, uri).cloned().unwrap_or_default();
+    env.overlaid(&defaults).overlaid(&rooted).overlaid(explicit)
+}
+
+/// The setting of the longest registered root that is `uri` or contains it.
+pub(super) fn longest_root<'a, T>(roots: &'a [(String, T)], uri: &str) -> Option<&'a T> {
+    roots
         .iter()
         .filter(|(root, _)| uri == root || uri.strip_prefix(root.as_str()).is_some_and(|rest| rest.starts_with('/')))
         .max_by_key(|(root, _)| root.len())
-        .map(|(_, o)| o.clone())
-        .unwrap_or_default();
-    env.overlaid(&defaults).overlaid(&rooted).overlaid(explicit)
+        .map(|(_, setting)| setting)
 }
 
 /// Whether `uri` is on S3 (the only object store with credentials we build).

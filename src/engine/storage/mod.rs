@@ -4,6 +4,7 @@
 //!   URIs share one code path) for the small files omnigraph owns.
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`config`]: the storage options shared by the root's store and Lance's.
+//! - [`durability`]: the synced local store every local write goes through.
 //! - [`staged`]: the staged and committed transaction types.
 //! - [`lineage`]: the table config that keeps row lineage out of Lance manifests.
 //! - [`caches`]: the Lance sessions and their capacities under the memory budget.
@@ -12,6 +13,7 @@
 pub mod branches;
 pub mod caches;
 pub mod config;
+pub mod durability;
 mod guard;
 pub mod io_hook;
 pub mod lineage;

@@ -69,11 +69,11 @@ impl Root {
         let abs = std::path::absolute(path)
             .map_err(|e| OmniError::BadRequest(format!("invalid graph path `{location}`: {e}")))?;
         let abs = std::fs::canonicalize(&abs).unwrap_or(abs);
-        let store = object_store::local::LocalFileSystem::new();
+        let store = super::durability::local_store(super::durability::for_uri(&abs.to_string_lossy()));
         let base = Path::from_absolute_path(&abs)
             .map_err(|e| OmniError::BadRequest(format!("invalid graph path `{location}`: {e}")))?;
         let uri = abs.to_string_lossy().trim_end_matches('/').to_string();
-        Ok(Root { uri, store: Arc::new(store), base, local: Some(abs) })
+        Ok(Root { uri, store, base, local: Some(abs) })
     }
 
     /// The same root with a different object store (tests wrap the store to
@@ -86,6 +86,16 @@ impl Root {
     /// The root's canonical URI; equal for every alias of one local root.
     pub fn uri(&self) -> &str {
         &self.uri
+    }
+
+    /// How writes under this root reach storage: `fsync` or `none` for a
+    /// local root ([`super::durability`]), `object_store` for an object
+    /// store (a successful PUT is durable).
+    pub fn durability(&self) -> &'static str {
+        match self.local {
+            Some(_) => super::durability::for_uri(&self.uri).as_str(),
+            None => "object_store",
+        }
     }
 
     /// The object store under this root.

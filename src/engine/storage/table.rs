@@ -45,6 +45,7 @@ fn write_params(uri: &str, mode: WriteMode) -> WriteParams {
         auto_cleanup: None,
         skip_auto_cleanup: true,
         store_params: io_hook::store_params(uri),
+        session: Some(caches::private_session()),
         ..Default::default()
     }
 }
@@ -88,7 +89,7 @@ fn with_lineage_config(operation: &mut Operation) {
 /// A commit that creates the dataset at `uri` as version 1: stable row ids,
 /// the omnigraph file format, no retries, no auto-cleanup.
 fn create_builder(uri: &str) -> CommitBuilder<'_> {
-    let mut builder = CommitBuilder::new(uri);
+    let mut builder = CommitBuilder::new(uri).with_session(caches::private_session());
     if let Some(params) = io_hook::store_params(uri) {
         builder = builder.with_store_params(params);
     }
