@@ -193,23 +193,26 @@ impl Expected {
     }
 }
 
+/// Every writer, on the branch it is cut on (a first write on a fresh branch
+/// forks its tables; a merge into main and into a fresh branch).
+pub(super) const WRITERS: [(Op, &str); 10] = [
+    (Op::MutationInsert, "main"),
+    (Op::MutationDelete, "main"),
+    (Op::LoadAppend, "main"),
+    (Op::LoadMerge, "main"),
+    (Op::LoadOverwrite, "main"),
+    (Op::MutationInsert, "fresh"),
+    (Op::Merge, "main"),
+    (Op::Merge, "fresh"),
+    (Op::Optimize, "main"),
+    (Op::EnsureIndices, "main"),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durable_write_cut_of_every_writer_recovers_clean() {
     let _s = serial().await;
-    let cases = [
-        (Op::MutationInsert, "main"),
-        (Op::MutationDelete, "main"),
-        (Op::LoadAppend, "main"),
-        (Op::LoadMerge, "main"),
-        (Op::LoadOverwrite, "main"),
-        (Op::MutationInsert, "fresh"),
-        (Op::Merge, "main"),
-        (Op::Merge, "fresh"),
-        (Op::Optimize, "main"),
-        (Op::EnsureIndices, "main"),
-    ];
     let mut report = Vec::new();
-    for (op, branch) in cases {
+    for (op, branch) in WRITERS {
         let (n, clean) = enumerate(op, branch).await;
         assert_eq!(clean, n);
         report.push(format!("{op:?} on {branch}: N = {n} durable writes, {clean} clean states"));

@@ -22,19 +22,19 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use lance_io::object_store::WrappingObjectStore;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, ObjectStoreExt,
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
 };
+use omnigraph::engine::storage::Root;
 use omnigraph::engine::storage::durability::{self, Durability};
-use omnigraph::engine::storage::{Root, io_hook};
 use omnigraph::{Omnigraph, OpenMode};
 
-use super::durable_cut::{Expected, fresh_copy};
+use super::durable_cut::{Expected, WRITERS, fresh_copy};
 use super::{Op, counts_on, serial, setup_at, shut_down};
 use crate::intercept::injected;
+use crate::lance_hook;
 
 /// One write the layer saw.
 struct Effect {
@@ -306,32 +306,18 @@ impl MultipartUpload for Upload {
     }
 }
 
-/// Wraps each store Lance opens in a [`Volatile`] on `power`. A store built
-/// for `file-object-store` is the synced local store (see
-/// `omnigraph::engine::storage::durability`); one built for `file` is not.
-#[derive(Debug)]
-struct WrapLance(Arc<Power>);
-
-impl WrappingObjectStore for WrapLance {
-    fn wrap(&self, prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-        Arc::new(Volatile { inner: original, power: self.0.clone(), syncs: prefix == "file-object-store" })
-    }
-
-    fn wrap_paginated(
-        &self,
-        _prefix: &str,
-        original: Arc<dyn object_store::list::PaginatedListStore>,
-    ) -> Option<Arc<dyn object_store::list::PaginatedListStore>> {
-        Some(original)
-    }
-}
-
 /// Run `op` on the graph at `loc` with the power going at write `limit`
 /// (`usize::MAX`: after the answer), then lose what it takes. Returns
 /// (acknowledged before the power went, writes made, writes lost).
 async fn run_powered(op: Op, branch: &'static str, loc: &str, limit: usize, loss: Loss) -> (bool, usize, usize) {
     let power = Power::new();
-    io_hook::set(Some(Arc::new(WrapLance(power.clone()))));
+    // A store Lance built for `file-object-store` is the synced local store
+    // (omnigraph::engine::storage::durability); one built for `file` is not.
+    let lance_power = power.clone();
+    lance_hook::route_with(Some(move |prefix: &str, inner| {
+        Arc::new(Volatile { inner, power: lance_power.clone(), syncs: prefix == "file-object-store" })
+            as Arc<dyn ObjectStore>
+    }));
     let root = Root::parse(loc).expect("root");
     let syncs = durability::for_uri(loc) == Durability::Fsync;
     let store = Volatile { inner: root.store().clone(), power: power.clone(), syncs };
@@ -342,7 +328,7 @@ async fn run_powered(op: Op, branch: &'static str, loc: &str, limit: usize, loss
     let acknowledged = ok && !power.off.load(Ordering::SeqCst);
     power.cut();
     shut_down(g).await;
-    io_hook::set(None);
+    lance_hook::stop();
     let writes = power.count.load(Ordering::SeqCst).min(limit);
     let lost = power.lose(loss).await;
     (acknowledged, writes, lost)
@@ -375,21 +361,9 @@ async fn every_power_cut(op: Op, branch: &'static str, seed: u64) -> (usize, usi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledged_lost() {
     let _s = serial().await;
-    let cases = [
-        (Op::MutationInsert, "main"),
-        (Op::MutationDelete, "main"),
-        (Op::LoadAppend, "main"),
-        (Op::LoadMerge, "main"),
-        (Op::LoadOverwrite, "main"),
-        (Op::MutationInsert, "fresh"),
-        (Op::Merge, "main"),
-        (Op::Merge, "fresh"),
-        (Op::Optimize, "main"),
-        (Op::EnsureIndices, "main"),
-        (Op::SchemaApply, "main"),
-    ];
+    let cases = WRITERS.into_iter().chain([(Op::SchemaApply, "main")]);
     let mut report = Vec::new();
-    for (i, (op, branch)) in cases.into_iter().enumerate() {
+    for (i, (op, branch)) in cases.enumerate() {
         let (n, states) = every_power_cut(op, branch, 0x5EED + i as u64).await;
         report.push(format!("{op:?} on {branch}: N = {n} writes, {states} power-cut states recovered"));
     }
