@@ -81,10 +81,10 @@ async fn run_cut(op: Op, branch: &'static str, loc: &str, limit: usize) -> (bool
 }
 
 /// A graph action under the cut, answering whether it was acknowledged.
-type Action = Box<dyn FnOnce(omnigraph::Graph) -> futures::future::BoxFuture<'static, bool>>;
+pub(super) type Action = Box<dyn FnOnce(omnigraph::Graph) -> futures::future::BoxFuture<'static, bool>>;
 
 /// Makes a fresh [`Action`] for each cut.
-type MakeAction = fn() -> Action;
+pub(super) type MakeAction = fn() -> Action;
 
 /// Run `action` on the graph at `loc` with the world stopped after `limit`
 /// durable writes, then "die"; returns (acknowledged, durable writes made).
@@ -306,48 +306,58 @@ async fn assert_whole(g: &omnigraph::Graph, name: &str, context: &str) {
     assert_clean_on(g, name, context).await;
 }
 
+/// A graph with main and a branch `b` whose tables are forked (one write on
+/// it): what branch create (`c`) and delete (`b`) run on.
+pub(super) async fn branch_base() -> (tempfile::TempDir, String) {
+    let (base_dir, base_loc, ..) = setup_on(Op::MutationInsert, "b").await;
+    let g = Omnigraph::open(&base_loc).await.expect("open");
+    Op::MutationInsert.run_on(&g, "b").await.expect("fork tables on b");
+    shut_down(g).await;
+    (base_dir, base_loc)
+}
+
+/// The branch-control actions: (what, the branch it names, the action).
+pub(super) const BRANCH_ACTIONS: [(&str, &str, MakeAction); 2] = [
+    ("create c", "c", || Box::new(|g| Box::pin(async move { g.branch_create("c", "main").await.is_ok() }))),
+    ("delete b", "b", || Box::new(|g| Box::pin(async move { g.branch_delete("b").await.is_ok() }))),
+];
+
+/// After an interrupted branch create or delete the branch is whole or
+/// absent (as acknowledged, if it was), and an absent name can be created
+/// again cleanly.
+pub(super) async fn assert_branch_outcome(loc: &str, what: &str, name: &str, acknowledged: bool, context: &str) {
+    let g = Omnigraph::open(loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let live = g.branch_list().await.expect("list").iter().any(|b| b.name == name);
+    match (what.starts_with("create"), acknowledged, live) {
+        (true, true, false) => panic!("{context}: an acknowledged create was lost"),
+        (false, true, true) => panic!("{context}: an acknowledged delete was undone"),
+        _ => {}
+    }
+    if !live {
+        g.branch_create(name, "main").await.unwrap_or_else(|e| panic!("{context}: recreate failed: {e}"));
+        assert_eq!(counts_on(&g, name).await, counts_on(&g, "main").await, "{context}: fresh name reads main");
+    }
+    assert_whole(&g, name, context).await;
+    shut_down(g).await;
+}
+
 /// Branch create and delete (no sidecar: the ref is the authority) cut at
 /// every durable write: after a restart the branch is either whole or absent,
 /// and an absent name can be created again cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durable_write_cut_of_branch_create_and_delete_recovers_clean() {
     let _s = serial().await;
-    let (base_dir, base_loc, ..) = setup_on(Op::MutationInsert, "b").await;
-    {
-        let g = Omnigraph::open(&base_loc).await.expect("open");
-        Op::MutationInsert.run_on(&g, "b").await.expect("fork tables on b");
-        shut_down(g).await;
-    }
-    let base = std::path::Path::new(&base_loc);
-    let actions: [(&str, MakeAction); 2] = [
-        ("create c", || Box::new(|g| Box::pin(async move { g.branch_create("c", "main").await.is_ok() }))),
-        ("delete b", || Box::new(|g| Box::pin(async move { g.branch_delete("b").await.is_ok() }))),
-    ];
+    let (base_dir, base_loc) = branch_base().await;
     let mut report = Vec::new();
-    for (what, action) in actions {
-        let name = if what == "create c" { "c" } else { "b" };
-        let probe = tempfile::tempdir().expect("tempdir");
-        copy_dir(base, &probe.path().join("g"));
-        let (ok, n) = cut_action(&probe.path().join("g").to_string_lossy(), usize::MAX, action()).await;
+    for (what, name, action) in BRANCH_ACTIONS {
+        let (_probe, probe_loc) = fresh_copy(&base_loc).await;
+        let (ok, n) = cut_action(&probe_loc, usize::MAX, action()).await;
         assert!(ok && n > 0, "{what}: the uncut run must succeed ({n} writes)");
         for k in 1..=n {
-            let case = tempfile::tempdir().expect("tempdir");
-            let loc = case.path().join("g").to_string_lossy().to_string();
-            copy_dir(base, std::path::Path::new(&loc));
+            let (_case, loc) = fresh_copy(&base_loc).await;
             let (acknowledged, _) = cut_action(&loc, k, action()).await;
             let context = format!("{what} cut after durable write {k}/{n}");
-            let g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
-            let live = g.branch_list().await.expect("list").iter().any(|b| b.name == name);
-            match (what, acknowledged, live) {
-                ("create c", true, false) => panic!("{context}: an acknowledged create was lost"),
-                ("delete b", true, true) => panic!("{context}: an acknowledged delete was undone"),
-                _ => {}
-            }
-            if !live {
-                g.branch_create(name, "main").await.unwrap_or_else(|e| panic!("{context}: recreate failed: {e}"));
-                assert_eq!(counts_on(&g, name).await, counts_on(&g, "main").await, "{context}: fresh name reads main");
-            }
-            assert_whole(&g, name, &context).await;
+            assert_branch_outcome(&loc, what, name, acknowledged, &context).await;
         }
         report.push(format!("{what}: N = {n} durable writes, {n} clean states"));
     }

@@ -860,6 +860,55 @@ async fn rows_at(g: &Graph, ids: &[String]) -> BTreeMap<String, String> {
     out
 }
 
+/// A graph for cleanup: main and a forked branch `b` with history on both.
+/// Returns its place, the commits cleanup must retain (the newest two of
+/// each branch and their merge base) with their rows, and both heads.
+async fn cleanup_base() -> (tempfile::TempDir, String, CleanupKeeps) {
+    let (dir, loc, ..) = setup_on(Op::Optimize, "b").await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    Op::MutationInsert.run_on(&g, "b").await.expect("fork Person on b");
+    for src in SMALL_COMMITS {
+        g.mutate(src, None, Map::new(), &WriteOptions::default()).await.expect("main commit");
+    }
+    let mut retained: Vec<String> = Vec::new();
+    for b in ["main", "b"] {
+        retained.extend(g.commits(b, Some(2)).await.expect("commits").into_iter().map(|c| c.commit_id));
+    }
+    retained.extend(g.merge_base("main", "b").await.expect("base"));
+    let rows = rows_at(&g, &retained).await;
+    let heads = (counts(&g).await, counts_on(&g, "b").await);
+    shut_down(g).await;
+    (dir, loc, CleanupKeeps { retained, rows, heads })
+}
+
+/// What an interrupted cleanup must keep.
+struct CleanupKeeps {
+    retained: Vec<String>,
+    rows: BTreeMap<String, String>,
+    heads: (Content, Content),
+}
+
+impl CleanupKeeps {
+    /// Reopen the graph at `loc`: no sidecar (cleanup makes no commit), every
+    /// pin its Lance HEAD, both heads and every retained commit as before, no
+    /// audit row; the next cleanup finishes the job and converges. `partial`:
+    /// the interrupted run may have removed nothing yet.
+    async fn assert_kept(&self, loc: &str, partial: bool, context: &str) {
+        let g = Omnigraph::open(loc).await.unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+        assert!(list_pending(g.root()).await.expect("list").is_empty(), "{context}: a sidecar appeared");
+        assert_clean_on(&g, "b", context).await;
+        assert_eq!((counts(&g).await, counts_on(&g, "b").await), self.heads, "{context}: a head changed");
+        assert_eq!(rows_at(&g, &self.retained).await, self.rows, "{context}: a retained commit changed");
+        assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "{context}: cleanup is not a recovery");
+        let done = g.cleanup(Some(2), None, true).await.unwrap_or_else(|e| panic!("{context}: cleanup again: {e}"));
+        assert!(done.versions_removed > 0 || partial, "{context}: {done:?}");
+        assert_eq!(rows_at(&g, &self.retained).await, self.rows, "{context}: after the second cleanup");
+        assert_eq!(g.cleanup(Some(2), None, true).await.expect("third").versions_removed, 0, "{context}: converged");
+        assert_clean_on(&g, "b", context).await;
+        shut_down(g).await;
+    }
+}
+
 /// Cleanup dies after planning and between two datasets: it has no sidecar
 /// and makes no commit, so the reopened graph has none, every pin is its
 /// Lance HEAD, both heads hold what they held, every retained commit (the
@@ -869,35 +918,11 @@ async fn rows_at(g: &Graph, ids: &[String]) -> BTreeMap<String, String> {
 async fn crash_inside_cleanup_loses_no_retained_commit() {
     let _s = serial().await;
     for point in CLEANUP_CRASHES {
-        let (_dir, loc, ..) = setup_on(Op::Optimize, "b").await;
-        let g = Omnigraph::open(&loc).await.expect("open");
-        Op::MutationInsert.run_on(&g, "b").await.expect("fork Person on b");
-        for src in SMALL_COMMITS {
-            g.mutate(src, None, Map::new(), &WriteOptions::default()).await.expect("main commit");
-        }
-        let mut retained: Vec<String> = Vec::new();
-        for b in ["main", "b"] {
-            retained.extend(g.commits(b, Some(2)).await.expect("commits").into_iter().map(|c| c.commit_id));
-        }
-        retained.extend(g.merge_base("main", "b").await.expect("base"));
-        let before = rows_at(&g, &retained).await;
-        let heads = (counts(&g).await, counts_on(&g, "b").await);
-        shut_down(g).await;
+        let (_dir, loc, keeps) = cleanup_base().await;
         let l = loc.clone();
         let action = child::Action::Cleanup(2);
         tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
-
-        let g = Omnigraph::open(&loc).await.expect("reopen");
-        assert!(list_pending(g.root()).await.expect("list").is_empty(), "{point}: a sidecar appeared");
-        assert_clean_on(&g, "b", point).await;
-        assert_eq!((counts(&g).await, counts_on(&g, "b").await), heads, "{point}: a head changed");
-        assert_eq!(rows_at(&g, &retained).await, before, "{point}: a retained commit changed");
-        assert!(audit::read_all(g.root()).await.expect("audit").is_empty(), "{point}: cleanup is not a recovery");
-        let done = g.cleanup(Some(2), None, true).await.unwrap_or_else(|e| panic!("{point}: cleanup again: {e}"));
-        assert!(done.versions_removed > 0 || point == "cleanup.between_tables", "{point}: {done:?}");
-        assert_eq!(rows_at(&g, &retained).await, before, "{point}: after the second cleanup");
-        assert_eq!(g.cleanup(Some(2), None, true).await.expect("third").versions_removed, 0, "{point}: converged");
-        assert_clean_on(&g, "b", point).await;
+        keeps.assert_kept(&loc, point == "cleanup.between_tables", point).await;
     }
 }
 

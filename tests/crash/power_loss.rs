@@ -13,7 +13,9 @@
 //! write not durable by then is undone, newest first: all of them, or a
 //! random subset, and on a store that does not sync a kept write may keep
 //! its name without its data (an empty file), as ext4 may persist a rename
-//! before the data. Recovery must then leave what the crash suite accepts.
+//! before the data. Recovery must then leave what the crash suite accepts,
+//! for every writer: mutations, loads, merges, optimize, ensure indices,
+//! schema apply, a group commit, branch create and delete, and cleanup.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,8 +33,8 @@ use omnigraph::engine::storage::Root;
 use omnigraph::engine::storage::durability::{self, Durability};
 use omnigraph::{Omnigraph, OpenMode};
 
-use super::durable_cut::{Expected, WRITERS, fresh_copy};
-use super::{Op, counts_on, serial, setup_at, shut_down};
+use super::durable_cut::{Action, BRANCH_ACTIONS, Expected, WRITERS, assert_branch_outcome, branch_base, fresh_copy};
+use super::{Op, cleanup_base, counts_on, serial, setup_at, shut_down};
 use crate::intercept::injected;
 use crate::lance_hook;
 
@@ -306,10 +308,10 @@ impl MultipartUpload for Upload {
     }
 }
 
-/// Run `op` on the graph at `loc` with the power going at write `limit`
+/// Run `action` on the graph at `loc` with the power going at write `limit`
 /// (`usize::MAX`: after the answer), then lose what it takes. Returns
 /// (acknowledged before the power went, writes made, writes lost).
-async fn run_powered(op: Op, branch: &'static str, loc: &str, limit: usize, loss: Loss) -> (bool, usize, usize) {
+async fn run_powered(loc: &str, limit: usize, loss: Loss, action: Action) -> (bool, usize, usize) {
     let power = Power::new();
     // A store Lance built for `file-object-store` is the synced local store
     // (omnigraph::engine::storage::durability); one built for `file` is not.
@@ -323,7 +325,7 @@ async fn run_powered(op: Op, branch: &'static str, loc: &str, limit: usize, loss
     let store = Volatile { inner: root.store().clone(), power: power.clone(), syncs };
     let g = Omnigraph::open_root(root.with_store(Arc::new(store)), OpenMode::ReadWrite).await.expect("open");
     power.arm(limit);
-    let ok = op.run_on(&g, branch).await.is_ok();
+    let ok = action(g.clone()).await;
     // An answer given after the power went was never seen.
     let acknowledged = ok && !power.off.load(Ordering::SeqCst);
     power.cut();
@@ -334,28 +336,49 @@ async fn run_powered(op: Op, branch: &'static str, loc: &str, limit: usize, loss
     (acknowledged, writes, lost)
 }
 
-/// Every power cut of `op` on `branch` (at each of its N writes and after
-/// its answer) under both losses recovers clean; returns (N, states).
-async fn every_power_cut(op: Op, branch: &'static str, seed: u64) -> (usize, usize) {
-    let (base_dir, base_loc, before, after, committed) = setup_at(op, branch, None).await;
-    let (_probe, probe_loc) = fresh_copy(&base_loc).await;
-    let (ok, n, _) = run_powered(op, branch, &probe_loc, usize::MAX, Loss::All).await;
-    assert!(ok && n > 0, "{op:?}: the uninterrupted run must succeed ({n} writes)");
-    let expected = Expected { op, branch, before, after, committed };
+/// `op` on `branch` as an action.
+fn op_action(op: Op, branch: &'static str) -> Action {
+    Box::new(move |g| Box::pin(async move { op.run_on(&g, branch).await.is_ok() }))
+}
+
+/// Every power cut of the action `make` builds on a copy of the graph at
+/// `base` (at each of its N writes and after its answer) under both losses;
+/// `check(copy, acknowledged, context)` must accept each. Returns (N, states).
+async fn every_power_cut_of(
+    base: &str,
+    make: &dyn Fn() -> Action,
+    seed: u64,
+    what: &str,
+    check: impl AsyncFn(String, bool, String),
+) -> (usize, usize) {
+    let (_probe, probe_loc) = fresh_copy(base).await;
+    let (ok, n, _) = run_powered(&probe_loc, usize::MAX, Loss::All, make()).await;
+    assert!(ok && n > 0, "{what}: the uninterrupted run must succeed ({n} writes)");
     let mut states = 0;
     for k in 1..=n + 1 {
         for loss in [Loss::All, Loss::Subset(seed ^ ((k as u64) << 8))] {
-            let (_case, loc) = fresh_copy(&base_loc).await;
+            let (_case, loc) = fresh_copy(base).await;
             let limit = if k > n { usize::MAX } else { k };
-            let (acknowledged, _, lost) = run_powered(op, branch, &loc, limit, loss).await;
+            let (acknowledged, _, lost) = run_powered(&loc, limit, loss, make()).await;
             let at = if k > n { "after the answer".to_string() } else { format!("at write {k}/{n}") };
-            let context = format!("{op:?} on {branch}: power cut {at}, {loss:?} ({lost} writes lost)");
-            expected.assert_recovered(&loc, acknowledged, &context).await;
+            check(loc, acknowledged, format!("{what}: power cut {at}, {loss:?} ({lost} writes lost)")).await;
             states += 1;
         }
     }
-    drop(base_dir);
     (n, states)
+}
+
+/// Every power cut of `op` on `branch` recovers clean; returns (N, states).
+async fn every_power_cut(op: Op, branch: &'static str, seed: u64) -> (usize, usize) {
+    let (base_dir, base_loc, before, after, committed) = setup_at(op, branch, None).await;
+    let expected = Expected { op, branch, before, after, committed };
+    let check = async |loc: String, acknowledged, context: String| {
+        expected.assert_recovered(&loc, acknowledged, &context).await
+    };
+    let what = format!("{op:?} on {branch}");
+    let out = every_power_cut_of(&base_loc, &|| op_action(op, branch), seed, &what, check).await;
+    drop(base_dir);
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,7 +390,50 @@ async fn every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledge
         let (n, states) = every_power_cut(op, branch, 0x5EED + i as u64).await;
         report.push(format!("{op:?} on {branch}: N = {n} writes, {states} power-cut states recovered"));
     }
+    // A group commit: three members commit together, one is refused alone.
+    let (base_dir, base_loc, before, after, committed) = setup_at(Op::GroupCommit, "main", None).await;
+    let expected = Expected { op: Op::GroupCommit, branch: "main", before, after, committed };
+    let check = async |loc: String, acknowledged, context: String| {
+        expected.assert_recovered(&loc, acknowledged, &context).await
+    };
+    let (n, states) = every_power_cut_of(&base_loc, &group_action, 0x6000, "group commit", check).await;
+    report.push(format!("GroupCommit on main: N = {n} writes, {states} power-cut states recovered"));
+    drop(base_dir);
+    // Branch control: the ref is the authority, no sidecar.
+    let (base_dir, base_loc) = branch_base().await;
+    for (i, (what, name, make)) in BRANCH_ACTIONS.into_iter().enumerate() {
+        let check = async |loc: String, acknowledged, context: String| {
+            assert_branch_outcome(&loc, what, name, acknowledged, &context).await
+        };
+        let (n, states) = every_power_cut_of(&base_loc, &make, 0x7000 + i as u64, what, check).await;
+        report.push(format!("branch {what}: N = {n} writes, {states} power-cut states recovered"));
+    }
+    drop(base_dir);
+    // Cleanup: no commit, and every retained version survives.
+    let (base_dir, base_loc, keeps) = cleanup_base().await;
+    let cleanup = || -> Action { Box::new(|g| Box::pin(async move { g.cleanup(Some(2), None, true).await.is_ok() })) };
+    let check = async |loc: String, _acknowledged, context: String| keeps.assert_kept(&loc, true, &context).await;
+    let (n, states) = every_power_cut_of(&base_loc, &cleanup, 0x8000, "cleanup", check).await;
+    report.push(format!("cleanup: N = {n} writes, {states} power-cut states recovered"));
+    drop(base_dir);
     println!("power-loss cut (0 violations):\n{}", report.join("\n"));
+}
+
+/// The group commit of [`super::GROUP`] as an action: acknowledged when its
+/// three members committed and the fourth was refused alone.
+fn group_action() -> Action {
+    Box::new(|g| {
+        Box::pin(async move {
+            let requests: Vec<omnigraph::MutationRequest> = super::GROUP
+                .iter()
+                .map(|s| omnigraph::MutationRequest { source: s.to_string(), ..Default::default() })
+                .collect();
+            let Ok(out) = g.mutate_many(&requests, &omnigraph::WriteOptions::default()).await else { return false };
+            out.iter()
+                .enumerate()
+                .all(|(i, r)| if i == 2 { matches!(r, Err(omnigraph::OmniError::BadRequest(_))) } else { r.is_ok() })
+        })
+    })
 }
 
 /// The same cut with durability `none` loses an acknowledged commit: the
@@ -379,7 +445,7 @@ async fn without_fsync_a_power_cut_after_the_answer_loses_the_acknowledged_write
     let (base_dir, base_loc, before, after, _) = setup_at(op, branch, None).await;
     let (_case, loc) = fresh_copy(&base_loc).await;
     durability::register_root(Root::parse(&loc).expect("root").uri(), Durability::None);
-    let (acknowledged, n, lost) = run_powered(op, branch, &loc, usize::MAX, Loss::All).await;
+    let (acknowledged, n, lost) = run_powered(&loc, usize::MAX, Loss::All, op_action(op, branch)).await;
     assert!(acknowledged && n > 0, "the write was acknowledged ({n} writes)");
     assert!(lost > 0, "nothing was synced, so the power took something");
     let g = Omnigraph::open(&loc).await.expect("a graph without its last writes still opens");
