@@ -53,7 +53,8 @@ fn joined(text: &str) -> Vec<String> {
     let mut pending: HashMap<String, String> = HashMap::new();
     let mut calls = Vec::new();
     for line in text.lines() {
-        let (pid, rest) = line.split_once(' ').unwrap_or(("", line));
+        // `PID  call`: strace pads short process ids with spaces.
+        let (pid, rest) = line.split_once(' ').map_or(("", line), |(pid, rest)| (pid, rest.trim_start()));
         if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
             pending.insert(pid.to_string(), head.to_string());
         } else if let Some(tail) = rest.strip_prefix("<... ") {
@@ -176,7 +177,8 @@ fn unsynced(calls: &[String], root: &str) -> Vec<String> {
             _ => {}
         }
     }
-    assert!(answered.is_some(), "the process never wrote its answer");
+    let to_stdout: Vec<&String> = calls.iter().filter(|c| c.contains("(1<")).collect();
+    assert!(answered.is_some(), "the process never wrote its answer; its calls on fd 1: {to_stdout:?}");
     problems.extend(check("at exit", &inode, &synced, &dirty));
     problems
 }
@@ -256,4 +258,16 @@ async fn the_daemon_reports_each_graphs_durability_and_takes_it_per_graph() {
     let write = json!({"query": r#"query q() { insert Person { name: "Nosync" } }"#});
     let (status, body) = post(&s, "/graphs/g/mutate", write).await;
     assert_eq!(status, 200, "a write with durability none: {body} {}", s.log());
+}
+
+#[test]
+fn the_trace_parser_joins_split_calls_and_reads_padded_process_ids() {
+    let text = "812   write(1<pipe:[9]>, \"{}\", 2) = 2\n\
+                 45117 fsync(7</g/a#1> <unfinished ...>\n\
+                 812   openat(AT_FDCWD</>, \"/g/b\", O_RDONLY) = 8</g/b>\n\
+                 45117 <... fsync resumed>) = 0\n";
+    let calls = joined(text);
+    assert_eq!(calls[0], "write(1<pipe:[9]>, \"{}\", 2) = 2");
+    assert_eq!(calls[2], "fsync(7</g/a#1>) = 0");
+    assert_eq!(fd_path(&calls[2]).as_deref(), Some("/g/a#1"));
 }

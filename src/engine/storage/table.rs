@@ -330,6 +330,22 @@ pub async fn count_matching(ds: &Dataset, predicate: &str) -> Result<u64> {
     Ok(n as u64)
 }
 
+/// At most this many source rows find their matches through the table's
+/// `id` index (a probe per key plus a scan of the fragments the index does
+/// not cover yet) instead of a join over the whole table.
+const INDEX_PROBE_MAX_ROWS: usize = 1024;
+
+/// Whether a merge-insert probes the `id` index: for a few rows that may
+/// insert (Lance joins every existing row otherwise: a one-row insert into a
+/// 1M-row table took 50 ms as a CLI process, 20 ms probing, as into an empty
+/// one). An update-only merge stays on the join: through the probe path a
+/// one-row key update measured slower (120 ms against 80 ms at 1M rows).
+/// Without an index Lance joins anyway.
+fn probes_by_index(mode: MergeMode, batches: &[RecordBatch]) -> bool {
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    !matches!(mode, MergeMode::UpdateOnly) && rows <= INDEX_PROBE_MAX_ROWS
+}
+
 /// Stage a merge-insert keyed on `id` with a pre-minted transaction uuid.
 /// A strict insert that meets an existing id fails here, before any effect.
 pub async fn stage_merge_insert(
@@ -352,7 +368,7 @@ pub async fn stage_merge_insert(
         .when_not_matched(not_matched)
         .conflict_retries(0)
         .commit_retries(0)
-        .use_index(false)
+        .use_index(probes_by_index(mode, &batches))
         .skip_auto_cleanup(true);
     let job = builder.try_build().map_err(|e| OmniError::storage(ctx(), e))?;
     let staged = job.execute_uncommitted_batches(batches).await.map_err(|e| OmniError::storage(ctx(), e))?;
