@@ -11,7 +11,8 @@
 //!   One more is accepted and closed at once (never queued, so neither the
 //!   accept backlog nor the descriptor table fills up); the client sees the
 //!   connection closed or reset straight away, never a hang. Refusals are
-//!   counted and logged (at most once a second).
+//!   counted and logged (at most once a second), and [`ConnectionStats`]
+//!   (open, accepted, refused, the cap) is on `/healthz?verbose=true`.
 //! - **Bounded shutdown.** When the shutdown future resolves the listener
 //!   closes, every live connection is asked to finish (the request it is
 //!   serving is answered, then it closes), and whatever is still open after
@@ -26,6 +27,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::Request;
@@ -35,6 +37,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use serde::Serialize;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinSet};
@@ -85,6 +88,7 @@ pub(crate) async fn serve<S>(
     listener: TcpListener,
     service: S,
     limits: Limits,
+    stats: Arc<ConnectionStats>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
     S: tower::Service<Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
@@ -94,7 +98,8 @@ pub(crate) async fn serve<S>(
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
     let graceful = GracefulShutdown::new();
     let mut tasks = JoinSet::new();
-    let mut refusals = Refusals::default();
+    stats.max_connections.store(limits.max_connections as u64, Ordering::Relaxed);
+    let mut refusals = Refusals { stats: Arc::clone(&stats), last_logged: None };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -107,7 +112,9 @@ pub(crate) async fn serve<S>(
                     Ok(permit) => {
                         let service = TowerToHyperService::new(service.clone());
                         let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                        tasks.spawn(run_connection(graceful.watch(conn), permit, peer));
+                        stats.accepted_total.fetch_add(1, Ordering::Relaxed);
+                        stats.open.fetch_add(1, Ordering::Relaxed);
+                        tasks.spawn(run_connection(graceful.watch(conn), permit, peer, Arc::clone(&stats)));
                     }
                     Err(_) => refusals.refuse(stream, limits.max_connections),
                 },
@@ -123,7 +130,8 @@ pub(crate) async fn serve<S>(
         }
     }
     drop(listener);
-    info!(open = tasks.len(), refused_total = refusals.total, "shutting down: closing connections");
+    let refused_total = stats.refused_total.load(Ordering::Relaxed);
+    info!(open = tasks.len(), refused_total, "shutting down: closing connections");
     drain(tasks, graceful, limits.shutdown_timeout).await;
 }
 
@@ -143,11 +151,13 @@ async fn run_connection<E: std::fmt::Display>(
     conn: impl Future<Output = Result<(), E>>,
     permit: OwnedSemaphorePermit,
     peer: std::net::SocketAddr,
+    stats: Arc<ConnectionStats>,
 ) {
     if let Err(e) = conn.await {
         // A header timeout, a reset or a malformed request: the client's doing.
         debug!(%peer, error = %e, "connection closed with an error");
     }
+    stats.open.fetch_sub(1, Ordering::Relaxed);
     drop(permit);
 }
 
@@ -181,10 +191,22 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
+/// What the accept loop did, for `/healthz?verbose=true`.
+#[derive(Debug, Default, Serialize)]
+pub struct ConnectionStats {
+    /// Connections being served now.
+    pub open: AtomicU64,
+    /// Connections served since start.
+    pub accepted_total: AtomicU64,
+    /// Connections closed at accept because every slot was taken.
+    pub refused_total: AtomicU64,
+    /// The cap in force (after the open-files limit).
+    pub max_connections: AtomicU64,
+}
+
 /// Connections closed at accept because every slot was taken.
-#[derive(Default)]
 struct Refusals {
-    total: u64,
+    stats: Arc<ConnectionStats>,
     last_logged: Option<Instant>,
 }
 
@@ -193,10 +215,10 @@ impl Refusals {
     /// flood does not flood the log too.
     fn refuse(&mut self, stream: TcpStream, max_connections: usize) {
         drop(stream);
-        self.total += 1;
+        let total = self.stats.refused_total.fetch_add(1, Ordering::Relaxed) + 1;
         if self.last_logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             self.last_logged = Some(Instant::now());
-            warn!(refused_total = self.total, max_connections, "connection refused: every connection slot is taken");
+            warn!(refused_total = total, max_connections, "connection refused: every connection slot is taken");
         }
     }
 }

@@ -78,6 +78,8 @@ pub(crate) struct AppState {
     pub(crate) max_inflight: usize,
     pub(crate) read_limits: ReadLimits,
     pub(crate) read_only: bool,
+    /// What the accept loop counts (`/healthz?verbose=true`).
+    pub(crate) connections: Arc<listener::ConnectionStats>,
 }
 
 /// Open every graph (recovery runs at open); a graph that fails to open is
@@ -136,6 +138,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         max_inflight: config.max_inflight_writes_per_actor.max(1),
         read_limits: config.read_limits,
         read_only: config.read_only,
+        connections: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind(&config.bind)
         .await
@@ -152,6 +155,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         None => None,
     };
     let default_graph = default_graph.as_deref().map(middleware::path_segment);
+    let connections = Arc::clone(&state.connections);
     let app = tower::ServiceExt::map_request(routes::router(state), move |req: Request<Incoming>| {
         middleware::flat_to_graph(default_graph.as_deref(), req.map(axum::body::Body::new))
     });
@@ -161,6 +165,6 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         shutdown_timeout = ?limits.shutdown_timeout,
         "connection limits"
     );
-    listener::serve(listener, app, limits, shutdown).await;
+    listener::serve(listener, app, limits, connections, shutdown).await;
     Ok(())
 }

@@ -260,6 +260,8 @@ async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Q
             graphs.insert(id.clone(), entry);
         }
         out["graphs"] = Value::Object(graphs);
+        out["connections"] =
+            serde_json::to_value(&*s.connections).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
         let memory = crate::graph::memory::memory_report().await;
         out["memory"] = serde_json::to_value(memory).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
     }

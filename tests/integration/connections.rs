@@ -197,6 +197,14 @@ async fn half_sent_requests_are_capped_timed_out_and_do_not_hold_shutdown() {
     // (c) Every descriptor they took is given back.
     assert!(poll_until(limit, || fd_count(pid) <= idle).await, "descriptors {} > idle {idle}", fd_count(pid));
     assert!(s.log().contains("connection refused"), "refusals are logged:\n{}", s.log());
+    // (d) And counted: the flood beyond the cap and the refused /healthz attempts.
+    let (status, body) = crate::server::get(&s, "/healthz?verbose=true").await;
+    assert_eq!(status, 200, "{body}");
+    let conns = &body["connections"];
+    assert_eq!(conns["refused_total"], (at_once + refused) as u64, "{conns}");
+    assert_eq!(conns["max_connections"], MAX_CONNECTIONS as u64, "{conns}");
+    assert_eq!(conns["open"], 1, "only this request's connection: {conns}");
+    assert!(conns["accepted_total"].as_u64() >= Some(MAX_CONNECTIONS as u64 + 2), "{conns}");
 
     sigterm_exits_within_the_shutdown_timeout(&mut s, &addr, idle).await;
 }
