@@ -34,20 +34,22 @@ pub async fn open_pinned_for_read(root: &Root, entry: &TableEntry) -> Result<Arc
     let uri = root.child_uri(&entry.location);
     let key: PinnedKey = (uri.clone(), entry.branch.clone(), entry.version, entry.table_id.clone());
     if let Some(ds) = handles.get(&key) {
-        return Ok(ds.clone());
+        return Ok(ds);
     }
     let ds = table::open_table_for_read(&uri, entry.branch.as_deref(), entry.version).await?;
-    // At most the budget's count (each holds its version's manifest).
-    if handles.len() as u64 >= crate::engine::storage::caches::capacities().pinned_handles {
-        handles.clear();
-    }
     handles.insert(key, ds.clone());
     Ok(ds)
 }
 
-fn pinned_handles() -> &'static dashmap::DashMap<PinnedKey, Arc<Dataset>> {
-    static HANDLES: std::sync::OnceLock<dashmap::DashMap<PinnedKey, Arc<Dataset>>> = std::sync::OnceLock::new();
-    HANDLES.get_or_init(Default::default)
+/// At most the budget's count of handles (each holds its version's
+/// manifest); past it the least used one goes, so the pins every query
+/// reads (the branch heads) stay open.
+fn pinned_handles() -> &'static quick_cache::sync::Cache<PinnedKey, Arc<Dataset>> {
+    static HANDLES: std::sync::OnceLock<quick_cache::sync::Cache<PinnedKey, Arc<Dataset>>> = std::sync::OnceLock::new();
+    HANDLES.get_or_init(|| {
+        let capacity = crate::engine::storage::caches::capacities().pinned_handles;
+        quick_cache::sync::Cache::new(usize::try_from(capacity).unwrap_or(usize::MAX).max(1))
+    })
 }
 
 /// Pinned handles kept for reads now.
