@@ -94,8 +94,10 @@ pub fn set_default(durability: Durability) {
 /// unreadable [`ENV`] value is an error where the CLI and the daemon start
 /// ([`from_env`]); here it falls back to the safe setting.
 pub fn default() -> Durability {
+    // Asked at every dataset open: the environment is read once.
+    static FROM_ENV: OnceLock<Option<Durability>> = OnceLock::new();
     let set = *DEFAULT.read().unwrap_or_else(|p| p.into_inner());
-    set.or_else(|| from_env().ok().flatten()).unwrap_or(Durability::Fsync)
+    set.or_else(|| *FROM_ENV.get_or_init(|| from_env().ok().flatten())).unwrap_or(Durability::Fsync)
 }
 
 /// [`ENV`]'s value, if set.
