@@ -43,16 +43,18 @@ async fn deep_traversals_and_hostile_queries_never_take_the_daemon_down() {
         ],
     )
     .await;
-    let everyone = ["Alice", "Bob", "Carol", "Dave"];
+    // Alice is the walk's source, so it is visited from the start and the
+    // cycle's return to it is pruned.
+    let everyone = ["Bob", "Carol", "Dave"];
     let (st, r) = query(&s, &from_alice(1, 100), json!({})).await;
     assert_eq!((st, column(&r, "f.name")), (200, everyone.map(String::from).to_vec()), "{r}");
     let (st, r) = query(&s, &from_alice(3, 3), json!({})).await;
     assert_eq!((st, column(&r, "f.name")), (200, vec!["Dave".to_string()]), "{r}");
     let all = "query q() { match { $p: Person $p knows{1,1000} $f } return { count($f) as n } }";
     let (st, r) = query(&s, all, json!({})).await;
-    assert_eq!((st, r["rows"][0]["n"].as_i64()), (200, Some(16)), "{r}");
+    assert_eq!((st, r["rows"][0]["n"].as_i64()), (200, Some(12)), "{r}");
     let (st, r) = query(&s, &from_alice(1000, 1000), json!({})).await;
-    assert_eq!((st, column(&r, "f.name")), (200, vec!["Alice".to_string()]), "1000 = 4 × 250: {r}");
+    assert_eq!((st, column(&r, "f.name")), (200, Vec::<String>::new()), "each is reached within 3 hops: {r}");
 
     // 2,000 more people make a four-way cross product of 10^13 rows.
     let crowd: Vec<String> =

@@ -37,4 +37,5 @@ mod schema;
 mod search;
 mod server;
 mod source_rules;
+mod traversals;
 mod writes;

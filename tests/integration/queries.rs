@@ -155,7 +155,8 @@ async fn undirected_hops_edge_bindings_and_list_contains() {
     let undirected =
         r#"query q() { match { $x: P { name: "a" }  $x <likes> $y } return { $y.name } order { $y.name asc } }"#;
     let got = rows(&g, undirected, "q", json!({}), &main).await;
-    assert_eq!(got, vec![json!({"y.name": "b"}), json!({"y.name": "b"}), json!({"y.name": "c"})]);
+    // Unbound: each neighbour once, though two edges reach b.
+    assert_eq!(got, vec![json!({"y.name": "b"}), json!({"y.name": "c"})]);
     let bound =
         r#"query q() { match { $x: P { name: "a" }  $x $w:likes $y } return { $w.weight } order { $w.weight desc } }"#;
     let got = rows(&g, bound, "q", json!({}), &main).await;

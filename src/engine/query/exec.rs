@@ -19,20 +19,17 @@ use futures::StreamExt;
 use lance::datafusion::LanceTableProvider;
 use serde_json::Value as Json;
 
-use super::adjacency::adjacency;
 use super::params::ParamValues;
 use crate::engine::committed::open_pinned_for_read;
 use crate::engine::lang::catalog::arrow::scalar_data_type;
 use crate::engine::lang::query::ast::AggFunc;
 use crate::engine::lang::query::ir::{
-    CmpOp, Direction, FilterIr, MatchIr, NearestIr, Operand, OrderKey, ProjExpr, ReadIr, TraversalIr, Type, VarIr,
-    VarKind,
+    CmpOp, Direction, FilterIr, MatchIr, NearestIr, Operand, OrderKey, ProjExpr, ReadIr, Type, VarIr, VarKind,
 };
 use crate::engine::manifest::{ManifestView, TableEntry};
 use crate::engine::read_limits::{Meter, QUERY_MEMORY_BYTES, ReadLimits};
 use crate::engine::storage::{Root, table};
 use crate::engine::values::{json_scalar, literal_json};
-use crate::engine::walk::{Way, reach, step};
 use crate::protocol::{OmniError, Result};
 
 /// Rows of a read query and the commit they were read from.
@@ -46,7 +43,7 @@ pub struct QueryResult {
     pub graph_commit_id: String,
 }
 
-type DfResult<T> = std::result::Result<T, datafusion::error::DataFusionError>;
+pub(super) type DfResult<T> = std::result::Result<T, datafusion::error::DataFusionError>;
 
 pub(super) fn df_err(e: datafusion::error::DataFusionError) -> OmniError {
     OmniError::Internal(format!("query execution: {e}"))
@@ -56,10 +53,6 @@ pub(super) fn df_err(e: datafusion::error::DataFusionError) -> OmniError {
 pub(super) fn var_col(var: &str, prop: &str) -> Expr {
     ident(format!("{var}.{prop}"))
 }
-
-/// At most this many distinct sources make a single hop a filtered scan of
-/// the edges (an index lookup) rather than a join with all of them.
-const SELECTIVE_SOURCES: usize = 1024;
 
 /// Column name of the nearest-distance score.
 const NEAREST_COL: &str = "__nearest";
@@ -72,7 +65,7 @@ pub(super) struct Planner<'a> {
     params: &'a ParamValues,
     now_ms: i64,
     fresh: std::sync::atomic::AtomicU32,
-    meter: Arc<Meter>,
+    pub(super) meter: Arc<Meter>,
 }
 
 /// Where and how one query runs: the snapshot, its commit, the bound
@@ -136,7 +129,7 @@ impl Planner<'_> {
     }
 
     /// The snapshot's pin of `table_key`.
-    fn entry(&self, table_key: &str) -> Result<&TableEntry> {
+    pub(super) fn entry(&self, table_key: &str) -> Result<&TableEntry> {
         self.view
             .state
             .tables
@@ -150,7 +143,7 @@ impl Planner<'_> {
     }
 
     /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
-    async fn table_frame(&self, table_key: &str, prefix: &str) -> Result<DataFrame> {
+    pub(super) async fn table_frame(&self, table_key: &str, prefix: &str) -> Result<DataFrame> {
         let ds = self.pinned(table_key).await?;
         let provider = LanceTableProvider::new(ds, false, false);
         let df = self.ctx.read_table(Arc::new(provider)).map_err(df_err)?;
@@ -159,89 +152,13 @@ impl Planner<'_> {
         df.select(cols).map_err(df_err)
     }
 
-    fn var_frame<'v>(&'v self, var: &'v VarIr) -> impl Future<Output = Result<DataFrame>> + 'v {
+    pub(super) fn var_frame<'v>(&'v self, var: &'v VarIr) -> impl Future<Output = Result<DataFrame>> + 'v {
         self.table_frame(&var.table_key, &var.name)
-    }
-
-    /// The (s, d) pairs one edge connects, oriented from the written `src`
-    /// to the written `dst`, with the edge's columns when it is bound. With
-    /// `sources`, only edges leaving them: a filter Lance answers from the
-    /// endpoint's BTree index.
-    async fn hop_frame(&self, t: &TraversalIr, tag: &str, sources: Option<&[String]>) -> Result<DataFrame> {
-        let prefix = t.edge_var.clone().unwrap_or_else(|| tag.to_string());
-        let mut edges = self.table_frame(&t.table_key, &prefix).await?;
-        if let Some(ids) = sources {
-            let list: Vec<Expr> = ids.iter().map(|id| lit(id.clone())).collect();
-            let from = |end: &str| var_col(&prefix, end).in_list(list.clone(), false);
-            let keep = match t.direction {
-                Direction::Out => from("src"),
-                Direction::In => from("dst"),
-                Direction::Both => from("src").or(from("dst")),
-            };
-            edges = edges.filter(keep).map_err(df_err)?;
-        }
-        let (s, d) = (format!("{tag}.s"), format!("{tag}.d"));
-        let orient = |df: DataFrame, from: &str, to: &str| -> DfResult<DataFrame> {
-            let mut cols = vec![var_col(&prefix, from).alias(&s), var_col(&prefix, to).alias(&d)];
-            if t.edge_var.is_some() {
-                cols.extend(df.schema().fields().iter().map(|f| ident(f.name())));
-            }
-            df.select(cols)
-        };
-        match t.direction {
-            Direction::Out => orient(edges, "src", "dst"),
-            Direction::In => orient(edges, "dst", "src"),
-            Direction::Both => {
-                orient(edges.clone(), "src", "dst").and_then(|a| orient(edges, "dst", "src").and_then(|b| a.union(b)))
-            }
-        }
-        .map_err(df_err)
-    }
-
-    /// Bounded reachability from `sources` with set semantics: each
-    /// (source, destination) pair once, for any walk length in `min..=max`
-    /// (a plain single hop from many sources: one pair per edge),
-    /// walked on the edge table's cached adjacency on a blocking thread (see
-    /// [`crate::engine::walk`]). `hetero`: the edge joins two node types, so
-    /// no walk is longer than one edge.
-    async fn reach_frame(&self, t: &TraversalIr, tag: &str, sources: Vec<String>, hetero: bool) -> Result<DataFrame> {
-        let adj = adjacency(self.root, self.entry(&t.table_key)?).await?;
-        let way = match t.direction {
-            Direction::Out => Way::Out,
-            Direction::In => Way::In,
-            Direction::Both => Way::Both,
-        };
-        let single = t.min_hops == 1 && t.max_hops == 1;
-        let (min, max) = (t.min_hops, if hetero { 1 } else { t.max_hops });
-        let meter = self.meter.clone();
-        let reached = if min > max {
-            Vec::new()
-        } else {
-            tokio::task::spawn_blocking(move || {
-                let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
-                // A single hop keeps one row per edge, as a join would.
-                if single { step(&adj, &refs, way, &meter) } else { reach(&adj, &refs, way, min, max, &meter) }
-            })
-            .await
-            .map_err(|e| OmniError::Internal(format!("traversal task: {e}")))??
-        };
-        let (s, d) = (format!("{tag}.s"), format!("{tag}.d"));
-        let schema = Arc::new(arrow_schema::Schema::new(vec![
-            arrow_schema::Field::new(&s, DataType::Utf8, true),
-            arrow_schema::Field::new(&d, DataType::Utf8, true),
-        ]));
-        let (src, dst): (Vec<&str>, Vec<&str>) = reached.iter().map(|(a, b)| (a.as_str(), b.as_str())).unzip();
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![Arc::new(arrow_array::StringArray::from(src)), Arc::new(arrow_array::StringArray::from(dst))],
-        )
-        .map_err(|e| OmniError::Internal(format!("building the reached pairs: {e}")))?;
-        self.ctx.read_batch(batch).map_err(df_err)
     }
 
     /// Run `df` into memory (its rows charged against the row cap) and
     /// return it as a frame again, with the distinct ids `var` binds in it.
-    async fn materialize(&self, df: DataFrame, var: &str) -> Result<(DataFrame, Vec<String>)> {
+    pub(super) async fn materialize(&self, df: DataFrame, var: &str) -> Result<(DataFrame, Vec<String>)> {
         let (frame, batches) = self.buffered(df).await?;
         let col = format!("{var}.id");
         let mut ids: BTreeSet<String> = BTreeSet::new();
@@ -371,41 +288,6 @@ impl Planner<'_> {
         }
         *pending = keep;
         Ok(df)
-    }
-
-    /// Extend the frame (which binds `t.src`) along one traversal; `dst` is
-    /// the destination variable to bind, `None` when the frame binds it.
-    async fn traverse(
-        &self,
-        current: DataFrame,
-        t: &TraversalIr,
-        dst: Option<&VarIr>,
-        hetero: bool,
-    ) -> Result<DataFrame> {
-        let tag = self.fresh("hop");
-        // The frame's sources decide the plan: a walk starts only from them,
-        // and a few of them make a single hop an index lookup.
-        let (current, sources) = self.materialize(current, &t.src).await?;
-        let single = t.min_hops == 1 && t.max_hops == 1;
-        let hop = if single && (t.edge_var.is_some() || sources.len() <= SELECTIVE_SOURCES) {
-            let selective = (sources.len() <= SELECTIVE_SOURCES).then_some(sources.as_slice());
-            self.hop_frame(t, &tag, selective).await?
-        } else {
-            self.reach_frame(t, &tag, sources, hetero).await?
-        };
-        let joined = current
-            .join_on(hop, JoinType::Inner, [var_col(&t.src, "id").eq(ident(format!("{tag}.s")))])
-            .map_err(df_err)?;
-        let joined = match dst {
-            None => joined.filter(var_col(&t.dst, "id").eq(ident(format!("{tag}.d")))).map_err(df_err)?,
-            Some(v) => {
-                let frame = self.var_frame(v).await?;
-                joined
-                    .join_on(frame, JoinType::Inner, [ident(format!("{tag}.d")).eq(var_col(&t.dst, "id"))])
-                    .map_err(df_err)?
-            }
-        };
-        drop_prefixed(joined, &format!("{tag}."))
     }
 
     fn cross(&self, left: Option<DataFrame>, right: DataFrame) -> Result<DataFrame> {
@@ -734,7 +616,7 @@ fn node_struct(var: &str, columns: &[String]) -> Expr {
 }
 
 /// Drop every column whose name starts with `prefix`.
-fn drop_prefixed(df: DataFrame, prefix: &str) -> Result<DataFrame> {
+pub(super) fn drop_prefixed(df: DataFrame, prefix: &str) -> Result<DataFrame> {
     let keep: Vec<Expr> =
         df.schema().fields().iter().filter(|f| !f.name().starts_with(prefix)).map(|f| ident(f.name())).collect();
     df.select(keep).map_err(df_err)

@@ -4,8 +4,7 @@
 //!
 //! Plan shape: one frame per node variable (a Lance scan, its single-variable
 //! filters pushed down), joined along traversals over edge tables
-//! (`src`/`dst`), bounded variable-length hops walked breadth-first from the
-//! bound sources over the edge table's cached adjacency, with set semantics,
+//! (`src`/`dst`; see [`traverse`] for the traversal plans and their rule),
 //! `not { }` as an anti-join on the outer variables, then filters across
 //! variables, aggregates with implicit grouping, `order` (NULLs first
 //! ascending, last descending; ties broken by the bound ids), `limit`, and
@@ -16,6 +15,7 @@ mod adjacency;
 mod exec;
 mod params;
 mod search;
+mod traverse;
 
 pub use exec::{QueryContext, QueryResult, execute};
 
@@ -24,3 +24,4 @@ pub fn adjacency_cached() -> (u64, u64) {
     adjacency::cached()
 }
 pub use params::{ParamValues, bind_params};
+pub use traverse::TRAVERSAL_MODE_ENV;

@@ -446,9 +446,11 @@ impl Parser {
     fn edge_follows(&self, n: usize, strict: bool) -> bool {
         match self.tok_at(n) {
             Tok::Lt => matches!(self.tok_at(n + 1), Tok::Ident(_)) && *self.tok_at(n + 2) == Tok::Gt,
+            // `$w:edge` or, bound and undirected, `$w:<edge>`.
             Tok::Var(_) => {
                 *self.tok_at(n + 1) == Tok::Colon
-                    && matches!(self.tok_at(n + 2), Tok::Ident(s) if !strict || is_lower_ident(s))
+                    && (matches!(self.tok_at(n + 2), Tok::Ident(s) if !strict || is_lower_ident(s))
+                        || self.edge_follows(n + 2, strict) && *self.tok_at(n + 2) == Tok::Lt)
             }
             Tok::Ident(s) => {
                 !matches!(s.as_str(), "not" | "true" | "false")

@@ -401,7 +401,8 @@ fn binding_with_props() {
 
 #[test]
 fn traversals_all_forms() {
-    let c = clauses("$a knows $b\n $a <knows> $_\n $a $w:knows $c\n $a knows{1,3} $d\n $a knows{2,} $e");
+    let c =
+        clauses("$a knows $b\n $a <knows> $_\n $a $w:knows $c\n $a knows{1,3} $d\n $a knows{2,} $e\n $a $v:<knows> $f");
     let t: Vec<&Traversal> = c
         .iter()
         .map(|c| match c {
@@ -409,7 +410,7 @@ fn traversals_all_forms() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(t.len(), 5);
+    assert_eq!(t.len(), 6);
     assert_eq!((t[0].src.name.as_str(), t[0].edge.name.as_str(), t[0].dst.name.as_str()), ("a", "knows", "b"));
     assert!(!t[0].undirected && t[0].hops.is_none() && t[0].edge_var.is_none());
     assert!(t[1].undirected && t[1].dst.is_anonymous());
@@ -419,6 +420,7 @@ fn traversals_all_forms() {
     assert_eq!(t[3].hops, Some(HopBounds { min: 1, max: Some(3), pos: p(4, 10) }));
     assert_eq!(t[4].hops.as_ref().map(|h| (h.min, h.max)), Some((2, None)));
     assert_eq!(t[4].pos, p(5, 2));
+    assert!(t[5].undirected && t[5].edge_var.as_ref().is_some_and(|v| v.name == "v") && t[5].edge.name == "knows");
 }
 
 #[test]
