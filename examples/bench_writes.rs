@@ -20,12 +20,20 @@
 //!   one-branch writes took (a busy branch commits its writes in groups);
 //! - `durability`: the one-row mutate (in-process and CLI) and 32 writers on
 //!   one branch with `--durability fsync` and with `none`, each beside the
-//!   raw-Lance one-row commit on a store of the same setting.
+//!   raw-Lance one-row commit on a store of the same setting;
+//! - `scale` (only when asked for: `OMNIGRAPH_BENCH_ONLY=scale`): for each N of
+//!   `OMNIGRAPH_BENCH_SCALE_SIZES` (default `10000,1000000,10000000`), a graph of
+//!   N persons and N `Knows` edges with its indexes built, then p50/p99 of a
+//!   one-row insert, a key update, a key delete and a 1,000-row merge load
+//!   (half new, half existing keys), in-process and as CLI processes (with
+//!   their peak RSS), beside raw Lance on a bare N-row dataset (a one-row
+//!   append, and a one-row keyed upsert); then each figure's p50 at the
+//!   largest N over its p50 at the smallest (`scale_ratios`).
 //!
 //! Environment: `OMNIGRAPH_BENCH_LOAD_SIZES` (default `150000,1000000`),
 //! `OMNIGRAPH_BENCH_MUTATIONS` (default 100), `OMNIGRAPH_BENCH_CLI_RUNS`
 //! (default 30), `OMNIGRAPH_BENCH_ONLY` (one of
-//! `mutation,open,load,concurrent,durability`).
+//! `mutation,open,load,concurrent,durability,scale`).
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -43,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
+use omnigraph::engine::lang::catalog::indexes::{IndexKind, IndexSpec};
 use omnigraph::engine::storage::{MergeMode, TxnIdentity, table};
 use omnigraph::{Graph, LoadMode, Omnigraph, OpenMode, WriteOptions};
 use serde_json::{Map, Value, json};
@@ -486,6 +495,181 @@ async fn durability_figures(dir: &Path) {
     );
 }
 
+/// The one-row writes of the scale figure, as `.gq` sources.
+const SCALE_QUERIES: &str = r#"
+query ins($n: String) { insert Person { name: $n, age: 1 } }
+query upd($n: String, $a: I32) { update Person set { age: $a } where name = $n }
+query del($n: String) { delete Person where name = $n }
+"#;
+
+/// A key of the `n`-person graph for the `i`-th write of kind `salt`, spread
+/// over the table (and apart from the other kinds' keys).
+fn spread_key(n: usize, i: usize, salt: usize) -> String {
+    format!("p{}", (i * 7_919 + salt * 104_729 + n / 3) % n)
+}
+
+/// JSONL of a 1,000-row merge load: 500 existing persons (new ages) and 500
+/// new ones.
+fn merge_batch(n: usize, round: usize, tag: &str) -> String {
+    let (mut out, age) = (String::new(), round % 150);
+    for i in 0..500 {
+        let name = spread_key(n, round * 500 + i, 3);
+        out.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{name}\",\"age\":{age}}}}}\n"));
+        out.push_str(&format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{tag}{round}_{i}\",\"age\":1}}}}\n"));
+    }
+    out
+}
+
+/// A graph of `n` persons and `n` edges at `loc`, indexes built.
+async fn scale_graph(loc: &str, n: usize) -> Graph {
+    let g = Omnigraph::init(loc, SCHEMA).await.expect("init");
+    g.load(std::io::BufReader::new(load_lines(0, n, 1)), LoadMode::Overwrite, &WriteOptions::default())
+        .await
+        .expect("load");
+    g.ensure_indices("main", None).await.expect("indexes");
+    g
+}
+
+/// Raw Lance on a bare `n`-row dataset: one-row appends and one-row keyed
+/// upserts (Lance's merge-insert by `id`, its index built), `runs` each.
+async fn raw_scale_floor(dir: &Path, n: usize, runs: usize) -> (Value, Value) {
+    let schema =
+        Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false), Field::new("age", DataType::Int32, true)]));
+    let batch = |ids: Vec<String>| {
+        let len = ids.len();
+        RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(StringArray::from(ids)), Arc::new(Int32Array::from(vec![1; len]))],
+        )
+        .expect("batch")
+    };
+    let uri = dir.join(format!("raw-scale-{n}.lance")).to_string_lossy().to_string();
+    table::create_table(&uri, batch((0..n).map(|i| format!("p{i}")).collect())).await.expect("raw create");
+    let ds = table::open_table(&uri, None, None).await.expect("open");
+    let identity = TxnIdentity::mint(ds.version().version);
+    let spec = IndexSpec { column: "id".into(), kind: IndexKind::Btree };
+    let staged = table::stage_indices(ds, &[spec], &identity.uuid).await.expect("stage index");
+    if let Some(staged) = staged {
+        table::commit_exact(staged).await.expect("index");
+    }
+    let (mut append, mut upsert) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+    for i in 0..runs {
+        let start = Instant::now();
+        let ds = table::open_table(&uri, None, None).await.expect("open");
+        table::append_rows(ds, batch(vec![format!("raw{i}")]), Default::default()).await.ok().expect("append");
+        append.push(start.elapsed());
+        let start = Instant::now();
+        let ds = table::open_table(&uri, None, None).await.expect("open");
+        let identity = TxnIdentity::mint(ds.version().version);
+        let rows = vec![batch(vec![spread_key(n, i, 1)])];
+        let staged = table::stage_merge_insert(ds, rows, MergeMode::Upsert, &identity.uuid).await.expect("stage");
+        table::commit_exact(staged).await.expect("commit");
+        upsert.push(start.elapsed());
+    }
+    (percentiles(append), percentiles(upsert))
+}
+
+/// In-process writes on the scale graph: `runs` of each one-row kind and
+/// `runs / 4` (at least 2) merge loads.
+async fn scale_in_process(g: &Graph, n: usize, runs: usize) -> Value {
+    let params = |pairs: Value| pairs.as_object().cloned().unwrap_or_default();
+    let timed = |samples: &mut Vec<Duration>, start: Instant| samples.push(start.elapsed());
+    let (mut ins, mut upd, mut del, mut merge) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..runs {
+        let start = Instant::now();
+        g.mutate(SCALE_QUERIES, Some("ins"), params(json!({"n": format!("new{i}")})), &on("main")).await.expect("ins");
+        timed(&mut ins, start);
+        let start = Instant::now();
+        let p = params(json!({"n": spread_key(n, i, 0), "a": i as i32}));
+        g.mutate(SCALE_QUERIES, Some("upd"), p, &on("main")).await.expect("upd");
+        timed(&mut upd, start);
+        let start = Instant::now();
+        g.mutate(SCALE_QUERIES, Some("del"), params(json!({"n": spread_key(n, i, 2)})), &on("main"))
+            .await
+            .expect("del");
+        timed(&mut del, start);
+    }
+    for round in 0..(runs / 4).max(2) {
+        let data = merge_batch(n, round, "mrg");
+        let start = Instant::now();
+        g.load(data.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("merge load");
+        timed(&mut merge, start);
+    }
+    json!({"insert": percentiles(ins), "update": percentiles(upd), "delete": percentiles(del),
+           "merge_load_1000": percentiles(merge)})
+}
+
+/// The same writes as CLI processes (other keys than the in-process ones).
+fn scale_cli(dir: &Path, loc: &str, n: usize, runs: usize) -> Value {
+    let queries = dir.join("scale-queries.gq");
+    std::fs::write(&queries, SCALE_QUERIES).expect("queries");
+    let q = queries.to_string_lossy().to_string();
+    let mutate = |name: &str, params: Value| -> Vec<String> {
+        ["mutate", loc, "--query", &q, "--name", name, "--params", &params.to_string()].map(String::from).to_vec()
+    };
+    let ins = cli_figures(runs, |i| mutate("ins", json!({"n": format!("cli{i}")})));
+    // Keys past any the in-process writes took (they take fewer than 1,000).
+    let upd = cli_figures(runs, |i| mutate("upd", json!({"n": spread_key(n, 1000 + i, 0), "a": i})));
+    let del = cli_figures(runs, |i| mutate("del", json!({"n": spread_key(n, 1000 + i, 2)})));
+    let merge = cli_figures((runs / 4).max(2), |round| {
+        let file = dir.join(format!("scale-merge-{round}.jsonl"));
+        std::fs::write(&file, merge_batch(n, 1000 + round, "cmrg")).expect("merge file");
+        ["load", loc, "--mode", "merge", "-q", "--data", &file.to_string_lossy()].map(String::from).to_vec()
+    });
+    json!({"insert": ins, "update": upd, "delete": del, "merge_load_1000": merge})
+}
+
+async fn scale_figures(dir: &Path) {
+    let sizes: Vec<usize> = std::env::var("OMNIGRAPH_BENCH_SCALE_SIZES")
+        .unwrap_or_else(|_| "10000,1000000,10000000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let runs = env_usize("OMNIGRAPH_BENCH_SCALE_RUNS", 20);
+    let mut rows: Vec<Value> = Vec::new();
+    for &n in &sizes {
+        let loc = dir.join(format!("scale-{n}")).to_string_lossy().to_string();
+        let start = Instant::now();
+        let g = scale_graph(&loc, n).await;
+        let build_s = round(start.elapsed().as_secs_f64());
+        let in_process = scale_in_process(&g, n, runs).await;
+        drop(g);
+        omnigraph::actors::runtime::quiesce(Duration::from_secs(60)).await;
+        let cli = scale_cli(dir, &loc, n, env_usize("OMNIGRAPH_BENCH_CLI_RUNS", 10));
+        let (append, upsert) = raw_scale_floor(dir, n, runs).await;
+        let row = json!({
+            "figure": "scale", "nodes": n, "edges": n, "build_s": build_s,
+            "in_process": in_process, "cli_process": cli,
+            "raw_lance_one_row_append": append, "raw_lance_one_row_keyed_upsert": upsert,
+        });
+        println!("{row}");
+        rows.push(row);
+        let _ = std::fs::remove_dir_all(&loc);
+    }
+    if let (Some(small), Some(large)) = (rows.first(), rows.last()) {
+        let ratio = |path: &[&str]| {
+            let at = |row: &Value| path.iter().fold(row, |v, k| &v[*k])["p50_ms"].as_f64().unwrap_or(f64::NAN);
+            round(at(large) / at(small))
+        };
+        let peak = |row: &Value, op: &str| row["cli_process"][op]["peak_rss_mib_max"].as_f64().unwrap_or(f64::NAN);
+        let mut ratios = Map::new();
+        for side in ["in_process", "cli_process"] {
+            for op in ["insert", "update", "delete", "merge_load_1000"] {
+                ratios.insert(format!("{side}_{op}_p50"), json!(ratio(&[side, op])));
+            }
+        }
+        for op in ["insert", "update", "delete", "merge_load_1000"] {
+            ratios.insert(format!("cli_{op}_peak_rss"), json!(round(peak(large, op) / peak(small, op))));
+        }
+        ratios.insert("raw_lance_one_row_append_p50".into(), json!(ratio(&["raw_lance_one_row_append"])));
+        ratios.insert("raw_lance_one_row_keyed_upsert_p50".into(), json!(ratio(&["raw_lance_one_row_keyed_upsert"])));
+        println!(
+            "{}",
+            json!({"figure": "scale_ratios", "from_nodes": small["nodes"], "to_nodes": large["nodes"], "ratios": ratios})
+        );
+    }
+}
+
 fn main() {
     cli::serve_measure_request();
     if !std::env::args().any(|a| a == "--bench") {
@@ -511,6 +695,10 @@ fn main() {
         }
         if wanted("durability") {
             durability_figures(tmp.path()).await;
+        }
+        // Minutes of data generation at 10M: only when asked for by name.
+        if std::env::var("OMNIGRAPH_BENCH_ONLY").is_ok_and(|o| o == "scale") {
+            scale_figures(tmp.path()).await;
         }
     });
 }
