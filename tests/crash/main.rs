@@ -75,6 +75,11 @@ enum Op {
     /// version-one create, a tombstone). Not in the [`OPS`] matrix: it
     /// refuses to run while another branch exists.
     SchemaApply,
+    /// [`Op::MutationInsert`] after `index ensure` on the branch: its new
+    /// keys are proved absent through the `id` index, so the Person table's
+    /// effect is an append, not a merge-insert.
+    /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
+    IndexedInsert,
     /// [`GROUP`] as one group commit: three members commit (an insert, an
     /// edge to the node the first staged, an update), one is refused alone.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
@@ -82,7 +87,8 @@ enum Op {
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 4] = [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph, Op::GroupCommit];
+const EXTRA_OPS: [Op; 5] =
+    [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph, Op::GroupCommit, Op::IndexedInsert];
 
 /// The members of [`Op::GroupCommit`]; the third is refused (its endpoint
 /// does not exist), the others commit.
@@ -139,9 +145,12 @@ const FEATURE_CHANGES: [&str; 3] = [
 impl Op {
     fn prefix(self) -> &'static str {
         match self {
-            Op::MutationInsert | Op::MutationUpdate | Op::MutationDelete | Op::CompactingInsert | Op::GroupCommit => {
-                "mutation"
-            }
+            Op::MutationInsert
+            | Op::MutationUpdate
+            | Op::MutationDelete
+            | Op::CompactingInsert
+            | Op::IndexedInsert
+            | Op::GroupCommit => "mutation",
             Op::Merge => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
@@ -176,7 +185,7 @@ impl Op {
     async fn run_on(self, g: &Graph, branch: &str) -> Result<omnigraph::WriteOutcome, OmniError> {
         let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
         match self {
-            Op::MutationInsert | Op::CompactingInsert => {
+            Op::MutationInsert | Op::CompactingInsert | Op::IndexedInsert => {
                 let src =
                     r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
                 g.mutate(src, None, Map::new(), &o).await
@@ -231,6 +240,16 @@ impl Op {
                 ("feature", &FEATURE_CHANGES)
             }
             Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
+            Op::IndexedInsert => {
+                // Indexes built on main and inherited: a named branch is made
+                // again after the build, so its insert forks an indexed table.
+                g.ensure_indices("main", None).await.expect("indexes");
+                if branch != "main" {
+                    g.branch_delete(branch).await.expect("drop the branch");
+                    g.branch_create(branch, "main").await.expect("branch again");
+                }
+                return;
+            }
             Op::CompactingInsert => {
                 // Small commits until the next write to Person compacts.
                 let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };

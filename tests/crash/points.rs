@@ -15,7 +15,7 @@ use serde_json::Map;
 use super::child::{Action, crash_in_child};
 use super::{
     CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, SCHEMA_BOUNDARIES, assert_clean,
-    assert_schema_matches, counts, crash, crash_cases_on, serial, setup, shut_down,
+    assert_schema_matches, counts, crash, crash_cases_on, serial, setup, setup_on, shut_down,
 };
 
 /// Points inside the table / branch actors' handlers, crashed during a write.
@@ -140,6 +140,46 @@ async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     }
     println!("chain crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
+}
+
+/// A keyed insert on an indexed table, staged as an append (its new key
+/// proved absent through the `id` index), dies at every boundary it crosses
+/// on main and on a fresh branch: recovery leaves it invisible or applied,
+/// like the merge-insert it replaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_an_insert_staged_as_an_append_recovers_clean() {
+    let _s = serial().await;
+    let op = Op::IndexedInsert;
+    // The shape under test: the clean run's Person effect is an append, on
+    // main and on a branch whose insert forks the indexed table.
+    for branch in ["main", "fresh"] {
+        let (_dir, loc, ..) = setup_on(op, branch).await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        op.run_on(&g, branch).await.expect("clean run");
+        let view = omnigraph::engine::manifest::load(g.root(), branch, None).await.expect("view");
+        let person = &view.state.tables["node:Person"];
+        let ds = omnigraph::engine::committed::open_pinned(g.root(), person).await.expect("open Person");
+        let operation = omnigraph::engine::storage::table::operation_at(&ds, person.version).await.expect("operation");
+        assert_eq!(operation.as_deref(), Some("Append"), "on {branch}: the insert was not staged as an append");
+        shut_down(g).await;
+    }
+    let mut report = Vec::new();
+    for branch in ["main", "fresh"] {
+        let boundaries = SAGA_BOUNDARIES.iter().chain(if branch == "main" { &[][..] } else { &FORK_BOUNDARIES[..] });
+        let points: Vec<String> =
+            boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("indexed insert crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [
+        ("on main @ mutation.after_arm", "invisible"),
+        ("on main @ mutation.after_publish", "applied"),
+        ("on fresh @ mutation.after_fork", "invisible"),
+    ] {
+        assert!(report.iter().any(|r| r.contains(case) && r.ends_with(want)), "{case} -> {want}: {report:?}");
+    }
 }
 
 /// An optimize of a graph an older binary created (each table's chain sets

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
+use lance_io::object_store::WrappingObjectStore;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
@@ -27,6 +28,8 @@ pub trait Policy: fmt::Debug + Send + Sync + 'static {
     fn read(&self, _path: &Path) -> object_store::Result<()> {
         Ok(())
     }
+    /// After a read of `path` returned `bytes` bytes.
+    fn served(&self, _path: &Path, _bytes: u64) {}
     /// Before listing under `prefix`.
     fn list(&self, _prefix: Option<&Path>) -> object_store::Result<()> {
         Ok(())
@@ -83,7 +86,9 @@ impl<P: Policy> ObjectStore for Intercept<P> {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
         self.policy.read(location)?;
-        self.inner.get_opts(location, options).await
+        let got = self.inner.get_opts(location, options).await?;
+        self.policy.served(location, got.range.end - got.range.start);
+        Ok(got)
     }
 
     fn delete_stream(
@@ -117,5 +122,32 @@ impl<P: Policy> ObjectStore for Intercept<P> {
         self.policy.write(to)?;
         self.inner.rename_opts(from, to, options).await?;
         self.policy.after(to)
+    }
+}
+
+/// Wraps each store Lance opens with `wrap(store prefix, store)`.
+pub struct WrapLance<F>(pub F);
+
+impl<F> std::fmt::Debug for WrapLance<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WrapLance")
+    }
+}
+
+impl<F> WrappingObjectStore for WrapLance<F>
+where
+    F: Fn(&str, Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync + 'static,
+{
+    fn wrap(&self, prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        (self.0)(prefix, original)
+    }
+
+    // Listings stay on the original store's paginated path.
+    fn wrap_paginated(
+        &self,
+        _prefix: &str,
+        original: Arc<dyn object_store::list::PaginatedListStore>,
+    ) -> Option<Arc<dyn object_store::list::PaginatedListStore>> {
+        Some(original)
     }
 }

@@ -23,6 +23,7 @@ use lance_file::version::LanceFileVersion;
 use super::caches;
 use super::guard::ExpectVersion;
 use super::io_hook;
+use super::key_probe;
 use super::lineage;
 use super::staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
 use crate::protocol::{OmniError, Result};
@@ -302,7 +303,7 @@ pub fn arrow_schema(ds: &Dataset) -> SchemaRef {
 /// it changes nothing (a delete that matches no row).
 pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Option<StagedTxn>> {
     match plan {
-        StagePlan::Merge { batches, mode } => stage_merge_insert(ds, batches, mode, uuid).await.map(Some),
+        StagePlan::Merge { batches, mode } => stage_keyed(ds, batches, mode, uuid).await.map(Some),
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
@@ -344,6 +345,23 @@ const INDEX_PROBE_MAX_ROWS: usize = 1024;
 fn probes_by_index(mode: MergeMode, batches: &[RecordBatch]) -> bool {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     !matches!(mode, MergeMode::UpdateOnly) && rows <= INDEX_PROBE_MAX_ROWS
+}
+
+/// Stage a keyed write of `batches`: an append when they may insert, are
+/// few, and [`key_probe::ids_absent`] proves none of their ids in the table
+/// at the pin (the exact commit holds the pin, so the proof holds at
+/// commit), else [`stage_merge_insert`].
+async fn stage_keyed(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: MergeMode, uuid: &str) -> Result<StagedTxn> {
+    if probes_by_index(mode, &batches) {
+        let absent = match key_probe::distinct_ids(&batches) {
+            Some(ids) => key_probe::ids_absent(&ds, &ids).await? == Some(true),
+            None => false,
+        };
+        if absent {
+            return stage_write(ds, batches, WriteMode::Append, uuid).await;
+        }
+    }
+    stage_merge_insert(ds, batches, mode, uuid).await
 }
 
 /// Stage a merge-insert keyed on `id` with a pre-minted transaction uuid.
