@@ -104,6 +104,14 @@ impl Gate {
         self.lock().holders.get(&id) == Some(&LeaseMode::Exclusive)
     }
 
+    /// Whether nothing but the one map that names it holds this gate (no
+    /// actor serves it, no lease is held or queued): forgetting it loses
+    /// nothing, since the next use of its key makes a fresh, equivalent one.
+    /// Only meaningful on the map's own copy.
+    pub fn unused(&self) -> bool {
+        Arc::strong_count(&self.table) == 1 && self.load() == (0, 0)
+    }
+
     /// Number of current holders and waiters (for tests and diagnostics).
     pub fn load(&self) -> (usize, usize) {
         let t = self.lock();

@@ -97,6 +97,8 @@ impl Drop for InMailbox<'_> {
         if let Some(mut n) = self.mailboxes.get_mut(&self.key) {
             *n = n.saturating_sub(1);
         }
+        // An idle key's counter goes: keys come and go with branches.
+        self.mailboxes.remove_if(&self.key, |_, n| *n == 0);
     }
 }
 
@@ -558,8 +560,9 @@ impl Runtime {
         ask(&a, "table actor", |reply| TableMsg::Reclaim { lease_id, reply }).await?
     }
 
-    /// Stop the actors of a deleted branch (its gates stay, so a waiter
-    /// queued on them is still ordered against a recreated branch).
+    /// Stop the actors of a deleted branch. Its gates go once nothing uses
+    /// them (a waiter queued on one keeps it, and so stays ordered against
+    /// a recreated branch of the same name).
     pub async fn retire_branch(&self, branch: &str) {
         let keys: Vec<ChildKey> = self
             .directory

@@ -147,6 +147,13 @@ pub struct SupervisorState {
 }
 
 impl SupervisorState {
+    /// Drop the gates nothing uses (a deleted branch's, once its actors
+    /// stopped), so a daemon that creates and deletes branches for weeks
+    /// keeps only the gates of what exists. A busy or served gate stays.
+    fn forget_unused_gates(&self) {
+        self.gates.retain(|_, gate| !gate.unused());
+    }
+
     fn gate(&mut self, key: &ChildKey) -> Gate {
         self.gates.entry(key.clone()).or_insert_with(|| Gate::new(key.gate_name())).value().clone()
     }
@@ -254,8 +261,9 @@ impl Actor for RootSupervisor {
                 drop(reply.send(out));
             }
             SupervisorMsg::Retire { key, reply } => {
+                // Its id stays in `by_id` until it has stopped: the stop
+                // event then forgets the gates nothing uses any more.
                 if let Some((_, child)) = state.directory.remove(&key) {
-                    state.by_id.remove(&child.cell().get_id());
                     child.cell().stop(Some("retired".into()));
                 }
                 drop(reply.send(()));
@@ -282,6 +290,10 @@ impl Actor for RootSupervisor {
         // A replaced or retired child is not restarted.
         let current = state.directory.get(&key).map(|c| c.cell().get_id());
         if current != Some(cell.get_id()) {
+            // The event carries the stopped child's state, and with it its
+            // copy of the gate: dropped first, the gate reads as unused.
+            drop(evt);
+            state.forget_unused_gates();
             return Ok(());
         }
         warn!(?key, "actor stopped unexpectedly; restarting from storage");

@@ -337,3 +337,28 @@ async fn a_killed_root_supervisor_restarts_with_its_gates() {
     let out = g.mutate(src, None, serde_json::Map::new(), &Default::default()).await.expect("a write after restart");
     assert_eq!(out.nodes_affected, 1);
 }
+
+/// A daemon whose agents each write on a branch of their own that is then
+/// deleted keeps only the gates of what exists: a deleted branch's branch
+/// and table gates go once its actors have stopped, and a gate a waiter is
+/// queued on would stay (it is in use).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_branches_leave_no_gates_behind() {
+    let (_dir, g) = crate::common::loaded_social_graph().await;
+    let rt = g.runtime().clone();
+    let on = |b: &str| omnigraph::WriteOptions { branch: b.into(), ..omnigraph::WriteOptions::default() };
+    let mut seen_on_branch = 0;
+    for i in 0..12 {
+        let b = format!("agent{i}");
+        g.branch_create(&b, "main").await.expect("create");
+        let src = format!(r#"query q() {{ insert Person {{ name: "A{i}" }} }}"#);
+        g.mutate(&src, None, serde_json::Map::new(), &on(&b)).await.expect("write on the branch");
+        let gates = rt.stats().await.expect("stats").actors;
+        seen_on_branch = seen_on_branch.max(gates.iter().filter(|a| a.actor.contains(&format!("@{b}"))).count());
+        g.branch_delete(&b).await.expect("delete");
+    }
+    assert!(seen_on_branch >= 1, "a write on a branch showed no table gate of it");
+    wait_for_stats(&rt, "no gate of a deleted branch", |s| s.actors.iter().all(|a| !a.actor.contains("agent"))).await;
+    let src = r#"query q() { insert Person { name: "After" } }"#;
+    g.mutate(src, None, serde_json::Map::new(), &on("main")).await.expect("main still writes");
+}
