@@ -11,6 +11,17 @@ use serde_json::Value;
 
 use crate::common::{files_with_suffix, shared_fixtures, temp_graph_dir};
 
+/// A cookbook's graph: its schema, its seed loaded, the indexes built.
+async fn cookbook_graph(dir: &Path) -> (tempfile::TempDir, omnigraph::Graph) {
+    let schema = std::fs::read_to_string(dir.join("schema.pg")).expect("schema");
+    let seed = std::fs::read_to_string(dir.join("seed.jsonl")).expect("seed");
+    let (tmp, loc) = temp_graph_dir();
+    let g = Omnigraph::init(&loc, &schema).await.expect("init");
+    g.load(seed.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("seed");
+    g.ensure_indices("main", None).await.expect("indexes");
+    (tmp, g)
+}
+
 /// Embedding-based queries need a model, which the engine does not have:
 /// it must refuse them with a typed message.
 fn needs_model(message: &str) -> bool {
@@ -26,12 +37,7 @@ async fn every_cookbook_read_query_runs_and_the_worked_examples_match() {
         let spec: Value =
             serde_json::from_str(&std::fs::read_to_string(params_dir.join(format!("{name}.json"))).expect("params"))
                 .expect("params json");
-        let schema = std::fs::read_to_string(dir.join("schema.pg")).expect("schema");
-        let seed = std::fs::read_to_string(dir.join("seed.jsonl")).expect("seed");
-        let (_tmp, loc) = temp_graph_dir();
-        let g = Omnigraph::init(&loc, &schema).await.expect("init");
-        g.load(seed.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("seed");
-        g.ensure_indices("main", None).await.expect("indexes");
+        let (_tmp, g) = cookbook_graph(&dir).await;
         let (mut ran, mut exact, mut refused) = (0, 0, 0);
         for file in files_with_suffix(&dir.join("queries"), ".gq") {
             let src = std::fs::read_to_string(&file).expect("gq");
@@ -68,12 +74,7 @@ async fn every_cookbook_read_query_returns_the_reference_rows() {
     let (mut compared, mut differ) = (0, Vec::new());
     for name in ["industry-intel", "pharma-intel", "second-brain"] {
         let dir = fixtures.join("cookbooks").join(name);
-        let schema = std::fs::read_to_string(dir.join("schema.pg")).expect("schema");
-        let seed = std::fs::read_to_string(dir.join("seed.jsonl")).expect("seed");
-        let (_tmp, loc) = temp_graph_dir();
-        let g = Omnigraph::init(&loc, &schema).await.expect("init");
-        g.load(seed.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("seed");
-        g.ensure_indices("main", None).await.expect("indexes");
+        let (_tmp, g) = cookbook_graph(&dir).await;
         let expected = std::fs::read_to_string(dir.join("expected.jsonl")).expect("expected.jsonl");
         for case in expected.lines().map(|l| serde_json::from_str::<Value>(l).expect("expected row")) {
             if case["status"] != "ok" {

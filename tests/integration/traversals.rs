@@ -197,8 +197,17 @@ struct Case {
     model: fn(&Generated, u32, u32) -> Vec<(String, String)>,
 }
 
+/// Binds each graph's first node as the source.
+const FIRST: &str = "$a: Person { start: true }";
+/// Binds every node as a source.
+const EVERY: &str = "$a: Person";
+
 fn all(g: &Generated) -> Vec<&str> {
     g.nodes.iter().map(String::as_str).collect()
+}
+
+fn first(g: &Generated) -> Vec<&str> {
+    vec![g.nodes[0].as_str()]
 }
 
 /// From one bound source per graph (its first node) and from every node,
@@ -207,26 +216,10 @@ fn all(g: &Generated) -> Vec<&str> {
 /// from nodes an earlier traversal bound to its destination, which walks
 /// its edges backwards.
 const CASES: [Case; 6] = [
-    Case {
-        binding: "$a: Person { start: true }",
-        pattern: "$a knows{H} $b",
-        model: |g, min, max| model(g, &[g.nodes[0].as_str()], Dir::Out, min, max),
-    },
-    Case {
-        binding: "$a: Person",
-        pattern: "$a knows{H} $b",
-        model: |g, min, max| model(g, &all(g), Dir::Out, min, max),
-    },
-    Case {
-        binding: "$a: Person { start: true }",
-        pattern: "$a <knows>{H} $b",
-        model: |g, min, max| model(g, &[g.nodes[0].as_str()], Dir::Both, min, max),
-    },
-    Case {
-        binding: "$a: Person",
-        pattern: "$a <knows>{H} $b",
-        model: |g, min, max| model(g, &all(g), Dir::Both, min, max),
-    },
+    Case { binding: FIRST, pattern: "$a knows{H} $b", model: |g, min, max| model(g, &first(g), Dir::Out, min, max) },
+    Case { binding: EVERY, pattern: "$a knows{H} $b", model: |g, min, max| model(g, &all(g), Dir::Out, min, max) },
+    Case { binding: FIRST, pattern: "$a <knows>{H} $b", model: |g, min, max| model(g, &first(g), Dir::Both, min, max) },
+    Case { binding: EVERY, pattern: "$a <knows>{H} $b", model: |g, min, max| model(g, &all(g), Dir::Both, min, max) },
     Case {
         binding: "$b: Person { start: true }",
         pattern: "$a knows{H} $b",
@@ -239,7 +232,7 @@ const CASES: [Case; 6] = [
         binding: "$s: Person { start: true } $s knows $a",
         pattern: "$b knows{H} $a",
         model: |g, min, max| {
-            let firsts = model(g, &[g.nodes[0].as_str()], Dir::Out, 1, 1);
+            let firsts = model(g, &first(g), Dir::Out, 1, 1);
             let sources: Vec<&str> = firsts.iter().map(|(_, a)| a.as_str()).collect();
             model(g, &sources, Dir::In, min, max)
         },
