@@ -11,11 +11,11 @@ use crate::common::{SOCIAL_PG, temp_graph_dir};
 use crate::server::{get, post, spawn};
 
 /// Whether `strace` runs here; when CI requires it, its absence fails.
-fn strace_available() -> bool {
+pub(crate) fn strace_available() -> bool {
     let ok = Command::new("strace").arg("-V").output().is_ok_and(|o| o.status.success());
     if !ok {
         assert!(std::env::var_os("OMNIGRAPH_TEST_STRACE_REQUIRED").is_none(), "strace is required but missing");
-        eprintln!("strace is not available: skipping the durability trace");
+        eprintln!("strace is not available: skipping the traced test");
     }
     ok
 }
@@ -49,7 +49,7 @@ fn traced_mutate(loc: &str, trace: &std::path::Path, extra: &[&str]) -> (Vec<Str
 
 /// The trace's calls, each on one line: with `-f` a call another thread
 /// interrupts is split into `<unfinished ...>` and `<... resumed>` halves.
-fn joined(text: &str) -> Vec<String> {
+pub(crate) fn joined(text: &str) -> Vec<String> {
     let mut pending: HashMap<String, String> = HashMap::new();
     let mut calls = Vec::new();
     for line in text.lines() {
@@ -73,7 +73,7 @@ fn quoted(call: &str) -> Vec<String> {
 }
 
 /// The path `-y` shows for a call's first (file descriptor) argument.
-fn fd_path(call: &str) -> Option<String> {
+pub(crate) fn fd_path(call: &str) -> Option<String> {
     let start = call.find('<')? + 1;
     let end = start + call[start..].find('>')?;
     Some(call[start..end].to_string())

@@ -25,6 +25,7 @@ mod indexes;
 #[path = "../support/intercept.rs"]
 mod intercept;
 mod limits;
+mod listings;
 mod maintenance;
 mod memory;
 mod merge;
