@@ -142,6 +142,13 @@ async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
 }
 
+/// The failpoints of every saga boundary `op` crosses on `branch`, with the
+/// fork's on a branch other than main.
+fn boundary_points(op: Op, branch: &str) -> Vec<String> {
+    let boundaries = SAGA_BOUNDARIES.iter().chain(if branch == "main" { &[][..] } else { &FORK_BOUNDARIES[..] });
+    boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect()
+}
+
 /// A keyed insert on an indexed table, staged as an append (its new key
 /// proved absent through the `id` index), dies at every boundary it crosses
 /// on main and on a fresh branch: recovery leaves it invisible or applied,
@@ -165,9 +172,7 @@ async fn crash_in_an_insert_staged_as_an_append_recovers_clean() {
     }
     let mut report = Vec::new();
     for branch in ["main", "fresh"] {
-        let boundaries = SAGA_BOUNDARIES.iter().chain(if branch == "main" { &[][..] } else { &FORK_BOUNDARIES[..] });
-        let points: Vec<String> =
-            boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        let points = boundary_points(op, branch);
         for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
             report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
@@ -221,9 +226,7 @@ async fn crash_in_a_group_commit_recovers_every_member_or_none() {
     let op = Op::GroupCommit;
     let mut report = Vec::new();
     for branch in ["main", "fresh"] {
-        let boundaries = SAGA_BOUNDARIES.iter().chain(if branch == "main" { &[][..] } else { &FORK_BOUNDARIES[..] });
-        let mut points: Vec<String> =
-            boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        let mut points = boundary_points(op, branch);
         if branch == "main" {
             points.extend(ACTOR_CRASHES.iter().map(|p| p.to_string()));
         }
