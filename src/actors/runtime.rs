@@ -94,11 +94,11 @@ impl<'a> InMailbox<'a> {
 
 impl Drop for InMailbox<'_> {
     fn drop(&mut self) {
-        if let Some(mut n) = self.mailboxes.get_mut(&self.key) {
-            *n = n.saturating_sub(1);
-        }
         // An idle key's counter goes: keys come and go with branches.
-        self.mailboxes.remove_if(&self.key, |_, n| *n == 0);
+        self.mailboxes.remove_if_mut(&self.key, |_, n| {
+            *n = n.saturating_sub(1);
+            *n == 0
+        });
     }
 }
 

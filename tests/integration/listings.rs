@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use crate::durability::{fd_path, joined, strace_available};
+use crate::strace::{fd_path, joined, strace_available};
 
 /// The directories one CLI run under `root` listed, relative to `root`.
 fn listed(root: &str, args: &[&str], trace: &std::path::Path) -> Vec<String> {

@@ -38,5 +38,6 @@ mod schema;
 mod search;
 mod server;
 mod source_rules;
+mod strace;
 mod traversals;
 mod writes;

@@ -2,14 +2,14 @@
 //!
 //! [`Adjacency`] is a compressed sparse row (CSR) layout of one edge table:
 //! the ids interned once, each node's out- and in-neighbours in two flat
-//! arrays. [`reach`] answers `$a edge{min,max} $z` with set semantics (each
-//! pair once) by a breadth-first search from each source over states
-//! `(node, min(walk length, min))`: a pair belongs to the answer exactly when
-//! the shortest walk of length ≥ `min` is at most `max`, and that walk is the
-//! first time the BFS reaches the state `(z, min)`. Every state is expanded at
-//! most once per source, so the work is linear in what the query visits
-//! (`(min + 1) × (nodes + edges)` per source at worst) and independent of
-//! `max`; nothing recurses, so no bound can overflow the stack.
+//! arrays. [`reach`] answers an unbound `$a edge{min,max} $z` (a single hop
+//! included) from each source with [`SourceWalk`]: breadth-first by hop,
+//! each destination at most once, returns to visited nodes pruned (the
+//! reference implementation's documented frontier rule). Every node is
+//! searched at most once per source, so the work is linear in what the
+//! query visits and independent of `max`; nothing recurses, so no bound can
+//! overflow the stack. The query executor's indexed plan drives the same
+//! [`SourceWalk`] from edges it reads hop by hop.
 
 use std::collections::{HashMap, HashSet};
 

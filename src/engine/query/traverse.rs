@@ -217,11 +217,14 @@ impl Planner<'_> {
                 return Ok(out);
             }
             let keys: Vec<String> = frontier.iter().map(|&n| names.name(n).to_string()).collect();
-            let batches = self.collect(self.hop_frame(t, tag, Some(&keys)).await?).await?;
             let mut next: HashMap<u32, Vec<u32>> = HashMap::new();
-            for (s, d) in pair_columns(&batches, tag)? {
-                let (s, d) = (names.intern(s), names.intern(d));
-                next.entry(s).or_default().push(d);
+            // A lookup per bounded chunk: a wide frontier never becomes one huge IN list.
+            for chunk in keys.chunks(SELECTIVE_SOURCES) {
+                let batches = self.collect(self.hop_frame(t, tag, Some(chunk)).await?).await?;
+                for (s, d) in pair_columns(&batches, tag)? {
+                    let (s, d) = (names.intern(s), names.intern(d));
+                    next.entry(s).or_default().push(d);
+                }
             }
             let mut work = 0;
             for (start, walk) in walks.iter_mut().filter(|(_, w)| w.live(max)) {
