@@ -37,7 +37,8 @@ pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
-    CommitInfo, Export, Graph, MergeOptions, MergeResult, MutationRequest, Omnigraph, OpenMode, PendingSidecar,
-    ReadTarget, RecoveryStatus, Snapshot, TableSnapshot, WriteOptions, result_rows, wire,
+    CommitInfo, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult, MutationRequest, Omnigraph,
+    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot, TableIndexStatus, TableSnapshot, WriteOptions,
+    result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -204,6 +204,11 @@ enum Command {
         #[arg(long, value_name = "SECS",
               default_value_t = omnigraph::server::ServerConfig::DEFAULT_SHUTDOWN_TIMEOUT.as_secs())]
         shutdown_timeout: u64,
+        /// Rows a table may hold outside an index (written since its build,
+        /// or rewritten by a compaction) before the daemon folds them in, in
+        /// the background; 0 never does (`optimize` and `index ensure` still do).
+        #[arg(long, value_name = "ROWS", default_value_t = omnigraph::actors::index_folder::DEFAULT_LAG_ROWS)]
+        index_lag_rows: u64,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     Export {
@@ -403,6 +408,19 @@ enum IndexCommand {
         #[arg(long = "as")]
         actor: Option<String>,
         /// Print JSON (the fields of `POST /graphs/{id}/indexes/ensure`).
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// How much of its table each index covers at a branch's head: rows
+    /// written since a build are scanned beside the index until `optimize`,
+    /// `index ensure` or the daemon's background fold covers them.
+    Status {
+        /// Graph branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Print JSON (the fields of `GET /graphs/{id}/indexes`).
         #[arg(long)]
         json: bool,
         /// The graph.
@@ -641,7 +659,7 @@ impl Command {
             Command::Recovery { command: RecoveryCommand::List { json, .. } }
             | Command::Repair { json, .. }
             | Command::Optimize { json, .. }
-            | Command::Index { command: IndexCommand::Ensure { json, .. } }
+            | Command::Index { command: IndexCommand::Ensure { json, .. } | IndexCommand::Status { json, .. } }
             | Command::Cleanup { json, .. } => *json,
             Command::Serve { .. } | Command::Export { .. } => false,
             Command::Branch {
@@ -783,16 +801,36 @@ fn print_indexes(r: &omnigraph::EnsureIndicesReport) {
     for t in &r.tables {
         let pending: Vec<String> = t.pending.iter().map(|p| format!("{} ({})", p.index, p.reason)).collect();
         outln!(
-            "{}  built [{}]  existing [{}]{}",
+            "{}  built [{}]  existing [{}]{}{}",
             t.type_key,
             t.built.join(", "),
             t.existing.join(", "),
+            if t.folded.is_empty() { String::new() } else { format!("  folded [{}]", t.folded.join(", ")) },
             if pending.is_empty() { String::new() } else { format!("  pending [{}]", pending.join("; ")) }
         );
     }
     match &r.graph_commit_id {
         Some(c) => outln!("built indexes on {} as commit {c}", r.branch),
-        None => outln!("{}: every index exists (or is pending); no commit", r.branch),
+        None => outln!("{}: every index exists and covers its table (or is pending); no commit", r.branch),
+    }
+}
+
+fn print_index_status(s: &omnigraph::IndexStatus) {
+    outln!("{}", s.branch);
+    for t in &s.tables {
+        outln!("{}", t.type_key);
+        for i in &t.indexes {
+            let state = if i.built { format!("{:.1}%", i.coverage * 100.0) } else { "missing".to_string() };
+            outln!(
+                "  {:<24} {:<8} {:>7}  {}/{} rows  {} unindexed fragments",
+                i.index,
+                format!("{:?}", i.kind).to_lowercase(),
+                state,
+                i.indexed_rows,
+                i.total_rows,
+                i.unindexed_fragments
+            );
+        }
     }
 }
 
@@ -1016,6 +1054,14 @@ async fn run_command(command: Command) -> Result<()> {
             print_indexes(&report);
             Ok(())
         }
+        Command::Index { command: IndexCommand::Status { branch, json, graph } } => {
+            let status = read_only(&graph).await?.index_status(&branch).await?;
+            if json {
+                return print_json(&status);
+            }
+            print_index_status(&status);
+            Ok(())
+        }
         Command::Optimize { branch, actor, json, graph } => {
             let report = Omnigraph::open(&graph).await?.optimize(&branch, actor.as_deref()).await?;
             if json {
@@ -1074,6 +1120,7 @@ async fn run_command(command: Command) -> Result<()> {
             header_timeout,
             max_connections,
             shutdown_timeout,
+            index_lag_rows,
         } => {
             let read_limits = limits.limits();
             // Before any graph opens: every cache takes its capacity from it.
@@ -1091,6 +1138,7 @@ async fn run_command(command: Command) -> Result<()> {
                 header_timeout: std::time::Duration::from_secs(header_timeout),
                 max_connections,
                 shutdown_timeout: std::time::Duration::from_secs(shutdown_timeout),
+                index_lag_rows,
             })
             .await
         }
@@ -1290,6 +1338,7 @@ struct ServeArgs {
     header_timeout: std::time::Duration,
     max_connections: usize,
     shutdown_timeout: std::time::Duration,
+    index_lag_rows: u64,
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -1306,6 +1355,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_timeout,
         max_connections,
         shutdown_timeout,
+        index_lag_rows,
     } = args;
     let per_graph = match &storage_config {
         Some(path) => read_storage_config(path)?,
@@ -1353,6 +1403,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_timeout,
         max_connections,
         shutdown_timeout,
+        index_lag_rows: Some(index_lag_rows),
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

@@ -2,7 +2,7 @@
 //! root in the process, shared by every handle opened on it, and typed
 //! request helpers that turn a dead or restarting actor into a typed error.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Weak};
 
 use dashmap::DashMap;
@@ -77,7 +77,12 @@ pub struct Runtime {
     write_queues: WriteQueues,
     /// What the actors maintained by themselves.
     maintenance: Arc<super::maintenance::Maintenance>,
+    /// Told of every finished write's rows (a daemon's index folder).
+    on_written: std::sync::OnceLock<WrittenHook>,
 }
+
+/// A listener of finished writes: the branch and the rows each table got.
+pub type WrittenHook = Box<dyn Fn(&str, &BTreeMap<String, u64>) + Send + Sync>;
 
 /// Counts one request in its child's mailbox until dropped.
 struct InMailbox<'a> {
@@ -279,11 +284,30 @@ impl Runtime {
             reconciler_passes: passes,
             write_queues: WriteQueues::default(),
             maintenance,
+            on_written: std::sync::OnceLock::new(),
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         // Set once, just created: it cannot already hold a value.
         let _ = slot.set(Arc::downgrade(&rt));
         Ok(rt)
+    }
+
+    /// The counters of what this tree maintained by itself.
+    pub fn maintenance(&self) -> &super::maintenance::Maintenance {
+        &self.maintenance
+    }
+
+    /// Tell `hook` of every write finished from now on (once per runtime;
+    /// `false` when a hook is set already).
+    pub fn set_written_hook(&self, hook: WrittenHook) -> bool {
+        self.on_written.set(hook).is_ok()
+    }
+
+    /// A write on `branch` finished, having written `rows` rows per table.
+    pub fn written(&self, branch: &str, rows: &BTreeMap<String, u64>) {
+        if let Some(hook) = self.on_written.get() {
+            hook(branch, rows);
+        }
     }
 
     /// Mark operation `op` live until the guard drops.

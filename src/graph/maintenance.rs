@@ -4,8 +4,51 @@ use super::Graph;
 use crate::actors::saga::cleanup::{self, CleanupReport, CleanupRequest};
 use crate::actors::saga::ensure_indices::{self, EnsureIndicesReport, EnsureIndicesRequest};
 use crate::actors::saga::optimize::{self, OptimizeReport, OptimizeRequest};
+use crate::engine::committed::open_pinned_for_read;
+use crate::engine::lang::catalog::indexes::{self, IndexKind};
+use crate::engine::layout;
 use crate::engine::retention::RetentionPolicy;
-use crate::protocol::Result;
+use crate::engine::storage::index_fold;
+use crate::protocol::{OmniError, Result};
+
+/// How completely each index of a branch covers its table
+/// (`omnigraph index status`, `GET /graphs/{id}/indexes`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexStatus {
+    /// The branch read.
+    pub branch: String,
+    /// Every table of the schema, in key order.
+    pub tables: Vec<TableIndexStatus>,
+}
+
+/// One table's indexes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableIndexStatus {
+    /// `node:<Type>` / `edge:<Type>`.
+    pub type_key: String,
+    /// Every index the schema asks of the table, built or not, by name.
+    pub indexes: Vec<IndexCoverage>,
+}
+
+/// One index's coverage at the branch head.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexCoverage {
+    /// `<column>_<kind>`.
+    pub index: String,
+    /// `btree`, `inverted` or `vector`.
+    pub kind: IndexKind,
+    /// Whether the index exists (`index ensure` builds a missing one).
+    pub built: bool,
+    /// Live rows its segments cover.
+    pub indexed_rows: u64,
+    /// Live rows in the table.
+    pub total_rows: u64,
+    /// `indexed_rows / total_rows`; 1.0 for an empty table (nothing to
+    /// cover), 0.0 for a missing index over rows.
+    pub coverage: f64,
+    /// Fragments no segment covers: a lookup scans them beside the index.
+    pub unindexed_fragments: u64,
+}
 
 impl Graph {
     /// Compact every table `branch` owns into few fragments as one
@@ -26,7 +69,8 @@ impl Graph {
     /// nothing is missing). Untrainable vector indexes stay pending.
     pub async fn ensure_indices(&self, branch: &str, actor: Option<&str>) -> Result<EnsureIndicesReport> {
         self.require_writable()?;
-        let req = EnsureIndicesRequest { branch: branch.to_string(), actor: actor.map(str::to_string) };
+        let req =
+            EnsureIndicesRequest { branch: branch.to_string(), actor: actor.map(str::to_string), fold_only: false };
         Box::pin(ensure_indices::run(&self.rt, &req)).await
     }
 
@@ -41,5 +85,60 @@ impl Graph {
         self.require_writable()?;
         let req = CleanupRequest { policy: RetentionPolicy::new(keep, older_than)?, confirm };
         Box::pin(cleanup::run(&self.rt, &req)).await
+    }
+
+    /// How completely each index the schema asks for covers its table at
+    /// `branch`'s head (metadata only: no row is read).
+    pub async fn index_status(&self, branch: &str) -> Result<IndexStatus> {
+        let view = self.rt.view(branch).await?;
+        let schema = self.rt.schema().await?;
+        let mut tables = Vec::new();
+        for def in schema.catalog.types() {
+            let key = layout::key_of(def);
+            let entry = view
+                .state
+                .tables
+                .get(&key)
+                .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{branch}`")))?;
+            let ds = open_pinned_for_read(self.rt.root(), entry).await?;
+            let measured = index_fold::coverage(&ds).await?;
+            // The manifest's count when no index was measured (they agree).
+            let total_rows = measured.first().map_or(entry.row_count, |c| c.total_rows);
+            let indexes = indexes::desired(def)
+                .into_iter()
+                .map(|spec| {
+                    let name = spec.name();
+                    let found = measured.iter().find(|c| c.index == name);
+                    let indexed_rows = found.map_or(0, |c| c.indexed_rows);
+                    let coverage = if total_rows == 0 { 1.0 } else { indexed_rows as f64 / total_rows as f64 };
+                    let all_fragments = ds.manifest().fragments.len() as u64;
+                    IndexCoverage {
+                        index: name,
+                        kind: spec.kind,
+                        built: found.is_some(),
+                        indexed_rows,
+                        total_rows,
+                        coverage,
+                        unindexed_fragments: found.map_or(all_fragments, |c| c.unindexed_fragments),
+                    }
+                })
+                .collect();
+            tables.push(TableIndexStatus { type_key: key, indexes });
+        }
+        tables.sort_by(|a, b| a.type_key.cmp(&b.type_key));
+        Ok(IndexStatus { branch: branch.to_string(), tables })
+    }
+
+    /// Fold every index's unindexed rows in the background once a table the
+    /// branch owns holds more than `lag_rows` of them, after writes through
+    /// any handle of this process (the daemon's maintenance task; see
+    /// `docs/operations.md`). Every branch is measured once at start.
+    pub async fn fold_indexes_in_background(&self, lag_rows: u64) -> Result<()> {
+        self.require_writable()?;
+        let branches = self.branch_list().await?.into_iter().map(|b| b.name).collect();
+        if !crate::actors::index_folder::start(&self.rt, lag_rows, branches) {
+            return Err(OmniError::AlreadyExists("a background index folder on this graph".into()));
+        }
+        Ok(())
     }
 }

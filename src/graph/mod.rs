@@ -30,6 +30,7 @@ use crate::protocol::{OmniError, Result};
 pub use branches::{MergeOptions, MergeResult};
 pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
+pub use maintenance::{IndexCoverage, IndexStatus, TableIndexStatus};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
 pub use writes::MutationRequest;

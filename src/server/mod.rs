@@ -57,6 +57,10 @@ pub struct ServerConfig {
     /// After the shutdown signal, how long live connections get to finish
     /// before they are dropped.
     pub shutdown_timeout: Duration,
+    /// Rows a table may hold outside an index before the daemon folds them
+    /// in, in the background (`None` or 0: never; `optimize` and
+    /// `index ensure` still do). Not on a read replica.
+    pub index_lag_rows: Option<u64>,
 }
 
 impl ServerConfig {
@@ -130,6 +134,13 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         OpenMode::ReadWrite
     };
     let graphs = open_graphs(&config.graphs, mode).await;
+    if let Some(lag) = config.index_lag_rows.filter(|&n| n > 0 && !config.read_only) {
+        for (id, (_, g)) in &graphs {
+            if let Err(e) = g.fold_indexes_in_background(lag).await {
+                warn!(graph = %id, error = %e, "background index folding not started");
+            }
+        }
+    }
     let state = Arc::new(AppState {
         graphs,
         auth: config.auth.clone(),

@@ -44,7 +44,12 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
     ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
     ("post", "/graphs/{id}/optimize", "Compact a branch's tables and manifest (one maintenance commit)"),
-    ("post", "/graphs/{id}/indexes/ensure", "Build the indexes the schema derives that a branch lacks (one commit)"),
+    (
+        "post",
+        "/graphs/{id}/indexes/ensure",
+        "Build the indexes a branch lacks and fold unindexed rows into the rest (one commit)",
+    ),
+    ("get", "/graphs/{id}/indexes", "How much of its table each index of a branch covers"),
     ("post", "/graphs/{id}/cleanup", "Remove versions no retained commit reads (dry run unless confirm)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit"),
@@ -102,6 +107,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/optimize", post(optimize))
         .route("/graphs/{id}/cleanup", post(cleanup))
         .route("/graphs/{id}/indexes/ensure", post(ensure_indices))
+        .route("/graphs/{id}/indexes", get(index_status))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/schema", get(schema))
@@ -618,6 +624,18 @@ async fn ensure_indices(
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))
+}
+
+/// `GET /graphs/{id}/indexes?branch=`: each index's coverage of its table.
+async fn index_status(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let status = s.graph(&id)?.index_status(q.branch.as_deref().unwrap_or("main")).await?;
+    Ok(axum::Json(serde_json::to_value(&status).map_err(|e| OmniError::Internal(e.to_string()))?))
 }
 
 /// A JSON body, or `T::default()` for an empty one.

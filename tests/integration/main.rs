@@ -21,6 +21,7 @@ mod faults;
 mod foundation;
 mod group_commit;
 mod hostile;
+mod index_fold;
 mod indexes;
 #[path = "../support/intercept.rs"]
 mod intercept;

@@ -1,19 +1,21 @@
 //! The ensure-indices writer: build every index the catalog asks for and a
-//! branch's tables lack, as one graph commit.
+//! branch's tables lack, and fold the rows an existing index does not cover
+//! into it, as one graph commit.
 //!
 //! ```text
 //! heal branch → schema (shared) → branch gate → capture → per type: the
 //!   indexes the catalog derives (engine::lang::catalog::indexes) minus
-//!   those the pinned table has; untrainable vector indexes stay pending →
+//!   those the pinned table has, plus those with an unindexed tail on a
+//!   table the branch owns; untrainable vector indexes stay pending →
 //!   stage each table's builds as one uncommitted `CreateIndex` (a table the
 //!   branch still inherits is forked first, after arming) → the pipeline:
 //!   table gates → revalidate → arm (schema-8 sidecar) → commit exactly →
 //!   confirm → publish (exact head) → finish
 //! ```
 //!
-//! Nothing to build means no sidecar and no commit. Indexes change no row:
-//! every query answers the same before and after, only faster; rows written
-//! after a build are scanned until the next build covers them.
+//! Nothing to build or fold means no sidecar and no commit. Indexes change
+//! no row: every query answers the same before and after, only faster; rows
+//! written after a build are scanned until a fold covers them.
 
 use serde::Serialize;
 use tracing::{Instrument, info_span};
@@ -26,7 +28,7 @@ use crate::engine::committed::open_pinned;
 use crate::engine::lang::catalog::indexes::{self, IndexKind, IndexSpec};
 use crate::engine::layout;
 use crate::engine::manifest::{Lineage, TableEntry};
-use crate::engine::storage::{StagePlan, TxnIdentity, branches, table};
+use crate::engine::storage::{StagePlan, TxnIdentity, branches, index_fold, table};
 use crate::engine::write_plan::{self, AuthorityToken, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
@@ -38,6 +40,9 @@ pub struct EnsureIndicesRequest {
     pub branch: String,
     /// Actor recorded on the commit.
     pub actor: Option<String>,
+    /// Only fold unindexed rows into existing indexes; build none (the
+    /// daemon's background fold: building is the operator's decision).
+    pub fold_only: bool,
 }
 
 /// What an ensure-indices did.
@@ -60,6 +65,10 @@ pub struct TableIndexes {
     pub built: Vec<String>,
     /// Indexes the table had already.
     pub existing: Vec<String>,
+    /// Of those, the ones this run extended over rows their segments did
+    /// not cover (rows written since the build, fragments a compaction
+    /// rewrote); only on tables the branch owns.
+    pub folded: Vec<String>,
     /// Indexes it cannot build yet, and why.
     pub pending: Vec<PendingIndex>,
 }
@@ -101,7 +110,8 @@ async fn attempt(rt: &Runtime, req: &EnsureIndicesRequest, lineage: Lineage) -> 
                 .tables
                 .get(&key)
                 .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{branch}`")))?;
-            let (line, prepared) = prepare_table(rt, &key, entry, &target, indexes::desired(def)).await?;
+            let (line, prepared) =
+                prepare_table(rt, &key, entry, &target, indexes::desired(def), req.fold_only).await?;
             report.tables.push(line);
             staged.extend(prepared);
         }
@@ -131,17 +141,30 @@ async fn prepare_table(
     entry: &TableEntry,
     target: &Option<String>,
     wanted: Vec<IndexSpec>,
+    fold_only: bool,
 ) -> Result<(TableIndexes, Option<PreparedTable>)> {
     let ds = open_pinned(rt.root(), entry).await?;
     let existing = table::index_names(&ds).await?;
+    let tails = index_fold::coverage(&ds).await?;
+    let has_tail = |name: &str| tails.iter().any(|c| c.index == name && c.unindexed_fragments > 0);
+    let owned = &entry.branch == target;
     let rows = entry.row_count;
     // Drift (HEAD past the pin, no recorded write) is left to `repair`.
-    let drifted = &entry.branch == target && table::latest_version(&ds).await? != entry.version;
-    let mut line = TableIndexes { type_key: key.to_string(), built: vec![], existing: vec![], pending: vec![] };
+    let drifted = owned && table::latest_version(&ds).await? != entry.version;
+    let mut line =
+        TableIndexes { type_key: key.to_string(), built: vec![], existing: vec![], folded: vec![], pending: vec![] };
     let mut build = Vec::new();
     for spec in wanted {
         if existing.contains(&spec.name()) {
             line.existing.push(spec.name());
+            // An inherited table's tail is its owner's to fold: folding it
+            // here would fork the table for derived state only.
+            if owned && !drifted && has_tail(&spec.name()) {
+                line.folded.push(spec.name());
+                build.push(spec);
+            }
+        } else if fold_only {
+            continue;
         } else if drifted {
             let reason = "the table's Lance HEAD is past its manifest pin: run `omnigraph repair`".to_string();
             line.pending.push(PendingIndex { index: spec.name(), reason });
@@ -161,7 +184,7 @@ async fn prepare_table(
     }
     let identity = TxnIdentity::mint(entry.version);
     let uri = rt.root().child_uri(&entry.location);
-    let effect = if &entry.branch == target {
+    let effect = if owned {
         let staged = table::stage_indices(ds, &build, &identity.uuid).await?;
         TableEffect::Staged(Box::new(
             staged.ok_or_else(|| OmniError::Internal(format!("{key}: indexes to build, but nothing was staged")))?,

@@ -96,7 +96,7 @@ pub async fn run(rt: &Runtime, req: &OptimizeRequest) -> Result<OptimizeReport> 
     let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "optimize", branch = %req.branch);
     let mut report = attempt(rt, req, lineage).instrument(span).await?;
-    let indexes = EnsureIndicesRequest { branch: req.branch.clone(), actor: req.actor.clone() };
+    let indexes = EnsureIndicesRequest { branch: req.branch.clone(), actor: req.actor.clone(), fold_only: false };
     report.indexes = Some(Box::pin(super::ensure_indices::run(rt, &indexes)).await?);
     Ok(report)
 }

@@ -540,6 +540,7 @@ impl Published<'_> {
         }
         let span = info_span!("saga.finish", operation_id = %at.operation_id());
         sidecar.finish(&at.store).instrument(span).await;
+        at.rt.written(at.branch, &counts.rows_written);
         let done = Finished {
             commit_id: at.lineage.commit_id,
             nodes_affected: counts.nodes,

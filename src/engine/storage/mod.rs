@@ -3,6 +3,7 @@
 //! - [`root`]: the graph root over `object_store` (local paths and `s3://`
 //!   URIs share one code path) for the small files omnigraph owns.
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
+//! - [`index_fold`]: index coverage, and folding a table's unindexed rows into its indexes.
 //! - `key_probe`: proving a keyed write's ids absent through the `id` index.
 //! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`durability`]: the synced local store every local write goes through.
@@ -16,6 +17,7 @@ pub mod caches;
 pub mod config;
 pub mod durability;
 mod guard;
+pub mod index_fold;
 pub mod io_hook;
 mod key_probe;
 pub mod lineage;

@@ -696,7 +696,8 @@ fn compaction_options(scope: Compaction) -> lance::dataset::optimize::Compaction
 /// row ids the rows keep their ids (notes/lance14.md §9). An index whose
 /// entries are row addresses loses coverage of the rewritten fragments
 /// (Lance drops them from the index's fragment bitmap, so those rows are
-/// scanned): results never change, and ensure-indices rebuilds coverage.
+/// scanned): results never change, and the index fold that `optimize` runs
+/// next ([`stage_indices`]) covers them again.
 pub async fn stage_compaction(
     ds: Arc<Dataset>,
     uuid: &str,
@@ -1083,30 +1084,36 @@ pub async fn nearest_ids(ds: &Dataset, column: &str, query: &[f32], k: usize) ->
     Ok(Some(out))
 }
 
-/// Build every index of `specs` the dataset lacks (by name) and stage them
-/// as one `CreateIndex` transaction with a pre-minted uuid; `None` when none
-/// is missing. Nothing is committed: the index files are written, and the
-/// exact commit makes them part of a version.
+/// Bring the indexes of `specs` up to date as one `CreateIndex` transaction
+/// with a pre-minted uuid: build each the dataset lacks (by name), and fold
+/// the fragments an existing one does not cover into new segments
+/// ([`super::index_fold::fold`]). `None` when every one exists and covers
+/// the whole table. Nothing is committed: the index files are written, and
+/// the exact commit makes them part of a version.
 pub async fn stage_indices(
     ds: Arc<Dataset>,
     specs: &[crate::engine::lang::catalog::indexes::IndexSpec],
     uuid: &str,
 ) -> Result<Option<StagedTxn>> {
     let existing = index_names(&ds).await?;
-    let missing: Vec<_> = specs.iter().filter(|s| !existing.contains(&s.name())).collect();
-    if missing.is_empty() {
+    let (present, missing): (Vec<_>, Vec<_>) = specs.iter().partition(|s| existing.contains(&s.name()));
+    let uri = table_uri(&ds);
+    let (mut new_indices, removed_indices) =
+        super::index_fold::fold(&ds, present.iter().map(|s| s.name()).collect()).await?;
+    if !missing.is_empty() {
+        let rows = row_count(&ds).await?;
+        for spec in missing {
+            let mut working = Arc::unwrap_or_clone(ds.clone());
+            // Boxed: the builder's future is large and `Send` only for one lifetime.
+            let index: futures::future::BoxFuture<'_, _> = Box::pin(build_index(&mut working, spec, rows));
+            new_indices
+                .push(index.await.map_err(|e| OmniError::storage(format!("building {} on {uri}", spec.name()), e))?);
+        }
+    }
+    if new_indices.is_empty() && removed_indices.is_empty() {
         return Ok(None);
     }
-    let uri = table_uri(&ds);
-    let rows = row_count(&ds).await?;
-    let mut built = Vec::with_capacity(missing.len());
-    for spec in missing {
-        let mut working = Arc::unwrap_or_clone(ds.clone());
-        // Boxed: the builder's future is large and `Send` only for one lifetime.
-        let index: futures::future::BoxFuture<'_, _> = Box::pin(build_index(&mut working, spec, rows));
-        built.push(index.await.map_err(|e| OmniError::storage(format!("building {} on {uri}", spec.name()), e))?);
-    }
-    let op = Operation::CreateIndex { new_indices: built, removed_indices: vec![] };
+    let op = Operation::CreateIndex { new_indices, removed_indices };
     let mut txn = Transaction::new(ds.version().version, op, None);
     txn.uuid = uuid.to_string();
     Ok(Some(StagedTxn { uri, dataset: Some(ds), txn, affected_rows: None, rows_written: 0 }))

@@ -1,0 +1,135 @@
+//! The daemon's background index fold: one owned task per graph that keeps
+//! every index within a bounded lag of its table.
+//!
+//! ```text
+//! finished write ─(branch, rows per table)─▶ estimate += rows
+//!   any estimate of the branch past the lag (or never measured)?
+//!     → measure the tails of the tables the branch owns (manifest only)
+//!     → any index with more unindexed rows than the lag?
+//!         → the ensure-indices writer, fold only (its own commit, under
+//!           the branch gate like any writer)
+//! ```
+//!
+//! Writes never wait for it: a finished write only sends its counts. Tails
+//! that arrive while a fold runs are coalesced into the next check. The
+//! task holds the runtime weakly and ends when the runtime goes (its hook,
+//! and with it the channel's sender, is dropped with the runtime).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Weak;
+
+use tokio::sync::mpsc;
+use tracing::{Instrument, info_span, warn};
+
+use super::runtime::Runtime;
+use super::saga::ensure_indices::{self, EnsureIndicesRequest};
+use crate::engine::committed::open_pinned_for_read;
+use crate::engine::storage::index_fold;
+use crate::protocol::{OmniError, Result};
+
+/// The actor recorded on a background fold's commit.
+pub const FOLD_ACTOR: &str = "omnigraph:index-fold";
+
+/// Rows one table may hold outside an index before the daemon folds them in
+/// (`serve --index-lag-rows`).
+pub const DEFAULT_LAG_ROWS: u64 = 10_000;
+
+/// Start folding `rt`'s unindexed tails in the background once a table's
+/// exceed `lag_rows`, checking `branches` at once. `false` when the runtime
+/// has a folder (or another write listener) already.
+pub fn start(rt: &std::sync::Arc<Runtime>, lag_rows: u64, branches: Vec<String>) -> bool {
+    let (tx, rx) = mpsc::unbounded_channel::<Written>();
+    let hook_tx = tx.clone();
+    let hook = Box::new(move |branch: &str, rows: &BTreeMap<String, u64>| {
+        // A closed channel means the task has ended with its runtime.
+        let _ = hook_tx.send(Written { branch: branch.to_string(), rows: rows.clone() });
+    });
+    if !rt.set_written_hook(hook) {
+        return false;
+    }
+    rt.maintenance().index_folder_started(lag_rows);
+    for branch in branches {
+        let _ = tx.send(Written { branch, rows: BTreeMap::new() });
+    }
+    drop(tx);
+    tokio::spawn(run(std::sync::Arc::downgrade(rt), lag_rows, rx));
+    true
+}
+
+/// A finished write's counts.
+struct Written {
+    branch: String,
+    rows: BTreeMap<String, u64>,
+}
+
+/// Per branch and table: rows outside the indexes as last measured, plus
+/// rows written since. A branch without an entry has not been measured.
+type Estimates = HashMap<String, BTreeMap<String, u64>>;
+
+async fn run(rt: Weak<Runtime>, lag_rows: u64, mut rx: mpsc::UnboundedReceiver<Written>) {
+    let mut estimates = Estimates::new();
+    while let Some(first) = rx.recv().await {
+        let mut due = BTreeSet::new();
+        let mut next = Some(first);
+        while let Some(w) = next {
+            let unmeasured = !estimates.contains_key(&w.branch);
+            let tails = estimates.entry(w.branch.clone()).or_default();
+            for (table, rows) in &w.rows {
+                *tails.entry(table.clone()).or_default() += rows;
+            }
+            if unmeasured || tails.values().any(|&n| n > lag_rows) {
+                due.insert(w.branch);
+            }
+            next = rx.try_recv().ok();
+        }
+        for branch in due {
+            let Some(rt) = rt.upgrade() else { return };
+            let span = info_span!("index_fold", branch = %branch);
+            match check_and_fold(&rt, &branch, lag_rows).instrument(span).await {
+                Ok(tails) => {
+                    estimates.insert(branch, tails);
+                }
+                // A deleted branch has nothing left to fold.
+                Err(OmniError::NotFound(_)) => {
+                    estimates.remove(&branch);
+                }
+                Err(e) => {
+                    // Measured again after the branch's next write.
+                    warn!(branch = %branch, error = %e, "background index fold failed");
+                    rt.maintenance().index_folded(false);
+                    estimates.remove(&branch);
+                }
+            }
+        }
+    }
+}
+
+/// Measure the tails of the tables `branch` owns and fold them when one
+/// exceeds `lag_rows`: the tails left afterwards, per table.
+async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTreeMap<String, u64>> {
+    rt.maintenance().index_fold_checked();
+    let tails = owned_tails(rt, branch).await?;
+    if tails.values().all(|&n| n <= lag_rows) {
+        return Ok(tails);
+    }
+    let req = EnsureIndicesRequest { branch: branch.to_string(), actor: Some(FOLD_ACTOR.to_string()), fold_only: true };
+    let report = Box::pin(ensure_indices::run(rt, &req)).await?;
+    if report.graph_commit_id.is_some() {
+        rt.maintenance().index_folded(true);
+    }
+    owned_tails(rt, branch).await
+}
+
+/// The largest unindexed tail of any index, per table `branch` owns (its
+/// inherited tables are their owner's to fold).
+async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>> {
+    let view = rt.view(branch).await?;
+    let owner = Some(branch.to_string()).filter(|b| b != crate::engine::branch_name::MAIN);
+    let mut tails = BTreeMap::new();
+    for (key, entry) in view.state.tables.iter().filter(|(_, e)| e.branch == owner) {
+        let ds = open_pinned_for_read(rt.root(), entry).await?;
+        let tail = index_fold::coverage(&ds).await?.iter().map(index_fold::Coverage::unindexed_rows).max();
+        tails.insert(key.clone(), tail.unwrap_or(0));
+    }
+    Ok(tails)
+}

@@ -1,0 +1,133 @@
+//! Keeping a table's indexes complete.
+//!
+//! A Lance index segment covers the fragments named in its bitmap: rows
+//! written after the build, and fragments a compaction rewrote, are in none,
+//! so a lookup scans them beside the index. [`coverage`] measures that tail
+//! from the manifest alone (no data read); [`fold`] stages new segments
+//! covering it with Lance's incremental index optimisation (a BTree merges
+//! its sorted pages with the tail, an inverted index adds a partition, a
+//! vector index a delta), without committing: the caller adds the segments
+//! to the table's one `CreateIndex` transaction, which the exact adapter
+//! commits like every other effect.
+
+use std::collections::HashSet;
+
+use lance::Dataset;
+use lance::index::DatasetIndexExt;
+use lance::index::optimize::plan_optimize_indices;
+use lance_index::optimize::OptimizeOptions;
+use lance_table::format::IndexMetadata;
+
+use crate::protocol::{OmniError, Result};
+
+/// How much of a table one index covers, at the handle's version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coverage {
+    /// The index name (`<column>_<kind>`).
+    pub index: String,
+    /// Live rows in fragments some segment of the index covers.
+    pub indexed_rows: u64,
+    /// Live rows in the table.
+    pub total_rows: u64,
+    /// Fragments no segment covers (scanned beside the index).
+    pub unindexed_fragments: u64,
+}
+
+impl Coverage {
+    /// Live rows a lookup scans beside the index.
+    pub fn unindexed_rows(&self) -> u64 {
+        self.total_rows - self.indexed_rows
+    }
+}
+
+/// The coverage of every index `ds` has, by name, sorted. Metadata only:
+/// fragment row counts and segment bitmaps from the manifest.
+pub async fn coverage(ds: &Dataset) -> Result<Vec<Coverage>> {
+    let ctx = || format!("reading the index coverage of {}", ds.uri());
+    let segments = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let mut by_name: std::collections::BTreeMap<&str, HashSet<u32>> = Default::default();
+    for segment in segments.iter().filter(|s| !is_system(s)) {
+        let covered = by_name.entry(segment.name.as_str()).or_default();
+        // A legacy segment without a bitmap covers nothing we can prove.
+        if let Some(bitmap) = &segment.fragment_bitmap {
+            covered.extend(bitmap.iter());
+        }
+    }
+    let mut rows = Vec::with_capacity(ds.manifest().fragments.len());
+    for fragment in ds.manifest().fragments.iter() {
+        let live = match fragment.num_rows() {
+            Some(n) => n as u64,
+            None => {
+                let file = ds
+                    .get_fragment(fragment.id as usize)
+                    .ok_or_else(|| OmniError::Internal(format!("{}: fragment {} vanished", ctx(), fragment.id)))?;
+                file.count_rows(None).await.map_err(|e| OmniError::storage(ctx(), e))? as u64
+            }
+        };
+        rows.push((fragment.id as u32, live));
+    }
+    let total_rows = rows.iter().map(|(_, n)| n).sum();
+    Ok(by_name
+        .into_iter()
+        .map(|(name, covered)| {
+            let (inside, outside): (Vec<_>, Vec<_>) = rows.iter().partition(|(id, _)| covered.contains(id));
+            Coverage {
+                index: name.to_string(),
+                indexed_rows: inside.iter().map(|(_, n)| n).sum(),
+                total_rows,
+                unindexed_fragments: outside.len() as u64,
+            }
+        })
+        .collect())
+}
+
+/// Lance's own bookkeeping indexes (fragment reuse, MemWAL): not ours to
+/// report or fold.
+fn is_system(segment: &IndexMetadata) -> bool {
+    segment.name.starts_with("__")
+}
+
+/// New segments of the indexes named in `names` that cover every fragment
+/// of `ds` their existing segments miss, and the existing segments they
+/// replace (a BTree's merged segment supersedes the old one; a vector delta
+/// replaces none). Files are written; nothing is committed. Empty when
+/// every named index covers the whole table.
+pub async fn fold(ds: &Dataset, names: Vec<String>) -> Result<(Vec<IndexMetadata>, Vec<IndexMetadata>)> {
+    let ctx = || format!("folding new rows into the indexes of {}", ds.uri());
+    if names.is_empty() {
+        return Ok((vec![], vec![]));
+    }
+    let options = OptimizeOptions::default().index_names(names);
+    let plan = plan_optimize_indices(ds, &options).await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let mut built = Vec::with_capacity(plan.tasks.len());
+    for task in &plan.tasks {
+        // Boxed: the task's future is large and `Send` only for one lifetime.
+        let run: futures::future::BoxFuture<'_, _> = Box::pin(task.execute(ds));
+        built.extend(run.await.map_err(|e| OmniError::storage(ctx(), e))?);
+    }
+    let mut merged = Vec::with_capacity(plan.merges.len());
+    for merge in &plan.merges {
+        let run: futures::future::BoxFuture<'_, _> = Box::pin(merge.execute(ds, &built));
+        merged.extend(run.await.map_err(|e| OmniError::storage(ctx(), e))?);
+    }
+    let replaced: HashSet<uuid::Uuid> = merged.iter().flat_map(|r| r.replaces.iter().copied()).collect();
+    let existing = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let removed: Vec<IndexMetadata> = existing.iter().filter(|s| replaced.contains(&s.uuid)).cloned().collect();
+    if removed.len() != replaced.len() {
+        return Err(OmniError::Internal(format!(
+            "{}: the fold replaces {} segments, {} of which the table has",
+            ctx(),
+            replaced.len(),
+            removed.len()
+        )));
+    }
+    let mut segments: Vec<IndexMetadata> = merged.into_iter().map(|r| r.segment).collect();
+    for segment in &mut segments {
+        // An inverted build stages partitions under a directory the merged
+        // segment no longer reads; the committed segment lists only its own.
+        if let Some(files) = segment.files.as_mut() {
+            files.retain(|f| !lance_index::scalar::inverted::builder::is_staged_path(&f.path));
+        }
+    }
+    Ok((segments, removed))
+}
