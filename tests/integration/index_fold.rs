@@ -110,3 +110,90 @@ async fn optimize_folds_fifty_commits_of_rows_into_every_index() {
     let again = g.ensure_indices("main", None).await.expect("again");
     assert!(again.graph_commit_id.is_none(), "{again:?}");
 }
+
+fn cli(args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The coverage of `index` on `table` in an `index status --json` /
+/// `GET /graphs/{id}/indexes` answer.
+fn coverage_of(status: &Value, table: &str, index: &str) -> Value {
+    let tables = status["tables"].as_array().unwrap_or_else(|| panic!("no tables: {status}"));
+    let t = tables.iter().find(|t| t["type_key"] == table).unwrap_or_else(|| panic!("no {table}: {status}"));
+    let indexes = t["indexes"].as_array().unwrap_or_else(|| panic!("no indexes: {status}"));
+    indexes.iter().find(|i| i["index"] == index).cloned().unwrap_or_else(|| panic!("no {index}: {status}"))
+}
+
+fn people(from: u64, to: u64) -> String {
+    (from..to)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"n{i:05}\",\"age\":{}}}}}\n", i % 90))
+        .collect()
+}
+
+/// `index status` through the CLI (JSON and text) on a graph whose
+/// indexes miss one write; then the daemon with `--index-lag-rows 300`
+/// answers the same shape over HTTP, folds a 400-row tail by itself (a
+/// commit by `omnigraph:index-fold`, counted on `/healthz?verbose`), and
+/// leaves a tail under the bound alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_status_and_the_daemons_background_fold() {
+    let (dir, loc) = crate::common::temp_graph_dir();
+    let ex = env!("CARGO_MANIFEST_DIR");
+    cli(&["init", "--schema", &format!("{ex}/examples/social.pg"), &loc]);
+    cli(&["load", "--data", &format!("{ex}/examples/social.jsonl"), "--mode", "overwrite", &loc]);
+    let before: Value = serde_json::from_slice(&cli(&["index", "status", "--json", &loc]).stdout).expect("json");
+    let missing = coverage_of(&before, "node:Person", "name_btree");
+    assert_eq!((missing["built"].clone(), missing["coverage"].clone()), (json!(false), json!(0.0)), "{before}");
+    cli(&["index", "ensure", &loc]);
+    cli(&["mutate", "-e", "query q() { insert Person { name: \"Zed\", age: 3 } }", &loc]);
+    let status: Value = serde_json::from_slice(&cli(&["index", "status", "--json", &loc]).stdout).expect("json");
+    assert_eq!(status["branch"], "main");
+    let name = coverage_of(&status, "node:Person", "name_btree");
+    let (total, indexed) = (name["total_rows"].as_u64().expect("total"), name["indexed_rows"].as_u64().expect("rows"));
+    assert_eq!((name["kind"].clone(), name["built"].clone(), total - indexed), (json!("btree"), json!(true), 1));
+    assert_eq!(name["unindexed_fragments"], 1, "{status}");
+    assert_eq!(name["coverage"].as_f64(), Some(indexed as f64 / total as f64));
+    let company = coverage_of(&status, "node:Company", "id_btree");
+    assert_eq!(company["coverage"], 1.0, "an untouched table is covered: {status}");
+    let text = String::from_utf8_lossy(&cli(&["index", "status", &loc]).stdout).to_string();
+    assert!(text.contains("name_btree") && text.contains("1 unindexed fragments"), "{text}");
+
+    let s = crate::server::spawn(dir, loc, &["--index-lag-rows", "300"], &[]);
+    let (st, http) = crate::server::get(&s, "/graphs/g/indexes?branch=main").await;
+    assert_eq!((st, coverage_of(&http, "node:Person", "name_btree")), (200, name), "{http}");
+    let (st, v) = crate::server::get(&s, "/graphs/g/indexes?branch=nope").await;
+    assert_eq!((st, v["code"].clone()), (404, json!("not_found")), "{v}");
+    let load = |from, to| json!({"data": people(from, to), "mode": "append"});
+    let (st, v) = crate::server::post(&s, "/graphs/g/load", load(0, 400)).await;
+    assert_eq!(st, 200, "{v}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let folded = loop {
+        let (_, status) = crate::server::get(&s, "/graphs/g/indexes").await;
+        if coverage_of(&status, "node:Person", "name_btree")["coverage"] == 1.0 {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no background fold of a 401-row tail: {status}\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for i in ["id_btree", "name_btree", "name_inverted"] {
+        assert_eq!(coverage_of(&folded, "node:Person", i)["unindexed_fragments"], 0, "{i}: {folded}");
+    }
+    let (_, health) = crate::server::get(&s, "/healthz?verbose=true").await;
+    let m = &health["graphs"]["g"]["maintenance"];
+    assert_eq!((m["index_lag_rows"].clone(), m["index_folds"].clone()), (json!(300), json!(1)), "{health}");
+    assert_eq!(m["index_fold_failures"], 0, "{health}");
+    let (_, commits) = crate::server::get(&s, "/graphs/g/commits?branch=main").await;
+    assert_eq!(commits["commits"][0]["actor"], "omnigraph:index-fold", "{commits}");
+    // A tail under the bound stays until optimize or the next large write.
+    let (st, _) = crate::server::post(&s, "/graphs/g/load", load(400, 420)).await;
+    assert_eq!(st, 200);
+    let (_, status) = crate::server::get(&s, "/graphs/g/indexes").await;
+    let name = coverage_of(&status, "node:Person", "name_btree");
+    assert_eq!(
+        name["total_rows"].as_u64().zip(name["indexed_rows"].as_u64()).map(|(t, i)| t - i),
+        Some(20),
+        "{status}"
+    );
+}
