@@ -80,6 +80,11 @@ enum Op {
     /// effect is an append, not a merge-insert.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
     IndexedInsert,
+    /// `index ensure` after a build and a write on the branch: nothing to
+    /// build, the Person table's unindexed tail folded into its indexes as
+    /// one `CreateIndex` (new segments, the ones they replace removed).
+    /// (Not in the [`OPS`] matrix: it crosses the ensure-indices boundaries.)
+    FoldIndices,
     /// [`GROUP`] as one group commit: three members commit (an insert, an
     /// edge to the node the first staged, an update), one is refused alone.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
@@ -87,8 +92,14 @@ enum Op {
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 5] =
-    [Op::CompactingInsert, Op::SchemaApply, Op::OptimizeOlderGraph, Op::GroupCommit, Op::IndexedInsert];
+const EXTRA_OPS: [Op; 6] = [
+    Op::CompactingInsert,
+    Op::SchemaApply,
+    Op::OptimizeOlderGraph,
+    Op::GroupCommit,
+    Op::IndexedInsert,
+    Op::FoldIndices,
+];
 
 /// The members of [`Op::GroupCommit`]; the third is refused (its endpoint
 /// does not exist), the others commit.
@@ -154,7 +165,7 @@ impl Op {
             Op::Merge => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
-            Op::EnsureIndices => "ensure_indices",
+            Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
             _ => "load",
         }
     }
@@ -162,7 +173,7 @@ impl Op {
     /// Whether a clean run changes the branch's rows (optimize does not:
     /// whether it applied shows in the history, not the content).
     fn changes_content(self) -> bool {
-        !matches!(self, Op::Optimize | Op::OptimizeOlderGraph | Op::EnsureIndices)
+        !matches!(self, Op::Optimize | Op::OptimizeOlderGraph | Op::EnsureIndices | Op::FoldIndices)
     }
 
     /// Whether this op's saga crosses `boundary`.
@@ -171,7 +182,7 @@ impl Op {
             Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
-            Op::EnsureIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
+            Op::EnsureIndices | Op::FoldIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
             Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
             _ => omnigraph::recovery::sidecar::WriterKind::Mutation,
         };
@@ -217,7 +228,9 @@ impl Op {
             }
             Op::Optimize | Op::OptimizeOlderGraph => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
             Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
-            Op::EnsureIndices => Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id)),
+            Op::EnsureIndices | Op::FoldIndices => {
+                Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id))
+            }
             Op::GroupCommit => {
                 let requests: Vec<omnigraph::MutationRequest> = GROUP
                     .iter()
@@ -240,7 +253,7 @@ impl Op {
                 ("feature", &FEATURE_CHANGES)
             }
             Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
-            Op::IndexedInsert => {
+            Op::IndexedInsert | Op::FoldIndices => {
                 // Indexes built on main and inherited: a named branch is made
                 // again after the build, so its insert forks an indexed table.
                 g.ensure_indices("main", None).await.expect("indexes");
@@ -248,7 +261,12 @@ impl Op {
                     g.branch_delete(branch).await.expect("drop the branch");
                     g.branch_create(branch, "main").await.expect("branch again");
                 }
-                return;
+                if matches!(self, Op::FoldIndices) {
+                    // The tail the fold covers, in a table the branch owns.
+                    (branch, &SMALL_COMMITS[..2])
+                } else {
+                    return;
+                }
             }
             Op::CompactingInsert => {
                 // Small commits until the next write to Person compacts.

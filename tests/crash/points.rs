@@ -187,6 +187,43 @@ async fn crash_in_an_insert_staged_as_an_append_recovers_clean() {
     }
 }
 
+/// A fold of unindexed rows into existing indexes (an `index ensure` that
+/// builds nothing) dies at every boundary it crosses on main and on a branch
+/// that owns its Person table: recovery leaves it invisible or applied, and
+/// the indexes answer every query the same either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_an_index_fold_recovers_clean() {
+    let _s = serial().await;
+    let op = Op::FoldIndices;
+    for branch in ["main", "fresh"] {
+        let (_dir, loc, ..) = setup_on(op, branch).await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        let report = g.ensure_indices(branch, None).await.expect("clean run");
+        let person = report.tables.iter().find(|t| t.type_key == "node:Person").expect("Person");
+        assert!(person.built.is_empty() && person.folded.contains(&"id_btree".to_string()), "{report:?}");
+        let status = g.index_status(branch).await.expect("status");
+        assert!(status.tables.iter().flat_map(|t| &t.indexes).all(|i| i.coverage == 1.0), "{status:?}");
+        shut_down(g).await;
+    }
+    let mut report = Vec::new();
+    for branch in ["main", "fresh"] {
+        let points: Vec<String> =
+            SAGA_BOUNDARIES.iter().filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect();
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("index fold crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [
+        ("on main @ ensure_indices.after_arm", "invisible"),
+        ("on main @ ensure_indices.after_publish", "applied"),
+        ("on fresh @ ensure_indices.after_table_commit", "invisible"),
+        ("on fresh @ ensure_indices.after_confirm", "applied"),
+    ] {
+        assert!(report.iter().any(|r| r.contains(case) && r.ends_with(want)), "{case} -> {want}: {report:?}");
+    }
+}
+
 /// An optimize of a graph an older binary created (each table's chain sets
 /// the row lineage config, then compacts on it) dies at every boundary it
 /// crosses and between a table's two transactions: recovery leaves it
