@@ -820,15 +820,18 @@ fn print_index_status(s: &omnigraph::IndexStatus) {
     for t in &s.tables {
         outln!("{}", t.type_key);
         for i in &t.indexes {
-            let state = if i.built { format!("{:.1}%", i.coverage * 100.0) } else { "missing".to_string() };
+            // Never rounded up to 100% while a row is outside the index.
+            let percent = if i.coverage < 1.0 { (i.coverage * 1000.0).floor() / 10.0 } else { 100.0 };
+            let state = if i.built { format!("{percent:.1}%") } else { "missing".to_string() };
             outln!(
-                "  {:<24} {:<8} {:>7}  {}/{} rows  {} unindexed fragments",
+                "  {:<24} {:<8} {:>7}  {}/{} rows  {} unindexed fragments  {} segments",
                 i.index,
                 format!("{:?}", i.kind).to_lowercase(),
                 state,
                 i.indexed_rows,
                 i.total_rows,
-                i.unindexed_fragments
+                i.unindexed_fragments,
+                i.segments
             );
         }
     }

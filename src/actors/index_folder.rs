@@ -24,7 +24,7 @@ use tracing::{Instrument, info_span, warn};
 use super::runtime::Runtime;
 use super::saga::ensure_indices::{self, EnsureIndicesRequest};
 use crate::engine::committed::open_pinned_for_read;
-use crate::engine::storage::index_fold;
+use crate::engine::storage::index_fold::{self, FoldDepth};
 use crate::protocol::{OmniError, Result};
 
 /// The actor recorded on a background fold's commit.
@@ -112,7 +112,12 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
     if tails.values().all(|&n| n <= lag_rows) {
         return Ok(tails);
     }
-    let req = EnsureIndicesRequest { branch: branch.to_string(), actor: Some(FOLD_ACTOR.to_string()), fold_only: true };
+    let req = EnsureIndicesRequest {
+        branch: branch.to_string(),
+        actor: Some(FOLD_ACTOR.to_string()),
+        fold_only: true,
+        depth: FoldDepth::Delta,
+    };
     let report = Box::pin(ensure_indices::run(rt, &req)).await?;
     if report.graph_commit_id.is_some() {
         rt.maintenance().index_folded(true);

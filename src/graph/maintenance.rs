@@ -8,7 +8,7 @@ use crate::engine::committed::open_pinned_for_read;
 use crate::engine::lang::catalog::indexes::{self, IndexKind};
 use crate::engine::layout;
 use crate::engine::retention::RetentionPolicy;
-use crate::engine::storage::index_fold;
+use crate::engine::storage::index_fold::{self, FoldDepth};
 use crate::protocol::{OmniError, Result};
 
 /// How completely each index of a branch covers its table
@@ -48,6 +48,9 @@ pub struct IndexCoverage {
     pub coverage: f64,
     /// Fragments no segment covers: a lookup scans them beside the index.
     pub unindexed_fragments: u64,
+    /// Segments the index is made of: each fold adds one (a lookup searches
+    /// each) until `optimize`, or a fold past 16, merges them.
+    pub segments: u64,
 }
 
 impl Graph {
@@ -69,8 +72,12 @@ impl Graph {
     /// nothing is missing). Untrainable vector indexes stay pending.
     pub async fn ensure_indices(&self, branch: &str, actor: Option<&str>) -> Result<EnsureIndicesReport> {
         self.require_writable()?;
-        let req =
-            EnsureIndicesRequest { branch: branch.to_string(), actor: actor.map(str::to_string), fold_only: false };
+        let req = EnsureIndicesRequest {
+            branch: branch.to_string(),
+            actor: actor.map(str::to_string),
+            fold_only: false,
+            depth: FoldDepth::Delta,
+        };
         Box::pin(ensure_indices::run(&self.rt, &req)).await
     }
 
@@ -120,6 +127,7 @@ impl Graph {
                         total_rows,
                         coverage,
                         unindexed_fragments: found.map_or(all_fragments, |c| c.unindexed_fragments),
+                        segments: found.map_or(0, |c| c.segments),
                     }
                 })
                 .collect();

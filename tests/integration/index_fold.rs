@@ -11,17 +11,19 @@ use serde_json::{Map, Value, json};
 const SCHEMA: &str = "node Person {\n  name: String @key\n  age: I32 @index\n  embedding: Vector(4) @index\n}\n\
                       edge Knows: Person -> Person\n";
 
-/// JSONL for persons `from..to` (age = i % 90) and a `Knows` edge from each
-/// to the person before it; person 37_123 points the other way from all.
-fn batch(from: u64, to: u64) -> String {
+/// One person's JSONL line; person 37_123 points the other way from all.
+fn person(i: u64, age: u64) -> String {
+    let embedding =
+        if i == 37_123 { "[0.0, 0.0, 0.0, 1.0]".to_string() } else { format!("[1.0, {}, 0.5, 0.0]", i % 13) };
+    format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i:06}\",\"age\":{age},\"embedding\":{embedding}}}}}\n")
+}
+
+/// JSONL for persons `from..to` with their ages in `ages`, and a `Knows`
+/// edge from each to the person before it.
+fn batch(ages: &[u64], from: u64, to: u64) -> String {
     let mut out = String::new();
     for i in from..to {
-        let embedding =
-            if i == 37_123 { "[0.0, 0.0, 0.0, 1.0]".to_string() } else { format!("[1.0, {}, 0.5, 0.0]", i % 13) };
-        out.push_str(&format!(
-            "{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i:06}\",\"age\":{},\"embedding\":{embedding}}}}}\n",
-            i % 90
-        ));
+        out.push_str(&person(i, ages[i as usize]));
         if i > 0 {
             out.push_str(&format!("{{\"edge\":\"Knows\",\"from\":\"p{i:06}\",\"to\":\"p{:06}\"}}\n", i - 1));
         }
@@ -29,21 +31,37 @@ fn batch(from: u64, to: u64) -> String {
     out
 }
 
+/// Persons `from..to` again with a new age (a merge load: keyed updates).
+fn updates(ages: &mut [u64], from: u64, to: u64, age: u64) -> String {
+    (from..to)
+        .map(|i| {
+            ages[i as usize] = age;
+            person(i, age)
+        })
+        .collect()
+}
+
 async fn rows(g: &Graph, q: &str) -> Value {
     let at = ReadTarget::Branch("main".into());
     g.query_json(q, None, Map::new(), &at).await.unwrap_or_else(|e| panic!("{q}: {e}"))["rows"].clone()
 }
 
-/// Answers a full scan gives for a graph of persons `0..n`, checked on
-/// keys in the base, in the newest batch and across the whole table.
-async fn assert_answers(g: &Graph, n: u64) {
-    for i in [7, n / 2, n - 1] {
+/// Answers a full scan gives for a graph of persons `0..n` aged `ages`,
+/// checked on keys in the base, in the newest batch, among the updated
+/// rows and across the whole table.
+async fn assert_answers(g: &Graph, ages: &[u64], n: u64) {
+    for i in [7, 150, n / 2, n - 1] {
         let q = format!("query q() {{ match {{ $p: Person {{ name: \"p{i:06}\" }} }} return {{ $p.age }} }}");
-        assert_eq!(rows(g, &q).await, json!([{"p.age": i % 90}]), "lookup of p{i:06} at n = {n}");
+        assert_eq!(rows(g, &q).await, json!([{"p.age": ages[i as usize]}]), "lookup of p{i:06} at n = {n}");
     }
-    let old = (0..n).filter(|i| i % 90 >= 80).count();
+    let old = ages[..n as usize].iter().filter(|&&a| a >= 80).count();
     let q = "query q() { match { $p: Person $p.age >= 80 } return { count($p) as n } }";
     assert_eq!(rows(g, q).await, json!([{"n": old}]), "range count at n = {n}");
+    for age in [95, 96] {
+        let want = ages[..n as usize].iter().filter(|&&a| a == age).count();
+        let q = format!("query q() {{ match {{ $p: Person {{ age: {age} }} }} return {{ count($p) as n }} }}");
+        assert_eq!(rows(g, &q).await, json!([{"n": want}]), "age = {age} at n = {n}");
+    }
     let last = n - 1;
     let q =
         format!("query q() {{ match {{ $a: Person {{ name: \"p{last:06}\" }} $a knows $b }} return {{ $b.name }} }}");
@@ -58,42 +76,63 @@ async fn assert_answers(g: &Graph, n: u64) {
     }
 }
 
-/// Every built index's coverage on `main`, by `type_key/index`.
-async fn coverage(g: &Graph) -> Vec<(String, f64, u64)> {
+/// Every built index's coverage on `main`: `(type_key/index, coverage,
+/// unindexed fragments, segments)`.
+async fn coverage(g: &Graph) -> Vec<(String, f64, u64, u64)> {
     let status = g.index_status("main").await.expect("status");
     let mut out = Vec::new();
     for t in &status.tables {
         for i in t.indexes.iter().filter(|i| i.built) {
             let expected = if i.total_rows == 0 { 1.0 } else { i.indexed_rows as f64 / i.total_rows as f64 };
             assert_eq!(i.coverage, expected, "{i:?}");
-            out.push((format!("{}/{}", t.type_key, i.index), i.coverage, i.unindexed_fragments));
+            out.push((format!("{}/{}", t.type_key, i.index), i.coverage, i.unindexed_fragments, i.segments));
         }
     }
     out
 }
 
 /// Build the indexes on 10,000 persons, write 50,000 more in 50 commits
-/// (answers equal a full scan's after each), and `optimize`: every index
-/// covers its whole table and the answers are unchanged.
+/// with keyed updates of 100 rows every tenth, and an `index ensure` every
+/// tenth (a delta fold: one more segment per index, covering the tail);
+/// answers equal a full scan's after each. `optimize` then merges every
+/// index into one segment covering its whole table; the answers stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn optimize_folds_fifty_commits_of_rows_into_every_index() {
+async fn indexes_fold_their_tails_through_fifty_commits_and_optimize() {
     let (_dir, loc) = crate::common::temp_graph_dir();
     let g = omnigraph::Omnigraph::init(&loc, SCHEMA).await.expect("init");
     let o = WriteOptions::default();
-    g.load(batch(0, 10_000).as_bytes(), LoadMode::Overwrite, &o).await.expect("base");
+    let mut ages: Vec<u64> = (0..60_000).map(|i| i % 90).collect();
+    g.load(batch(&ages, 0, 10_000).as_bytes(), LoadMode::Overwrite, &o).await.expect("base");
     let built = g.ensure_indices("main", None).await.expect("ensure");
     assert!(built.graph_commit_id.is_some());
     let full = coverage(&g).await;
     assert_eq!(full.len(), 8, "{full:?}");
-    assert!(full.iter().all(|(_, c, f)| *c == 1.0 && *f == 0), "{full:?}");
+    assert!(full.iter().all(|(_, c, f, s)| *c == 1.0 && *f == 0 && *s == 1), "{full:?}");
     let mut n = 10_000;
-    for _ in 0..50 {
-        g.load(batch(n, n + 1_000).as_bytes(), LoadMode::Append, &o).await.expect("append");
+    for c in 0..50 {
+        let load = g.load(batch(&ages, n, n + 1_000).as_bytes(), LoadMode::Append, &o).await;
+        load.unwrap_or_else(|e| panic!("append {c}: {e}"));
         n += 1_000;
-        assert_answers(&g, n).await;
+        if c % 10 == 3 {
+            let (from, age) = (100 + c * 10, 95 + c % 2);
+            g.load(updates(&mut ages, from, from + 100, age).as_bytes(), LoadMode::Merge, &o).await.expect("update");
+        }
+        if c % 10 == 6 {
+            let r = g.ensure_indices("main", None).await.expect("delta fold");
+            let person = r.tables.iter().find(|t| t.type_key == "node:Person").expect("Person");
+            assert!(person.built.is_empty() && person.folded.len() == 5, "{r:?}");
+            let delta = coverage(&g).await;
+            assert!(delta.iter().all(|(_, c, f, _)| *c == 1.0 && *f == 0), "after a delta fold: {delta:?}");
+            let id = delta.iter().find(|(k, ..)| k == "node:Person/id_btree").expect("id");
+            // A delta: the old segments stay (one whose fragments a
+            // compaction rewrote away goes with the next fold).
+            assert!((2..=2 + c / 10).contains(&id.3), "a delta fold adds a segment: {delta:?}");
+        }
+        assert_answers(&g, &ages, n).await;
     }
     let partial = coverage(&g).await;
-    assert!(partial.iter().all(|(_, c, f)| *c < 0.5 && *f > 0), "50,000 of 60,000 rows are unindexed: {partial:?}");
+    let person: Vec<_> = partial.iter().filter(|(k, ..)| k.starts_with("node:Person")).collect();
+    assert!(person.iter().all(|(_, c, f, _)| *c < 1.0 && *f > 0), "3 commits since the last fold: {partial:?}");
 
     let report = g.optimize("main", None).await.expect("optimize");
     let indexes = report.indexes.expect("the fold after the compaction");
@@ -102,8 +141,8 @@ async fn optimize_folds_fifty_commits_of_rows_into_every_index() {
     assert_eq!(person.folded, ["age_btree", "embedding_vector", "id_btree", "name_btree", "name_inverted"]);
     assert!(person.built.is_empty(), "{person:?}");
     let after = coverage(&g).await;
-    assert!(after.iter().all(|(_, c, f)| *c == 1.0 && *f == 0), "after optimize: {after:?}");
-    assert_answers(&g, n).await;
+    assert!(after.iter().all(|(_, c, f, s)| *c == 1.0 && *f == 0 && *s == 1), "after optimize: {after:?}");
+    assert_answers(&g, &ages, n).await;
     let violations = omnigraph::recovery::invariants::violations(g.root(), "main").await.expect("check");
     assert!(violations.is_empty(), "{violations:?}");
     // Complete indexes: nothing left to fold, so no commit.

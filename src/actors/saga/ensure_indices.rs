@@ -28,7 +28,8 @@ use crate::engine::committed::open_pinned;
 use crate::engine::lang::catalog::indexes::{self, IndexKind, IndexSpec};
 use crate::engine::layout;
 use crate::engine::manifest::{Lineage, TableEntry};
-use crate::engine::storage::{StagePlan, TxnIdentity, branches, index_fold, table};
+use crate::engine::storage::index_fold::{self, FoldDepth};
+use crate::engine::storage::{StagePlan, TxnIdentity, branches, table};
 use crate::engine::write_plan::{self, AuthorityToken, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
@@ -43,6 +44,9 @@ pub struct EnsureIndicesRequest {
     /// Only fold unindexed rows into existing indexes; build none (the
     /// daemon's background fold: building is the operator's decision).
     pub fold_only: bool,
+    /// How far folds rewrite: a delta over the tail, or (`optimize`) every
+    /// index merged into one segment.
+    pub depth: FoldDepth,
 }
 
 /// What an ensure-indices did.
@@ -110,8 +114,7 @@ async fn attempt(rt: &Runtime, req: &EnsureIndicesRequest, lineage: Lineage) -> 
                 .tables
                 .get(&key)
                 .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{branch}`")))?;
-            let (line, prepared) =
-                prepare_table(rt, &key, entry, &target, indexes::desired(def), req.fold_only).await?;
+            let (line, prepared) = prepare_table(rt, &key, entry, &target, indexes::desired(def), req).await?;
             report.tables.push(line);
             staged.extend(prepared);
         }
@@ -141,12 +144,15 @@ async fn prepare_table(
     entry: &TableEntry,
     target: &Option<String>,
     wanted: Vec<IndexSpec>,
-    fold_only: bool,
+    req: &EnsureIndicesRequest,
 ) -> Result<(TableIndexes, Option<PreparedTable>)> {
     let ds = open_pinned(rt.root(), entry).await?;
     let existing = table::index_names(&ds).await?;
     let tails = index_fold::coverage(&ds).await?;
-    let has_tail = |name: &str| tails.iter().any(|c| c.index == name && c.unindexed_fragments > 0);
+    // A merge also folds an index's segments into one.
+    let merge = req.depth == FoldDepth::Merge;
+    let has_tail =
+        |name: &str| tails.iter().any(|c| c.index == name && (c.unindexed_fragments > 0 || (merge && c.segments > 1)));
     let owned = &entry.branch == target;
     let rows = entry.row_count;
     // Drift (HEAD past the pin, no recorded write) is left to `repair`.
@@ -163,7 +169,7 @@ async fn prepare_table(
                 line.folded.push(spec.name());
                 build.push(spec);
             }
-        } else if fold_only {
+        } else if req.fold_only {
             continue;
         } else if drifted {
             let reason = "the table's Lance HEAD is past its manifest pin: run `omnigraph repair`".to_string();
@@ -185,13 +191,13 @@ async fn prepare_table(
     let identity = TxnIdentity::mint(entry.version);
     let uri = rt.root().child_uri(&entry.location);
     let effect = if owned {
-        let staged = table::stage_indices(ds, &build, &identity.uuid).await?;
+        let staged = table::stage_indices(ds, &build, req.depth, &identity.uuid).await?;
         TableEffect::Staged(Box::new(
             staged.ok_or_else(|| OmniError::Internal(format!("{key}: indexes to build, but nothing was staged")))?,
         ))
     } else {
         let fork = branches::plan(&uri, entry.branch.as_deref(), entry.version).await?;
-        TableEffect::Fork { fork, plan: StagePlan::Indices { specs: build }, identity }
+        TableEffect::Fork { fork, plan: StagePlan::Indices { specs: build, depth: req.depth }, identity }
     };
     let prepared = PreparedTable {
         table_key: key.to_string(),

@@ -30,6 +30,7 @@ use crate::actors::child_key::ChildKey;
 use crate::actors::runtime::Runtime;
 use crate::engine::committed::open_pinned;
 use crate::engine::manifest::{Lineage, TableEntry};
+use crate::engine::storage::index_fold::FoldDepth;
 use crate::engine::storage::{StagePlan, TxnIdentity, table};
 use crate::engine::write_plan::{self, AuthorityToken, ChainStep, PreparedTable, TableEffect};
 use crate::protocol::Result;
@@ -96,7 +97,12 @@ pub async fn run(rt: &Runtime, req: &OptimizeRequest) -> Result<OptimizeReport> 
     let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "optimize", branch = %req.branch);
     let mut report = attempt(rt, req, lineage).instrument(span).await?;
-    let indexes = EnsureIndicesRequest { branch: req.branch.clone(), actor: req.actor.clone(), fold_only: false };
+    let indexes = EnsureIndicesRequest {
+        branch: req.branch.clone(),
+        actor: req.actor.clone(),
+        fold_only: false,
+        depth: FoldDepth::Merge,
+    };
     report.indexes = Some(Box::pin(super::ensure_indices::run(rt, &indexes)).await?);
     Ok(report)
 }

@@ -86,11 +86,14 @@ pub enum StagePlan {
     /// `UpdateConfig`, no row changes. Compactions staged after it spill
     /// their lineage out of the manifest.
     Configure,
-    /// Build these indexes (each missing one) as one `CreateIndex`
-    /// transaction: no row changes.
+    /// Build these indexes (each missing one) and fold the rows the others
+    /// do not cover into them, as one `CreateIndex` transaction: no row
+    /// changes.
     Indices {
-        /// What to build.
+        /// What to build or fold.
         specs: Vec<crate::engine::lang::catalog::indexes::IndexSpec>,
+        /// How far the folds rewrite.
+        depth: super::index_fold::FoldDepth,
     },
 }
 

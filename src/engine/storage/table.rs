@@ -307,7 +307,7 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
-        StagePlan::Indices { specs } => stage_indices(ds, &specs, uuid).await,
+        StagePlan::Indices { specs, depth } => stage_indices(ds, &specs, depth, uuid).await,
         StagePlan::Configure => Ok(Some(stage_configure(ds, uuid))),
         StagePlan::Compact(scope) => {
             // Boxed: Lance's planner future is `Send` only for one lifetime,
@@ -692,12 +692,13 @@ fn compaction_options(scope: Compaction) -> lance::dataset::optimize::Compaction
 ///
 /// Lance's own `commit_compaction` commits inline (and first reserves fragment
 /// ids as a version of its own), so the exact adapter commits the `Rewrite`
-/// itself: the manifest build assigns the new fragments' ids, and with stable
-/// row ids the rows keep their ids (notes/lance14.md §9). An index whose
-/// entries are row addresses loses coverage of the rewritten fragments
-/// (Lance drops them from the index's fragment bitmap, so those rows are
-/// scanned): results never change, and the index fold that `optimize` runs
-/// next ([`stage_indices`]) covers them again.
+/// itself, its new fragments numbered from the staged version's high-water
+/// mark (the exact commit lands on that version), and with stable row ids
+/// the rows keep their ids (notes/lance14.md §9). An index of row ids
+/// (BTree, full text) follows its rows to the new fragments; one of row
+/// addresses (vector) loses coverage of them (Lance drops them from its
+/// bitmap, so those rows are scanned): results never change, and the next
+/// index fold ([`stage_indices`]) covers them again.
 pub async fn stage_compaction(
     ds: Arc<Dataset>,
     uuid: &str,
@@ -725,12 +726,22 @@ pub async fn stage_compaction(
         .await
         .map_err(|e| OmniError::storage(ctx(), e))?;
     let mut stats = CompactionStats::default();
+    // The ids the manifest build would give the new fragments (the next
+    // after the dataset's high-water mark, in order), given here: the build
+    // moves an index's coverage of a group to the ids the group carries, and
+    // unassigned ones (0) would make every rewritten index claim fragment 0.
+    let mut next_id = ds.manifest().max_fragment_id().map_or(0, |id| id + 1);
     let groups = results
         .into_iter()
         .map(|r| {
             stats.fragments_removed += r.original_fragments.len() as u64;
             stats.fragments_added += r.new_fragments.len() as u64;
-            RewriteGroup { old_fragments: r.original_fragments, new_fragments: r.new_fragments }
+            let mut new_fragments = r.new_fragments;
+            for fragment in &mut new_fragments {
+                fragment.id = next_id;
+                next_id += 1;
+            }
+            RewriteGroup { old_fragments: r.original_fragments, new_fragments }
         })
         .collect();
     let op = Operation::Rewrite { groups, rewritten_indices: vec![], frag_reuse_index: None };
@@ -1093,13 +1104,14 @@ pub async fn nearest_ids(ds: &Dataset, column: &str, query: &[f32], k: usize) ->
 pub async fn stage_indices(
     ds: Arc<Dataset>,
     specs: &[crate::engine::lang::catalog::indexes::IndexSpec],
+    depth: super::index_fold::FoldDepth,
     uuid: &str,
 ) -> Result<Option<StagedTxn>> {
     let existing = index_names(&ds).await?;
     let (present, missing): (Vec<_>, Vec<_>) = specs.iter().partition(|s| existing.contains(&s.name()));
     let uri = table_uri(&ds);
     let (mut new_indices, removed_indices) =
-        super::index_fold::fold(&ds, present.iter().map(|s| s.name()).collect()).await?;
+        super::index_fold::fold(&ds, present.iter().map(|s| s.name()).collect(), depth).await?;
     if !missing.is_empty() {
         let rows = row_count(&ds).await?;
         for spec in missing {
