@@ -204,9 +204,10 @@ enum Command {
         #[arg(long, value_name = "SECS",
               default_value_t = omnigraph::server::ServerConfig::DEFAULT_SHUTDOWN_TIMEOUT.as_secs())]
         shutdown_timeout: u64,
-        /// Rows a table may hold outside an index (written since its build,
-        /// or rewritten by a compaction) before the daemon folds them in, in
-        /// the background; 0 never does (`optimize` and `index ensure` still do).
+        /// Rows a table may hold outside an index its schema declares (written
+        /// since a fold, or all of them where the index is missing) before the
+        /// daemon folds them in (or builds it), in the background; 0 never
+        /// does (`optimize` and `index ensure` still do).
         #[arg(long, value_name = "ROWS", default_value_t = omnigraph::actors::index_folder::DEFAULT_LAG_ROWS)]
         index_lag_rows: u64,
     },

@@ -1,13 +1,15 @@
 //! The daemon's background index fold: one owned task per graph that keeps
-//! every index within a bounded lag of its table.
+//! every index the schema declares within a bounded lag of its table.
 //!
 //! ```text
 //! finished write ─(branch, rows per table)─▶ estimate += rows
 //!   any estimate of the branch past the lag (or never measured)?
-//!     → measure the tails of the tables the branch owns (manifest only)
-//!     → any index with more unindexed rows than the lag?
-//!         → the ensure-indices writer, fold only (its own commit, under
-//!           the branch gate like any writer)
+//!     → measure the tails of the tables the branch owns (manifest only):
+//!       an index's unindexed rows, or all rows where one is missing (an
+//!       overwrite or a schema apply drops a table's indexes)
+//!     → any tail longer than the lag?
+//!         → the ensure-indices writer on the owned tables (its own commit,
+//!           under the branch gate like any writer)
 //! ```
 //!
 //! Writes never wait for it: a finished write only sends its counts. Tails
@@ -24,7 +26,10 @@ use tracing::{Instrument, info_span, warn};
 use super::runtime::Runtime;
 use super::saga::ensure_indices::{self, EnsureIndicesRequest};
 use crate::engine::committed::open_pinned_for_read;
+use crate::engine::lang::catalog::indexes::{self, IndexKind, IndexSpec};
+use crate::engine::layout;
 use crate::engine::storage::index_fold::{self, FoldDepth};
+use crate::engine::storage::table;
 use crate::protocol::{OmniError, Result};
 
 /// The actor recorded on a background fold's commit.
@@ -115,7 +120,7 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
     let req = EnsureIndicesRequest {
         branch: branch.to_string(),
         actor: Some(FOLD_ACTOR.to_string()),
-        fold_only: true,
+        owned_only: true,
         depth: FoldDepth::Delta,
     };
     let report = Box::pin(ensure_indices::run(rt, &req)).await?;
@@ -125,16 +130,25 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
     owned_tails(rt, branch).await
 }
 
-/// The largest unindexed tail of any index, per table `branch` owns (its
-/// inherited tables are their owner's to fold).
+/// Per table `branch` owns (its inherited tables are their owner's): the
+/// rows outside its indexes, the longest tail of any index, or every row
+/// when one the schema declares is missing (a vector index only once it
+/// can train).
 async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>> {
     let view = rt.view(branch).await?;
+    let schema = rt.schema().await?;
     let owner = Some(branch.to_string()).filter(|b| b != crate::engine::branch_name::MAIN);
     let mut tails = BTreeMap::new();
-    for (key, entry) in view.state.tables.iter().filter(|(_, e)| e.branch == owner) {
+    for def in schema.catalog.types() {
+        let key = layout::key_of(def);
+        let Some(entry) = view.state.tables.get(&key).filter(|e| e.branch == owner) else { continue };
         let ds = open_pinned_for_read(rt.root(), entry).await?;
-        let tail = index_fold::coverage(&ds).await?.iter().map(index_fold::Coverage::unindexed_rows).max();
-        tails.insert(key.clone(), tail.unwrap_or(0));
+        let measured = index_fold::coverage(&ds).await?;
+        let tail = measured.iter().map(index_fold::Coverage::unindexed_rows).max().unwrap_or(0);
+        let buildable = |s: &IndexSpec| s.kind != IndexKind::Vector || entry.row_count >= table::VECTOR_INDEX_MIN_ROWS;
+        let missing =
+            indexes::desired(def).iter().any(|s| buildable(s) && !measured.iter().any(|c| c.index == s.name()));
+        tails.insert(key, if missing { entry.row_count.max(tail) } else { tail });
     }
     Ok(tails)
 }

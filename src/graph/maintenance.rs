@@ -75,7 +75,7 @@ impl Graph {
         let req = EnsureIndicesRequest {
             branch: branch.to_string(),
             actor: actor.map(str::to_string),
-            fold_only: false,
+            owned_only: false,
             depth: FoldDepth::Delta,
         };
         Box::pin(ensure_indices::run(&self.rt, &req)).await
@@ -137,10 +137,12 @@ impl Graph {
         Ok(IndexStatus { branch: branch.to_string(), tables })
     }
 
-    /// Fold every index's unindexed rows in the background once a table the
-    /// branch owns holds more than `lag_rows` of them, after writes through
-    /// any handle of this process (the daemon's maintenance task; see
-    /// `docs/operations.md`). Every branch is measured once at start.
+    /// Keep every index the schema declares within `lag_rows` rows of its
+    /// table in the background: after writes through any handle of this
+    /// process, a table a branch owns with more rows than that outside an
+    /// index gets them folded in (or the index built). The daemon's
+    /// maintenance task; see `docs/operations.md`. Every branch is measured
+    /// once at start.
     pub async fn fold_indexes_in_background(&self, lag_rows: u64) -> Result<()> {
         self.require_writable()?;
         let branches = self.branch_list().await?.into_iter().map(|b| b.name).collect();

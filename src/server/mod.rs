@@ -57,9 +57,10 @@ pub struct ServerConfig {
     /// After the shutdown signal, how long live connections get to finish
     /// before they are dropped.
     pub shutdown_timeout: Duration,
-    /// Rows a table may hold outside an index before the daemon folds them
-    /// in, in the background (`None` or 0: never; `optimize` and
-    /// `index ensure` still do). Not on a read replica.
+    /// Rows a table may hold outside an index its schema declares before
+    /// the daemon folds them in (or builds a missing one), in the background
+    /// (`None` or 0: never; `optimize` and `index ensure` still do). Not on
+    /// a read replica.
     pub index_lag_rows: Option<u64>,
 }
 

@@ -174,8 +174,9 @@ fn people(from: u64, to: u64) -> String {
 /// `index status` through the CLI (JSON and text) on a graph whose
 /// indexes miss one write; then the daemon with `--index-lag-rows 300`
 /// answers the same shape over HTTP, folds a 400-row tail by itself (a
-/// commit by `omnigraph:index-fold`, counted on `/healthz?verbose`), and
-/// leaves a tail under the bound alone.
+/// commit by `omnigraph:index-fold`, counted on `/healthz?verbose`), leaves
+/// a tail under the bound alone, and builds again the indexes an overwrite
+/// of 350 rows dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn index_status_and_the_daemons_background_fold() {
     let (dir, loc) = crate::common::temp_graph_dir();
@@ -235,4 +236,20 @@ async fn index_status_and_the_daemons_background_fold() {
         Some(20),
         "{status}"
     );
+    // An overwrite drops a table's indexes; past the bound they are built again.
+    let (st, v) = crate::server::post(&s, "/graphs/g/load", json!({"data": people(0, 350), "mode": "overwrite"})).await;
+    assert_eq!(st, 200, "{v}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, status) = crate::server::get(&s, "/graphs/g/indexes").await;
+        let name = coverage_of(&status, "node:Person", "name_btree");
+        if name["built"] == true && name["coverage"] == 1.0 {
+            assert_eq!(name["total_rows"], 350, "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "indexes not rebuilt after an overwrite: {status}\n{}", s.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, health) = crate::server::get(&s, "/healthz?verbose=true").await;
+    assert_eq!(health["graphs"]["g"]["maintenance"]["index_folds"], 2, "{health}");
 }

@@ -41,9 +41,9 @@ pub struct EnsureIndicesRequest {
     pub branch: String,
     /// Actor recorded on the commit.
     pub actor: Option<String>,
-    /// Only fold unindexed rows into existing indexes; build none (the
-    /// daemon's background fold: building is the operator's decision).
-    pub fold_only: bool,
+    /// Only the tables the branch owns (the daemon's background run: it
+    /// never forks an inherited table for derived state).
+    pub owned_only: bool,
     /// How far folds rewrite: a delta over the tail, or (`optimize`) every
     /// index merged into one segment.
     pub depth: FoldDepth,
@@ -61,7 +61,7 @@ pub struct EnsureIndicesReport {
 }
 
 /// One table's indexes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TableIndexes {
     /// `node:<Type>` / `edge:<Type>`.
     pub type_key: String,
@@ -154,6 +154,10 @@ async fn prepare_table(
     let has_tail =
         |name: &str| tails.iter().any(|c| c.index == name && (c.unindexed_fragments > 0 || (merge && c.segments > 1)));
     let owned = &entry.branch == target;
+    if req.owned_only && !owned {
+        let existing = wanted.iter().map(IndexSpec::name).filter(|n| existing.contains(n)).collect();
+        return Ok((TableIndexes { type_key: key.to_string(), existing, ..Default::default() }, None));
+    }
     let rows = entry.row_count;
     // Drift (HEAD past the pin, no recorded write) is left to `repair`.
     let drifted = owned && table::latest_version(&ds).await? != entry.version;
@@ -169,8 +173,6 @@ async fn prepare_table(
                 line.folded.push(spec.name());
                 build.push(spec);
             }
-        } else if req.fold_only {
-            continue;
         } else if drifted {
             let reason = "the table's Lance HEAD is past its manifest pin: run `omnigraph repair`".to_string();
             line.pending.push(PendingIndex { index: spec.name(), reason });

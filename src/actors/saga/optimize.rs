@@ -100,7 +100,7 @@ pub async fn run(rt: &Runtime, req: &OptimizeRequest) -> Result<OptimizeReport> 
     let indexes = EnsureIndicesRequest {
         branch: req.branch.clone(),
         actor: req.actor.clone(),
-        fold_only: false,
+        owned_only: false,
         depth: FoldDepth::Merge,
     };
     report.indexes = Some(Box::pin(super::ensure_indices::run(rt, &indexes)).await?);
