@@ -71,18 +71,21 @@ struct Written {
 /// rows written since. A branch without an entry has not been measured.
 type Estimates = HashMap<String, BTreeMap<String, u64>>;
 
+/// Branches whose estimates are kept: past this many (agents that create
+/// and delete branches), all are forgotten and each is measured again at
+/// its next write, so the map stays bounded.
+const MAX_TRACKED: usize = 256;
+
 async fn run(rt: Weak<Runtime>, lag_rows: u64, mut rx: mpsc::UnboundedReceiver<Written>) {
     let mut estimates = Estimates::new();
     while let Some(first) = rx.recv().await {
+        if estimates.len() > MAX_TRACKED {
+            estimates.clear();
+        }
         let mut due = BTreeSet::new();
         let mut next = Some(first);
         while let Some(w) = next {
-            let unmeasured = !estimates.contains_key(&w.branch);
-            let tails = estimates.entry(w.branch.clone()).or_default();
-            for (table, rows) in &w.rows {
-                *tails.entry(table.clone()).or_default() += rows;
-            }
-            if unmeasured || tails.values().any(|&n| n > lag_rows) {
+            if note(&mut estimates, &w, lag_rows) {
                 due.insert(w.branch);
             }
             next = rx.try_recv().ok();
@@ -99,14 +102,26 @@ async fn run(rt: Weak<Runtime>, lag_rows: u64, mut rx: mpsc::UnboundedReceiver<W
                     estimates.remove(&branch);
                 }
                 Err(e) => {
-                    // Measured again after the branch's next write.
+                    // Tried again once `lag_rows` more rows are written, not
+                    // at every write.
                     warn!(branch = %branch, error = %e, "background index fold failed");
                     rt.maintenance().index_folded(false);
-                    estimates.remove(&branch);
+                    estimates.insert(branch, BTreeMap::new());
                 }
             }
         }
     }
+}
+
+/// Add a finished write's rows to its branch's estimates: whether the
+/// branch is due a check (never measured, or a table past the lag).
+fn note(estimates: &mut Estimates, w: &Written, lag_rows: u64) -> bool {
+    let unmeasured = !estimates.contains_key(&w.branch);
+    let tails = estimates.entry(w.branch.clone()).or_default();
+    for (table, rows) in &w.rows {
+        *tails.entry(table.clone()).or_default() += rows;
+    }
+    unmeasured || tails.values().any(|&n| n > lag_rows)
 }
 
 /// Measure the tails of the tables `branch` owns and fold them when one
@@ -151,4 +166,27 @@ async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>
         tails.insert(key, if missing { entry.row_count.max(tail) } else { tail });
     }
     Ok(tails)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(branch: &str, rows: &[(&str, u64)]) -> Written {
+        Written { branch: branch.into(), rows: rows.iter().map(|(t, n)| (t.to_string(), *n)).collect() }
+    }
+
+    /// A branch is checked when first seen and then once a table's
+    /// estimate passes the lag; other tables' rows do not add up.
+    #[test]
+    fn a_branch_is_due_when_unmeasured_or_a_table_passes_the_lag() {
+        let mut est = Estimates::new();
+        assert!(note(&mut est, &written("main", &[("node:P", 5)]), 100), "never measured");
+        est.insert("main".into(), BTreeMap::from([("node:P".to_string(), 10)]));
+        assert!(!note(&mut est, &written("main", &[("node:P", 90)]), 100), "100 rows is at the lag, not past it");
+        assert!(!note(&mut est, &written("main", &[("edge:K", 60)]), 100));
+        assert!(!note(&mut est, &written("main", &[("edge:K", 40)]), 100), "tables are counted apart");
+        assert!(note(&mut est, &written("main", &[("node:P", 1)]), 100));
+        assert!(note(&mut est, &written("b", &[]), 100), "another branch is measured on its own");
+    }
 }

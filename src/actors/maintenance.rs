@@ -41,7 +41,7 @@ pub struct MaintenanceStats {
     pub index_fold_checks: u64,
     /// Background folds it committed.
     pub index_folds: u64,
-    /// Background folds that failed (retried after the branch's next writes).
+    /// Background folds that failed (retried after the lag's worth of writes).
     pub index_fold_failures: u64,
     /// When any of them last happened (ms since the Unix epoch; 0 = never).
     pub last_at_ms: u64,
