@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use arrow_array::{Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use omnigraph::engine::lang::catalog::indexes::{IndexKind, IndexSpec};
+use omnigraph::engine::storage::index_fold::FoldDepth;
 use omnigraph::engine::storage::{MergeMode, TxnIdentity, table};
 use omnigraph::{Graph, LoadMode, Omnigraph, OpenMode, WriteOptions};
 use serde_json::{Map, Value, json};
@@ -548,7 +549,7 @@ async fn raw_scale_floor(dir: &Path, n: usize, runs: usize) -> (Value, Value) {
     let ds = table::open_table(&uri, None, None).await.expect("open");
     let identity = TxnIdentity::mint(ds.version().version);
     let spec = IndexSpec { column: "id".into(), kind: IndexKind::Btree };
-    let staged = table::stage_indices(ds, &[spec], &identity.uuid).await.expect("stage index");
+    let staged = table::stage_indices(ds, &[spec], FoldDepth::Delta, &identity.uuid).await.expect("stage index");
     if let Some(staged) = staged {
         table::commit_exact(staged).await.expect("index");
     }
