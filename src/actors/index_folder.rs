@@ -136,6 +136,7 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
         branch: branch.to_string(),
         actor: Some(FOLD_ACTOR.to_string()),
         owned_only: true,
+        fold_only: false,
         depth: FoldDepth::Delta,
     };
     let report = Box::pin(ensure_indices::run(rt, &req)).await?;

@@ -76,6 +76,7 @@ impl Graph {
             branch: branch.to_string(),
             actor: actor.map(str::to_string),
             owned_only: false,
+            fold_only: false,
             depth: FoldDepth::Delta,
         };
         Box::pin(ensure_indices::run(&self.rt, &req)).await
@@ -102,11 +103,7 @@ impl Graph {
         let mut tables = Vec::new();
         for def in schema.catalog.types() {
             let key = layout::key_of(def);
-            let entry = view
-                .state
-                .tables
-                .get(&key)
-                .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{branch}`")))?;
+            let entry = view.schema_table(&key)?;
             let ds = open_pinned_for_read(self.rt.root(), entry).await?;
             let measured = index_fold::coverage(&ds).await?;
             // The manifest's count when no index was measured (they agree).

@@ -44,6 +44,9 @@ pub struct EnsureIndicesRequest {
     /// Only the tables the branch owns (the daemon's background run: it
     /// never forks an inherited table for derived state).
     pub owned_only: bool,
+    /// Build no missing index, only fold into existing ones (`optimize`'s
+    /// run before its compaction).
+    pub fold_only: bool,
     /// How far folds rewrite: a delta over the tail, or (`optimize`) every
     /// index merged into one segment.
     pub depth: FoldDepth,
@@ -109,11 +112,7 @@ async fn attempt(rt: &Runtime, req: &EnsureIndicesRequest, lineage: Lineage) -> 
     async {
         for def in schema.catalog.types() {
             let key = layout::key_of(def);
-            let entry = view
-                .state
-                .tables
-                .get(&key)
-                .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{branch}`")))?;
+            let entry = view.schema_table(&key)?;
             let (line, prepared) = prepare_table(rt, &key, entry, &target, indexes::desired(def), req).await?;
             report.tables.push(line);
             staged.extend(prepared);
@@ -173,6 +172,8 @@ async fn prepare_table(
                 line.folded.push(spec.name());
                 build.push(spec);
             }
+        } else if req.fold_only {
+            continue;
         } else if drifted {
             let reason = "the table's Lance HEAD is past its manifest pin: run `omnigraph repair`".to_string();
             line.pending.push(PendingIndex { index: spec.name(), reason });

@@ -2,13 +2,15 @@
 //! fragments as one graph commit, then compact the branch's `__manifest`.
 //!
 //! ```text
-//! heal branch → schema (shared) → branch gate → capture → per owned table:
+//! ensure-indices folding (no build) on the owned tables, merging (its own
+//! commit when it folds anything)
+//! → heal branch → schema (shared) → branch gate → capture → per owned table:
 //!   skip if its HEAD drifted from its pin, else stage one `Rewrite`
 //!   (new files written, nothing committed) → the pipeline: table gates →
 //!   revalidate → arm (schema-3 sidecar, one exact transaction per table)
 //!   → commit → confirm → publish (exact head) → finish
 //!   → still under the branch gate: physical `__manifest` compaction
-//!   → ensure-indices (its own commit when it builds anything)
+//!   → ensure-indices again, merging (a BTree loses the rewritten fragments)
 //! ```
 //!
 //! Compaction changes no row, so the commit is a maintenance commit: every
@@ -58,8 +60,12 @@ pub struct OptimizeReport {
     /// The branch's `__manifest` compaction.
     pub manifest: ManifestCompaction,
     /// The ensure-indices run after the compaction (its own commit when it
-    /// built anything).
+    /// built or folded anything): every index merged into one segment that
+    /// covers its table.
     pub indexes: Option<EnsureIndicesReport>,
+    /// The one before it, which folds the tails the compaction would
+    /// otherwise keep apart (its own commit when it did anything).
+    pub indexes_before: Option<EnsureIndicesReport>,
 }
 
 /// One table's part in an optimize.
@@ -94,16 +100,25 @@ pub struct ManifestCompaction {
 
 /// Optimize `req.branch`.
 pub async fn run(rt: &Runtime, req: &OptimizeRequest) -> Result<OptimizeReport> {
-    let lineage = Lineage::mint(req.actor.clone());
-    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "optimize", branch = %req.branch);
-    let mut report = attempt(rt, req, lineage).instrument(span).await?;
     let indexes = EnsureIndicesRequest {
         branch: req.branch.clone(),
         actor: req.actor.clone(),
         owned_only: false,
+        fold_only: false,
         depth: FoldDepth::Merge,
     };
+    // Folded first: Lance's compaction plan keeps fragments covered by
+    // different index segments (or by none) in different output fragments,
+    // so a tail outside the indexes would survive as a fragment of its own.
+    // Folds only, on the tables the branch owns (the ones compacted).
+    let owned = EnsureIndicesRequest { owned_only: true, fold_only: true, ..indexes.clone() };
+    let before = Box::pin(super::ensure_indices::run(rt, &owned)).await?;
+    let lineage = Lineage::mint(req.actor.clone());
+    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "optimize", branch = %req.branch);
+    let mut report = attempt(rt, req, lineage).instrument(span).await?;
+    // And after: a BTree (row addresses) loses the fragments the compaction rewrote.
     report.indexes = Some(Box::pin(super::ensure_indices::run(rt, &indexes)).await?);
+    report.indexes_before = Some(before);
     Ok(report)
 }
 
@@ -125,6 +140,7 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
         tables: vec![],
         manifest: ManifestCompaction { fragments_before: 0, fragments_after: 0 },
         indexes: None,
+        indexes_before: None,
     };
     let leases = if staged.is_empty() {
         leases

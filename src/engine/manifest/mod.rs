@@ -66,6 +66,15 @@ impl ManifestView {
     pub fn compacted(self, dataset: Arc<Dataset>) -> ManifestView {
         ManifestView { version: dataset.version().version, dataset, ..self }
     }
+
+    /// The pin of a table the schema has: its absence is a broken invariant
+    /// (every type of the accepted schema is registered on every branch).
+    pub fn schema_table(&self, key: &str) -> Result<&TableEntry> {
+        self.state
+            .tables
+            .get(key)
+            .ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not on `{}`", self.branch)))
+    }
 }
 
 /// Refuse a manifest whose storage stamp is not [`STAMP`].
