@@ -26,10 +26,9 @@ use tracing::{Instrument, info_span, warn};
 use super::runtime::Runtime;
 use super::saga::ensure_indices::{self, EnsureIndicesRequest};
 use crate::engine::committed::open_pinned_for_read;
-use crate::engine::lang::catalog::indexes::{self, IndexKind, IndexSpec};
+use crate::engine::index_status;
 use crate::engine::layout;
-use crate::engine::storage::index_fold::{self, FoldDepth};
-use crate::engine::storage::table;
+use crate::engine::storage::index_fold::FoldDepth;
 use crate::protocol::{OmniError, Result};
 
 /// The actor recorded on a background fold's commit.
@@ -147,9 +146,7 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
 }
 
 /// Per table `branch` owns (its inherited tables are their owner's): the
-/// rows outside its indexes, the longest tail of any index, or every row
-/// when one the schema declares is missing (a vector index only once it
-/// can train).
+/// rows outside its indexes ([`index_status::TableIndexStatus::tail`]).
 async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>> {
     let view = rt.view(branch).await?;
     let schema = rt.schema().await?;
@@ -159,12 +156,7 @@ async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>
         let key = layout::key_of(def);
         let Some(entry) = view.state.tables.get(&key).filter(|e| e.branch == owner) else { continue };
         let ds = open_pinned_for_read(rt.root(), entry).await?;
-        let measured = index_fold::coverage(&ds).await?;
-        let tail = measured.iter().map(index_fold::Coverage::unindexed_rows).max().unwrap_or(0);
-        let buildable = |s: &IndexSpec| s.kind != IndexKind::Vector || entry.row_count >= table::VECTOR_INDEX_MIN_ROWS;
-        let missing =
-            indexes::desired(def).iter().any(|s| buildable(s) && !measured.iter().any(|c| c.index == s.name()));
-        tails.insert(key, if missing { entry.row_count.max(tail) } else { tail });
+        tails.insert(key, index_status::of_table(def, entry, &ds).await?.tail());
     }
     Ok(tails)
 }

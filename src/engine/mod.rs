@@ -8,6 +8,7 @@ pub use omnigraph_core::{branch_name, lang, load, memory_budget, read_limits, ro
 
 pub mod committed;
 pub mod export;
+pub mod index_status;
 pub mod init;
 pub mod integrity;
 pub mod layout;

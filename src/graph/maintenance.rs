@@ -5,53 +5,11 @@ use crate::actors::saga::cleanup::{self, CleanupReport, CleanupRequest};
 use crate::actors::saga::ensure_indices::{self, EnsureIndicesReport, EnsureIndicesRequest};
 use crate::actors::saga::optimize::{self, OptimizeReport, OptimizeRequest};
 use crate::engine::committed::open_pinned_for_read;
-use crate::engine::lang::catalog::indexes::{self, IndexKind};
+use crate::engine::index_status::{self, IndexStatus};
 use crate::engine::layout;
 use crate::engine::retention::RetentionPolicy;
-use crate::engine::storage::index_fold::{self, FoldDepth};
+use crate::engine::storage::index_fold::FoldDepth;
 use crate::protocol::{OmniError, Result};
-
-/// How completely each index of a branch covers its table
-/// (`omnigraph index status`, `GET /graphs/{id}/indexes`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct IndexStatus {
-    /// The branch read.
-    pub branch: String,
-    /// Every table of the schema, in key order.
-    pub tables: Vec<TableIndexStatus>,
-}
-
-/// One table's indexes.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TableIndexStatus {
-    /// `node:<Type>` / `edge:<Type>`.
-    pub type_key: String,
-    /// Every index the schema asks of the table, built or not, by name.
-    pub indexes: Vec<IndexCoverage>,
-}
-
-/// One index's coverage at the branch head.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct IndexCoverage {
-    /// `<column>_<kind>`.
-    pub index: String,
-    /// `btree`, `inverted` or `vector`.
-    pub kind: IndexKind,
-    /// Whether the index exists (`index ensure` builds a missing one).
-    pub built: bool,
-    /// Live rows its segments cover.
-    pub indexed_rows: u64,
-    /// Live rows in the table.
-    pub total_rows: u64,
-    /// `indexed_rows / total_rows`; 1.0 for an empty table (nothing to
-    /// cover), 0.0 for a missing index over rows.
-    pub coverage: f64,
-    /// Fragments no segment covers: a lookup scans them beside the index.
-    pub unindexed_fragments: u64,
-    /// Segments the index is made of: each fold adds one (a lookup searches
-    /// each) until `optimize`, or a fold past 16, merges them.
-    pub segments: u64,
-}
 
 impl Graph {
     /// Compact every table `branch` owns into few fragments as one
@@ -102,33 +60,9 @@ impl Graph {
         let schema = self.rt.schema().await?;
         let mut tables = Vec::new();
         for def in schema.catalog.types() {
-            let key = layout::key_of(def);
-            let entry = view.schema_table(&key)?;
+            let entry = view.schema_table(&layout::key_of(def))?;
             let ds = open_pinned_for_read(self.rt.root(), entry).await?;
-            let measured = index_fold::coverage(&ds).await?;
-            // The manifest's count when no index was measured (they agree).
-            let total_rows = measured.first().map_or(entry.row_count, |c| c.total_rows);
-            let indexes = indexes::desired(def)
-                .into_iter()
-                .map(|spec| {
-                    let name = spec.name();
-                    let found = measured.iter().find(|c| c.index == name);
-                    let indexed_rows = found.map_or(0, |c| c.indexed_rows);
-                    let coverage = if total_rows == 0 { 1.0 } else { indexed_rows as f64 / total_rows as f64 };
-                    let all_fragments = ds.manifest().fragments.len() as u64;
-                    IndexCoverage {
-                        index: name,
-                        kind: spec.kind,
-                        built: found.is_some(),
-                        indexed_rows,
-                        total_rows,
-                        coverage,
-                        unindexed_fragments: found.map_or(all_fragments, |c| c.unindexed_fragments),
-                        segments: found.map_or(0, |c| c.segments),
-                    }
-                })
-                .collect();
-            tables.push(TableIndexStatus { type_key: key, indexes });
+            tables.push(index_status::of_table(def, entry, &ds).await?);
         }
         tables.sort_by(|a, b| a.type_key.cmp(&b.type_key));
         Ok(IndexStatus { branch: branch.to_string(), tables })

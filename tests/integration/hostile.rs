@@ -191,6 +191,8 @@ fn probes() -> Vec<Probe> {
         let enc: String = b.bytes().map(|c| format!("%{c:02X}")).collect();
         out.push(probe("GET", format!("/graphs/g/snapshot?branch={enc}"), ""));
         out.push(probe("GET", format!("/graphs/g/commits?branch={enc}"), ""));
+        out.push(probe("GET", format!("/graphs/g/indexes?branch={enc}"), ""));
+        out.push(probe("POST", "/graphs/g/indexes/ensure", json!({"branch": b}).to_string()));
         out.push(probe("POST", "/graphs/g/query", json!({"query": ok_query, "branch": b}).to_string()));
         out.push(probe("POST", "/graphs/g/mutate", json!({"query": ok_insert, "branch": b}).to_string()));
         out.push(probe("POST", "/graphs/g/load", json!({"data": "", "branch": b}).to_string()));
@@ -225,6 +227,8 @@ fn probes() -> Vec<Probe> {
         "/graphs/g/branches/",
         "/graphs/g/snapshot?branch=",
         "/graphs/g/snapshot?branch=%ZZ",
+        "/graphs/g/indexes?branch=%ZZ",
+        "/graphs/nope/indexes",
         "/%2e%2e/%2e%2e/etc/passwd",
     ] {
         out.push(probe("GET", p, ""));

@@ -146,25 +146,24 @@ async fn prepare_table(
     req: &EnsureIndicesRequest,
 ) -> Result<(TableIndexes, Option<PreparedTable>)> {
     let ds = open_pinned(rt.root(), entry).await?;
-    let existing = table::index_names(&ds).await?;
     let tails = index_fold::coverage(&ds).await?;
+    let existing: std::collections::BTreeSet<&str> = tails.iter().map(|c| c.index.as_str()).collect();
     // A merge also folds an index's segments into one.
     let merge = req.depth == FoldDepth::Merge;
     let has_tail =
         |name: &str| tails.iter().any(|c| c.index == name && (c.unindexed_fragments > 0 || (merge && c.segments > 1)));
     let owned = &entry.branch == target;
     if req.owned_only && !owned {
-        let existing = wanted.iter().map(IndexSpec::name).filter(|n| existing.contains(n)).collect();
+        let existing = wanted.iter().map(IndexSpec::name).filter(|n| existing.contains(n.as_str())).collect();
         return Ok((TableIndexes { type_key: key.to_string(), existing, ..Default::default() }, None));
     }
     let rows = entry.row_count;
     // Drift (HEAD past the pin, no recorded write) is left to `repair`.
     let drifted = owned && table::latest_version(&ds).await? != entry.version;
-    let mut line =
-        TableIndexes { type_key: key.to_string(), built: vec![], existing: vec![], folded: vec![], pending: vec![] };
+    let mut line = TableIndexes { type_key: key.to_string(), ..Default::default() };
     let mut build = Vec::new();
     for spec in wanted {
-        if existing.contains(&spec.name()) {
+        if existing.contains(spec.name().as_str()) {
             line.existing.push(spec.name());
             // An inherited table's tail is its owner's to fold: folding it
             // here would fork the table for derived state only.
