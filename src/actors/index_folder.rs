@@ -39,23 +39,19 @@ pub const FOLD_ACTOR: &str = "omnigraph:index-fold";
 pub const DEFAULT_LAG_ROWS: u64 = 10_000;
 
 /// Start folding `rt`'s unindexed tails in the background once a table's
-/// exceed `lag_rows`, checking `branches` at once. `false` when the runtime
-/// has a folder (or another write listener) already.
-pub fn start(rt: &std::sync::Arc<Runtime>, lag_rows: u64, branches: Vec<String>) -> bool {
+/// exceed `lag_rows`. Nothing runs at start: each branch is measured at its
+/// first write. `false` when the runtime has a folder (or another write
+/// listener) already.
+pub fn start(rt: &std::sync::Arc<Runtime>, lag_rows: u64) -> bool {
     let (tx, rx) = mpsc::unbounded_channel::<Written>();
-    let hook_tx = tx.clone();
     let hook = Box::new(move |branch: &str, rows: &BTreeMap<String, u64>| {
         // A closed channel means the task has ended with its runtime.
-        let _ = hook_tx.send(Written { branch: branch.to_string(), rows: rows.clone() });
+        let _ = tx.send(Written { branch: branch.to_string(), rows: rows.clone() });
     });
     if !rt.set_written_hook(hook) {
         return false;
     }
     rt.maintenance().index_folder_started(lag_rows);
-    for branch in branches {
-        let _ = tx.send(Written { branch, rows: BTreeMap::new() });
-    }
-    drop(tx);
     tokio::spawn(run(std::sync::Arc::downgrade(rt), lag_rows, rx));
     true
 }

@@ -72,12 +72,11 @@ impl Graph {
     /// table in the background: after writes through any handle of this
     /// process, a table a branch owns with more rows than that outside an
     /// index gets them folded in (or the index built). The daemon's
-    /// maintenance task; see `docs/operations.md`. Every branch is measured
-    /// once at start.
-    pub async fn fold_indexes_in_background(&self, lag_rows: u64) -> Result<()> {
+    /// maintenance task; see `docs/operations.md`. Each branch is measured
+    /// at its first write after this call, not before.
+    pub fn fold_indexes_in_background(&self, lag_rows: u64) -> Result<()> {
         self.require_writable()?;
-        let branches = self.branch_list().await?.into_iter().map(|b| b.name).collect();
-        if !crate::actors::index_folder::start(&self.rt, lag_rows, branches) {
+        if !crate::actors::index_folder::start(&self.rt, lag_rows) {
             return Err(OmniError::AlreadyExists("a background index folder on this graph".into()));
         }
         Ok(())

@@ -137,7 +137,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
     let graphs = open_graphs(&config.graphs, mode).await;
     if let Some(lag) = config.index_lag_rows.filter(|&n| n > 0 && !config.read_only) {
         for (id, (_, g)) in &graphs {
-            if let Err(e) = g.fold_indexes_in_background(lag).await {
+            if let Err(e) = g.fold_indexes_in_background(lag) {
                 warn!(graph = %id, error = %e, "background index folding not started");
             }
         }
