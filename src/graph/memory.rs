@@ -44,10 +44,16 @@ pub async fn memory_report() -> MemoryReport {
         CacheReport { bytes: adjacency_bytes, entries: adjacency_entries, capacity_bytes: capacities.adjacency_bytes };
     let pinned_handles =
         HandlesReport { entries: committed::pinned_handles_open(), capacity: capacities.pinned_handles };
-    let cached_bytes =
-        [sessions.read_index, sessions.read_metadata, sessions.private_index, sessions.private_metadata, adjacency]
-            .iter()
-            .map(|c| c.bytes)
-            .sum();
+    let cached_bytes = [
+        sessions.read_index,
+        sessions.read_index_listings,
+        sessions.read_metadata,
+        sessions.private_index,
+        sessions.private_metadata,
+        adjacency,
+    ]
+    .iter()
+    .map(|c| c.bytes)
+    .sum();
     MemoryReport { budget_bytes: capacities.budget_bytes, cached_bytes, sessions, adjacency, pinned_handles }
 }

@@ -26,8 +26,15 @@ pub const MIN_BUDGET: u64 = 16 << 20;
 pub struct CacheCapacities {
     /// The budget they divide.
     pub budget_bytes: u64,
-    /// The shared read session's index cache (BTree pages, FTS postings).
+    /// The shared read session's index cache (BTree pages, FTS postings),
+    /// its listings share included.
     pub read_index_bytes: u64,
+    /// The part of `read_index_bytes` that holds tables' index listings.
+    /// Lance keys a listing by dataset version, so each commit a reader
+    /// sees adds one and the superseded ones are dead: a small share keeps
+    /// the current ones of a few thousand tables and branches, and bounds
+    /// the rest.
+    pub read_index_listings_bytes: u64,
     /// The shared read session's metadata cache (manifests, file footers).
     pub read_metadata_bytes: u64,
     /// Edge-table adjacencies built for traversals.
@@ -57,6 +64,7 @@ impl CacheCapacities {
         CacheCapacities {
             budget_bytes: b,
             read_index_bytes: pct(40),
+            read_index_listings_bytes: (pct(40) / 64).clamp(1 << 20, 16 << 20),
             read_metadata_bytes: (b / 64).clamp(1 << 20, 64 << 20),
             adjacency_bytes: pct(30),
             pinned_handles: (b >> 23).clamp(16, 256),
@@ -128,6 +136,8 @@ mod tests {
             assert!(shared <= budget.max(MIN_BUDGET) / 100 * 80, "{c:?}");
             assert!(c.private_index_bytes + c.private_metadata_bytes <= (36 << 20), "{c:?}");
             assert!(c.read_metadata_bytes <= (64 << 20), "{c:?}");
+            assert!(c.read_index_listings_bytes <= (16 << 20), "{c:?}");
+            assert!(c.read_index_listings_bytes <= c.read_index_bytes / 4, "{c:?}");
             assert!((16..=256).contains(&c.pinned_handles), "{c:?}");
         }
         // A budget under the minimum is raised to it, never split below it.

@@ -18,6 +18,7 @@ use lance::dataset::builder::DatasetBuilder;
 use lance::session::Session;
 use serde::Serialize;
 
+use super::read_index_cache::ReadIndexCache;
 use crate::engine::memory_budget::{CacheCapacities, DEFAULT_BUDGET};
 
 /// The budget in bytes; set once at process start, before the first open.
@@ -34,6 +35,18 @@ pub fn capacities() -> CacheCapacities {
     CacheCapacities::split(BUDGET.load(Ordering::SeqCst))
 }
 
+/// The read session's index cache (pages and listings apart).
+fn read_index_cache() -> Arc<ReadIndexCache> {
+    static CACHE: OnceLock<Arc<ReadIndexCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let c = capacities();
+            let listings = c.read_index_listings_bytes;
+            Arc::new(ReadIndexCache::new(c.read_index_bytes.saturating_sub(listings), listings))
+        })
+        .clone()
+}
+
 /// The session every read-path open shares.
 pub fn read_session() -> Arc<Session> {
     static SESSION: OnceLock<Arc<Session>> = OnceLock::new();
@@ -44,7 +57,7 @@ pub fn read_session() -> Arc<Session> {
             // direct local reads (the synced store is for writes, see
             // `super::durability`).
             let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
-            Arc::new(Session::new(c.read_index_bytes as usize, c.read_metadata_bytes as usize, registry))
+            Arc::new(Session::with_index_cache_backend(read_index_cache(), c.read_metadata_bytes as usize, registry))
         })
         .clone()
 }
@@ -98,8 +111,11 @@ pub struct CacheReport {
 /// The Lance sessions of this process.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionsReport {
-    /// The shared read session's index cache.
+    /// The shared read session's index cache: index pages.
     pub read_index: CacheReport,
+    /// The shared read session's index cache: tables' index listings (one
+    /// per table and version read; bounded apart from the pages).
+    pub read_index_listings: CacheReport,
     /// The shared read session's metadata cache.
     pub read_metadata: CacheReport,
     /// Private sessions alive (each is one open dataset and its successors).
@@ -132,8 +148,16 @@ pub async fn report() -> SessionsReport {
         (metadata.bytes, metadata.entries) =
             (metadata.bytes + m.size_bytes as u64, metadata.entries + m.num_entries as u64);
     }
+    let read_index = read_index_cache();
+    let ((page_bytes, pages), (listing_bytes, listings)) = (read_index.pages().await, read_index.listings().await);
+    let listings_capacity = c.read_index_listings_bytes;
     SessionsReport {
-        read_index: cache_report(read.index_cache_stats().await, c.read_index_bytes),
+        read_index: CacheReport {
+            bytes: page_bytes,
+            entries: pages,
+            capacity_bytes: c.read_index_bytes.saturating_sub(listings_capacity),
+        },
+        read_index_listings: CacheReport { bytes: listing_bytes, entries: listings, capacity_bytes: listings_capacity },
         read_metadata: cache_report(read.metadata_cache_stats().await, c.read_metadata_bytes),
         private_sessions: n,
         private_index: index,

@@ -10,6 +10,7 @@
 //! - [`staged`]: the staged and committed transaction types.
 //! - [`lineage`]: the table config that keeps row lineage out of Lance manifests.
 //! - [`caches`]: the Lance sessions and their capacities under the memory budget.
+//! - `read_index_cache`: the read session's index cache, pages apart from per-version listings.
 //! - `version_hint`: a local dataset's latest version without listing its history.
 
 pub mod branches;
@@ -21,6 +22,7 @@ pub mod index_fold;
 pub mod io_hook;
 mod key_probe;
 pub mod lineage;
+mod read_index_cache;
 pub mod root;
 pub mod staged;
 pub mod table;
