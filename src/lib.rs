@@ -38,7 +38,7 @@ pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
     CommitInfo, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult, MutationRequest, Omnigraph,
-    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Snapshot, TableIndexStatus, TableSnapshot, WriteOptions,
-    result_rows, wire,
+    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot, TableIndexStatus, TableSnapshot, Tag,
+    WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

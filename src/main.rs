@@ -296,6 +296,11 @@ enum Command {
         #[command(subcommand)]
         command: CommitCommand,
     },
+    /// Create, list and delete tags: immutable names for commits.
+    Tag {
+        #[command(subcommand)]
+        command: TagCommand,
+    },
     /// Compile every query in a .gq file against a schema or a graph's schema.
     #[command(alias = "check")]
     Lint {
@@ -505,9 +510,9 @@ enum BranchCommand {
 
 #[derive(Subcommand)]
 enum CommitCommand {
-    /// Commits reachable from a branch head, newest first.
+    /// Commits reachable from a branch head (or any ref), newest first.
     List {
-        /// Graph branch.
+        /// A branch, or any ref: a tag, a commit id, `main~2`, `a...b`.
         #[arg(long, default_value = "main")]
         branch: String,
         /// At most this many commits.
@@ -521,11 +526,53 @@ enum CommitCommand {
     },
     /// One commit.
     Show {
-        /// Commit id.
+        /// A commit id, or any ref (a tag, `main~2`, `a...b`; a branch: its head).
         id: String,
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// The graph.
+        graph: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TagCommand {
+    /// Name a commit: `tag create NAME [REF] GRAPH` (REF: any ref, default
+    /// main's head). A tag is immutable and keeps its commit through cleanup.
+    Create {
+        /// A message kept with the tag.
+        #[arg(short = 'm', long)]
+        message: Option<String>,
+        /// Actor recorded on the tag.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON: {name, graph_commit_id, message, actor_id, created_at}.
+        #[arg(long)]
+        json: bool,
+        /// The tag's name.
+        name: String,
+        /// `REF GRAPH`, or only `GRAPH` (the tag names main's head).
+        #[arg(value_name = "[REF] GRAPH")]
+        first: String,
+        #[arg(hide = true)]
+        second: Option<String>,
+    },
+    /// Every tag, by name.
+    List {
+        /// Print JSON: {"tags": [...]}.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Delete a tag.
+    Delete {
+        /// Print JSON (the deleted tag).
+        #[arg(long)]
+        json: bool,
+        /// The tag.
+        name: String,
         /// The graph.
         graph: String,
     },
@@ -671,6 +718,10 @@ impl Command {
                     | BranchCommand::Merge { json, .. },
             } => *json,
             Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
+            Command::Tag {
+                command:
+                    TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
+            } => *json,
             Command::Schema {
                 command:
                     SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
@@ -772,6 +823,42 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
                 return print_json(&wire::branch_deleted_json(&deleted, g.root().uri()));
             }
             outln!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
+            Ok(())
+        }
+    }
+}
+
+async fn run_tag(command: TagCommand) -> Result<()> {
+    match command {
+        TagCommand::Create { message, actor, json, name, first, second } => {
+            let (target, graph) = match &second {
+                Some(graph) => (Some(first.as_str()), graph),
+                None => (None, &first),
+            };
+            let g = Omnigraph::open(graph).await?;
+            let tag = g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?;
+            if json {
+                return print_json(&wire::tag_json(&tag));
+            }
+            outln!("tagged {} as {}", tag.graph_commit_id, tag.name);
+            Ok(())
+        }
+        TagCommand::List { json, graph } => {
+            let tags = read_only(&graph).await?.tags().await?;
+            if json {
+                return print_json(&wire::tags_json(&tags));
+            }
+            for t in &tags {
+                outln!("{:<32} {}  {}", t.name, t.graph_commit_id, t.message.as_deref().unwrap_or(""));
+            }
+            Ok(())
+        }
+        TagCommand::Delete { json, name, graph } => {
+            let tag = Omnigraph::open(&graph).await?.tag_delete(&name).await?;
+            if json {
+                return print_json(&wire::tag_json(&tag));
+            }
+            outln!("deleted tag {name} (was {})", tag.graph_commit_id);
             Ok(())
         }
     }
@@ -953,6 +1040,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Branch { command } => run_branch(command).await,
+        Command::Tag { command } => run_tag(command).await,
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let c = read_only(&graph).await?.commit(&id).await?;
             if json { print_json(&wire::commit_json(&c)) } else { print_commit(&c) }

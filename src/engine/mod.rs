@@ -4,7 +4,7 @@
 //! rows, validation, JSONL parsing, branch names) live in `omnigraph-core`
 //! and are re-exported here under their old paths.
 
-pub use omnigraph_core::{branch_name, lang, load, memory_budget, read_limits, rows, three_way, validate, walk};
+pub use omnigraph_core::{branch_name, lang, load, memory_budget, read_limits, refs, rows, three_way, validate, walk};
 
 pub mod committed;
 pub mod export;
@@ -24,5 +24,6 @@ pub mod schema_effects;
 pub mod schema_store;
 pub mod staging;
 pub mod storage;
+pub mod tags;
 pub mod values;
 pub mod write_plan;

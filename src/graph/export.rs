@@ -32,8 +32,9 @@ impl Graph {
     /// Plan an export of `target`: every type, or only `types` (type names or
     /// table keys).
     pub async fn export(&self, target: &ReadTarget, types: &[String]) -> Result<Export> {
-        let (view, commit_id) = self.snapshot_for(target).await?;
-        let schema = self.schema_at(&view, &commit_id, matches!(target, ReadTarget::Branch(_))).await?;
+        let at = self.read_at(target.as_ref_text()).await?;
+        let (view, commit_id) = (at.view, at.commit_id);
+        let schema = self.schema_at(&view, &commit_id, at.at_head).await?;
         let tables = export::plan(&schema.catalog, types)?;
         Ok(Export { view, tables, root: self.root().clone() })
     }

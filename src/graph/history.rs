@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::Graph;
+use super::refs::Resolved;
 use crate::engine::branch_name::MAIN;
 use crate::engine::manifest::{self, CommitRow, ManifestView, STAMP};
 use crate::engine::storage::table;
@@ -81,25 +82,32 @@ impl From<&CommitRow> for CommitInfo {
 }
 
 impl Graph {
-    /// The state of `branch` at its head.
-    pub async fn snapshot(&self, branch: &str) -> Result<Snapshot> {
-        let view = self.rt.view(branch).await?;
+    /// The state at a ref (a branch: its head; see [`Graph::resolve_ref`]).
+    pub async fn snapshot(&self, target: &str) -> Result<Snapshot> {
+        let view = self.read_at(target).await?.view;
         Ok(snapshot_of(&view, self.root().durability()))
     }
 
-    /// Commits reachable from `branch`'s head, newest first.
-    pub async fn commits(&self, branch: &str, limit: Option<usize>) -> Result<Vec<CommitInfo>> {
-        let view = self.rt.history_view(branch).await?;
-        let Some(head) = view.state.effective_head(branch) else {
-            return Ok(Vec::new());
+    /// Commits reachable from a ref (a branch: its head), newest first.
+    pub async fn commits(&self, target: &str, limit: Option<usize>) -> Result<Vec<CommitInfo>> {
+        let start = match self.resolve_ref(target).await? {
+            Resolved::Head(b) => {
+                let view = self.rt.history_view(&b).await?;
+                match view.state.effective_head(&b) {
+                    Some(head) => head.clone(),
+                    None => return Ok(Vec::new()),
+                }
+            }
+            Resolved::Commit(c) => c,
         };
-        let history = view.state.history(&head.commit_id)?;
+        let view = self.rt.history_view(&start.branch).await?;
+        let history = view.state.history(&start.commit_id)?;
         Ok(history.into_iter().take(limit.unwrap_or(usize::MAX)).map(CommitInfo::from).collect())
     }
 
-    /// One commit by id, on whichever live branch recorded it.
-    pub async fn commit(&self, id: &str) -> Result<CommitInfo> {
-        self.find_commit(id).await.map(|c| CommitInfo::from(&c))
+    /// The commit a ref names (a commit id, a tag, `main~2`, …).
+    pub async fn commit(&self, target: &str) -> Result<CommitInfo> {
+        self.resolve_commit(target).await.map(|c| CommitInfo::from(&c))
     }
 
     /// Find commit `id`: main first, then every live branch.

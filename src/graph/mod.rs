@@ -13,6 +13,7 @@ mod maintenance;
 pub mod memory;
 mod reads;
 mod recovery;
+mod refs;
 mod schema;
 pub mod wire;
 mod writes;
@@ -27,12 +28,14 @@ use crate::engine::init;
 use crate::engine::manifest;
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
+pub use crate::engine::tags::Tag;
 use crate::protocol::{OmniError, Result};
 pub use branches::{MergeOptions, MergeResult};
 pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
+pub use refs::Resolved;
 pub use writes::MutationRequest;
 
 /// How a handle may use the graph.
@@ -90,12 +93,14 @@ impl Default for WriteOptions {
     }
 }
 
-/// What a read runs against.
+/// What a read runs against. Either names any ref (a branch, a tag, a
+/// commit id, `REF~N`, `A...B`); they differ only in what a read's answer
+/// echoes (`branch` or `snapshot`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadTarget {
-    /// The head of a branch.
+    /// Given as a branch (`--branch`, `branch`).
     Branch(String),
-    /// An exact graph commit (time travel).
+    /// Given as a commit (`--commit`/`--snapshot`, `commit`/`snapshot`).
     Commit(String),
 }
 
@@ -106,6 +111,15 @@ impl ReadTarget {
         match commit {
             Some(c) => ReadTarget::Commit(c),
             None => ReadTarget::Branch(branch.unwrap_or_else(|| "main".into())),
+        }
+    }
+}
+
+impl ReadTarget {
+    /// The ref it names.
+    pub fn as_ref_text(&self) -> &str {
+        match self {
+            ReadTarget::Branch(r) | ReadTarget::Commit(r) => r,
         }
     }
 }
@@ -131,11 +145,14 @@ impl Graph {
         rt.schema().await?;
         if mode == OpenMode::ReadWrite {
             root.check_atomic_create().await?;
-            // A sidecar PUT cut short leaves `<op>.json#<n>`; no write of this
-            // process is in flight, so none of it can still be renamed in.
+            // A sidecar or tag PUT cut short leaves `<name>.json#<n>`; no
+            // write of this process is in flight, so none of it can still be
+            // renamed in.
             if !rt.any_live() {
-                for name in root.remove_staging_residue(crate::recovery::RECOVERY_DIR).await? {
-                    tracing::info!(%name, "removed the residue of an interrupted sidecar write");
+                for dir in [crate::recovery::RECOVERY_DIR, crate::engine::tags::TAGS_DIR] {
+                    for name in root.remove_staging_residue(dir).await? {
+                        tracing::info!(%name, "removed the residue of an interrupted write");
+                    }
                 }
             }
             sweep(&rt, Mode::Full, Scope::All).await?;

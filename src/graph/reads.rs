@@ -3,31 +3,11 @@
 use super::{Graph, ReadTarget};
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
-use crate::engine::manifest::ManifestView;
 use crate::engine::query::QueryContext;
 use crate::engine::read_limits::ReadLimits;
 use crate::protocol::{OmniError, Result};
 
 impl Graph {
-    /// The manifest snapshot a read target names, and its commit id.
-    pub(super) async fn snapshot_for(&self, target: &ReadTarget) -> Result<(ManifestView, String)> {
-        match target {
-            ReadTarget::Branch(b) => {
-                let view = self.rt.view(b).await?;
-                let head = view
-                    .state
-                    .effective_head(b)
-                    .map(|c| c.commit_id.clone())
-                    .ok_or_else(|| OmniError::NotFound(format!("a head commit on `{b}`")))?;
-                Ok((view, head))
-            }
-            ReadTarget::Commit(id) => {
-                let commit = self.find_commit(id).await?;
-                Ok((self.commit_view(&commit).await?, id.clone()))
-            }
-        }
-    }
-
     /// Run the read query `name` (or the file's only query) at `target`
     /// under the default [`ReadLimits`].
     pub async fn query(
@@ -50,8 +30,9 @@ impl Graph {
         target: &ReadTarget,
         limits: ReadLimits,
     ) -> Result<crate::engine::query::QueryResult> {
-        let (view, commit_id) = self.snapshot_for(target).await?;
-        let schema = self.schema_at(&view, &commit_id, matches!(target, ReadTarget::Branch(_))).await?;
+        let at = self.read_at(target.as_ref_text()).await?;
+        let (view, commit_id) = (at.view, at.commit_id);
+        let schema = self.schema_at(&view, &commit_id, at.at_head).await?;
         let ir = compile_one(&schema.catalog, source, name)?;
         let BodyIr::Read(read) = &ir.body else {
             return Err(OmniError::BadRequest(format!("`{}` is a mutation; use `mutate`", ir.name)));

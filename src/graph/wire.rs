@@ -161,6 +161,19 @@ pub fn branch_created_json(info: &BranchInfo, from: &str, uri: &str) -> Value {
     })
 }
 
+/// One tag: `{name, graph_commit_id, message, actor_id, created_at}`.
+pub fn tag_json(tag: &crate::engine::tags::Tag) -> Value {
+    json!({
+        "name": tag.name, "graph_commit_id": tag.graph_commit_id, "message": tag.message,
+        "actor_id": tag.actor_id, "created_at": tag.created_at,
+    })
+}
+
+/// Every tag: `{tags: [...]}`.
+pub fn tags_json(tags: &[crate::engine::tags::Tag]) -> Value {
+    json!({ "tags": tags.iter().map(tag_json).collect::<Vec<_>>() })
+}
+
 /// A deleted branch, in the graph at `uri`.
 /// (Reclaimed forks are named by their table path relative to the root.)
 pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {

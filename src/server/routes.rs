@@ -33,7 +33,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/healthz", "Liveness probe; `?verbose=true` adds each graph's actor counters"),
     ("get", "/openapi.json", "This document"),
     ("get", "/graphs", "List served graphs"),
-    ("get", "/graphs/{id}/snapshot", "Snapshot of a branch head"),
+    ("get", "/graphs/{id}/snapshot", "Snapshot of a branch head, or of any ref (`branch`)"),
     ("post", "/graphs/{id}/query", "Run a read query"),
     ("post", "/graphs/{id}/mutate", "Apply a mutation"),
     ("post", "/graphs/{id}/mutate/if-graph-commit", "Apply a mutation if the head is the given commit"),
@@ -51,8 +51,11 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ),
     ("get", "/graphs/{id}/indexes", "How much of its table each index of a branch covers"),
     ("post", "/graphs/{id}/cleanup", "Remove versions no retained commit reads (dry run unless confirm)"),
-    ("get", "/graphs/{id}/commits", "List commits, newest first"),
-    ("get", "/graphs/{id}/commits/{commit}", "One commit"),
+    ("get", "/graphs/{id}/commits", "List commits, newest first (`branch` takes any ref)"),
+    ("get", "/graphs/{id}/commits/{commit}", "One commit (any ref: a commit id, a tag, `main~2`, …)"),
+    ("get", "/graphs/{id}/tags", "List tags"),
+    ("post", "/graphs/{id}/tags", "Create a tag on a ref (default main's head); tags are immutable"),
+    ("delete", "/graphs/{id}/tags/{name}", "Delete a tag (names may contain `/`)"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
     ("post", "/graphs/{id}/schema/apply", "Apply a schema change as one commit (`dry_run` only plans it)"),
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
@@ -110,6 +113,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/indexes", get(index_status))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
+        .route("/graphs/{id}/tags", get(tag_list).post(tag_create))
+        .route("/graphs/{id}/tags/{*name}", axum::routing::delete(tag_delete))
         .route("/graphs/{id}/schema", get(schema))
         .route("/graphs/{id}/schema/apply", post(schema_apply))
         .route("/graphs/{id}/recovery", get(recovery))
@@ -688,6 +693,45 @@ async fn commit(
     s.actor(&headers)?;
     let c = s.graph(&id)?.commit(&commit).await?;
     Ok(axum::Json(wire::commit_json(&c)))
+}
+
+async fn tag_list(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    s.actor(&headers)?;
+    let tags = s.graph(&id)?.tags().await?;
+    Ok(axum::Json(wire::tags_json(&tags)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateTagBody {
+    name: String,
+    /// The ref tagged (default main's head).
+    #[serde(rename = "ref", alias = "commit", alias = "target")]
+    target: Option<String>,
+    message: Option<String>,
+}
+
+async fn tag_create(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CreateTagBody>(b))?;
+    let g = s.graph(&id)?;
+    let tag = g.tag_create(&req.name, req.target.as_deref(), req.message.as_deref(), Some(&actor)).await?;
+    Ok(axum::Json(wire::tag_json(&tag)))
+}
+
+async fn tag_delete(
+    State(s): State<Arc<AppState>>,
+    Path((id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let actor = s.actor(&headers)?;
+    let _slot = s.admit(&actor)?;
+    let tag = s.graph(&id)?.tag_delete(&name).await?;
+    Ok(axum::Json(wire::tag_json(&tag)))
 }
 
 async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

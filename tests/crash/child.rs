@@ -29,6 +29,10 @@ pub enum Action {
     Open,
     /// Open read-write, then `cleanup --keep N --confirm`.
     Cleanup(usize),
+    /// Open read-write, then tag main's head as `name`.
+    TagCreate(String),
+    /// Open read-write, then delete tag `name`.
+    TagDelete(String),
 }
 
 impl Action {
@@ -39,6 +43,8 @@ impl Action {
             Action::BranchDelete(name) => format!("delete|{name}"),
             Action::Open => "open".into(),
             Action::Cleanup(keep) => format!("cleanup|{keep}"),
+            Action::TagCreate(name) => format!("tag|{name}"),
+            Action::TagDelete(name) => format!("untag|{name}"),
         }
     }
 
@@ -53,6 +59,8 @@ impl Action {
             ["delete", name] => Action::BranchDelete(name.to_string()),
             ["open"] => Action::Open,
             ["cleanup", keep] => Action::Cleanup(keep.parse().ok()?),
+            ["tag", name] => Action::TagCreate(name.to_string()),
+            ["untag", name] => Action::TagDelete(name.to_string()),
             _ => return None,
         })
     }
@@ -65,6 +73,8 @@ impl Action {
             Action::BranchDelete(name) => g.branch_delete(name).await.map(drop),
             Action::Open => Ok(()),
             Action::Cleanup(keep) => g.cleanup(Some(*keep), None, true).await.map(drop),
+            Action::TagCreate(name) => g.tag_create(name, None, Some("crash"), None).await.map(drop),
+            Action::TagDelete(name) => g.tag_delete(name).await.map(drop),
         }
     }
 }

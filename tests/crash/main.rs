@@ -882,6 +882,57 @@ async fn crash_inside_branch_create_and_delete_recovers_clean() {
     }
 }
 
+/// Tag failpoints with a crash test below.
+const TAG_CRASHES: [&str; 4] =
+    ["tag_create.before_record", "tag_create.after_record", "tag_delete.before_record", "tag_delete.after_record"];
+
+/// Crash tag create and delete around their one durable record: after a
+/// reopen the tag is absent or whole (naming the head it was made on, and
+/// readable by time travel), no sidecar is left, and the name works again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_inside_tag_create_and_delete_leaves_it_absent_or_whole() {
+    let _s = serial().await;
+    for point in TAG_CRASHES {
+        let (_dir, loc, before, _after, _) = setup(Op::MutationInsert).await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        let head = g.commits("main", Some(1)).await.expect("commits")[0].commit_id.clone();
+        let deleting = point.starts_with("tag_delete");
+        if deleting {
+            g.tag_create("t", None, None, None).await.expect("tag to delete");
+        }
+        shut_down(g).await;
+        let action = if deleting { child::Action::TagDelete("t".into()) } else { child::Action::TagCreate("t".into()) };
+        let l = loc.clone();
+        tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
+
+        let g = Omnigraph::open(&loc).await.expect("reopen");
+        let exists = matches!(point, "tag_create.after_record" | "tag_delete.before_record");
+        let tags = g.tags().await.expect("tags");
+        assert_eq!(tags.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), if exists { vec!["t"] } else { vec![] });
+        assert!(list_pending(g.root()).await.expect("pending").is_empty(), "{point}: a sidecar was left");
+        let residue: Vec<String> = g.root().list(omnigraph::engine::tags::TAGS_DIR).await.expect("list");
+        assert_eq!(residue.len(), usize::from(exists), "{point}: {residue:?}");
+        if exists {
+            assert_eq!(tags[0].graph_commit_id, head, "{point}: the tag names another commit");
+            assert_eq!(g.commit("t").await.expect("resolve").commit_id, head, "{point}");
+            g.tag_delete("t").await.unwrap_or_else(|e| panic!("{point}: delete failed: {e}"));
+        }
+        // The name can be used again, and the tag reads its commit.
+        g.tag_create("t", None, None, None).await.unwrap_or_else(|e| panic!("{point}: create failed: {e}"));
+        let at_tag: Counts = g
+            .snapshot("t")
+            .await
+            .expect("snapshot at the tag")
+            .tables
+            .into_iter()
+            .map(|t| (t.table_key, (t.version, t.row_count)))
+            .collect();
+        assert_eq!(at_tag, pins(&g).await, "{point}: the tag reads another state than the head it named");
+        assert_eq!(counts(&g).await, before, "{point}: main changed");
+        assert_clean(&g, point).await;
+    }
+}
+
 /// Cleanup failpoints with a crash test below.
 const CLEANUP_CRASHES: [&str; 2] = ["cleanup.after_plan", "cleanup.between_tables"];
 

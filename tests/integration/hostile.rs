@@ -211,6 +211,15 @@ fn probes() -> Vec<Probe> {
     for p in &mut out[first_branch_probe..] {
         p.bad_branch = true;
     }
+    // Tags follow the branch rules (their error names a tag), and a commit
+    // route takes any ref.
+    for b in bad_branches {
+        let enc: String = b.bytes().map(|c| format!("%{c:02X}")).collect();
+        out.push(probe("POST", "/graphs/g/tags", json!({"name": b}).to_string()));
+        out.push(probe("POST", "/graphs/g/tags", json!({"name": "fine-tag", "ref": b}).to_string()));
+        out.push(probe("DELETE", format!("/graphs/g/tags/{enc}"), ""));
+        out.push(probe("GET", format!("/graphs/g/commits/{enc}"), ""));
+    }
     // Hostile paths, query strings, methods and content types.
     for p in [
         "/graphs/%FF/snapshot",

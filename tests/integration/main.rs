@@ -32,6 +32,7 @@ mod memory;
 mod merge;
 mod publisher;
 mod queries;
+mod refs;
 #[path = "../support/s3.rs"]
 mod s3;
 mod s3_graphs;

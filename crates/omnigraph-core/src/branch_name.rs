@@ -18,7 +18,18 @@ pub const MAX_NAME_LEN: usize = 200;
 
 /// Check that `name` may name a new branch.
 pub fn validate(name: &str) -> Result<()> {
-    let bad = |why: &str| Err(OmniError::BadRequest(format!("invalid branch name `{}`: {why}", name.escape_debug())));
+    validate_as("branch", name)
+}
+
+/// Check that `name` may name a new tag: the branch rules, so that a ref
+/// parses the same whichever it names.
+pub fn validate_tag(name: &str) -> Result<()> {
+    validate_as("tag", name)
+}
+
+/// The name rules, with `what` (`branch`, `tag`) in the error.
+fn validate_as(what: &str, name: &str) -> Result<()> {
+    let bad = |why: &str| Err(OmniError::BadRequest(format!("invalid {what} name `{}`: {why}", name.escape_debug())));
     if name.is_empty() {
         return bad("it is empty");
     }
@@ -44,7 +55,7 @@ pub fn validate(name: &str) -> Result<()> {
     }
     let first = name.split('/').next().unwrap_or_default();
     if first == MAIN {
-        return bad("`main` is the default branch and reserved");
+        return bad("`main` is the default branch's name and reserved");
     }
     if first.starts_with("__") {
         return bad("names starting with `__` are reserved for internal use");

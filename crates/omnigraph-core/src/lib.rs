@@ -10,6 +10,7 @@ pub mod load;
 pub mod memory_budget;
 pub mod protocol;
 pub mod read_limits;
+pub mod refs;
 pub mod rows;
 pub mod three_way;
 pub mod validate;

@@ -11,6 +11,7 @@
 use serde::Serialize;
 use tracing::{Instrument, info, info_span, warn};
 
+use super::control::{ControlOp, Planned};
 use super::gates::{Gates, table_uris};
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{LeaseMode, LeaseSet};
@@ -107,75 +108,6 @@ pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
     }
     .instrument(span)
     .await
-}
-
-/// A control operation: no sidecar and no commit, but the writers' way up to
-/// its effects. [`Planned`] names its gates, [`Gated`] holds them (taken in
-/// gate order), [`Checked`] has refused what must not happen under them and
-/// holds the table gates its effects need; only `apply` makes effects,
-/// through the owning actors, each presenting a lease the step holds.
-trait ControlOp: Sized {
-    /// What the checks found, for the effects.
-    type Checked;
-    /// What the operation answers.
-    type Output;
-    /// The gates taken before anything is read.
-    fn gates(&self) -> Gates;
-    /// Under the gates: refuse what must not happen, and name the table
-    /// gates the effects need.
-    async fn check(self, rt: &Runtime) -> Result<(Self::Checked, Gates)>;
-    /// The effects, under every gate.
-    async fn apply(checked: Self::Checked, rt: &Runtime, leases: LeaseSet) -> Result<Self::Output>;
-}
-
-/// A control operation with no gate taken.
-struct Planned<'a, O> {
-    rt: &'a Runtime,
-    op: O,
-}
-
-impl<'a, O: ControlOp> Planned<'a, O> {
-    fn new(rt: &'a Runtime, op: O) -> Self {
-        Planned { rt, op }
-    }
-
-    /// Take the operation's gates in gate order.
-    async fn lease(self) -> Result<Gated<'a, O>> {
-        let leases = self.op.gates().acquire(self.rt).await?;
-        Ok(Gated { rt: self.rt, op: self.op, leases })
-    }
-}
-
-/// A control operation holding its gates.
-struct Gated<'a, O> {
-    rt: &'a Runtime,
-    op: O,
-    leases: LeaseSet,
-}
-
-impl<'a, O: ControlOp> Gated<'a, O> {
-    /// Check the preconditions under the gates, then take the table gates
-    /// the effects need (after the branch gates, in order).
-    async fn check(self) -> Result<Checked<'a, O>> {
-        let Gated { rt, op, mut leases } = self;
-        let (checked, tables) = op.check(rt).await?;
-        tables.take(rt, &mut leases).await?;
-        Ok(Checked { rt, checked, leases })
-    }
-}
-
-/// A control operation checked under its gates: ready for its effects.
-struct Checked<'a, O: ControlOp> {
-    rt: &'a Runtime,
-    checked: O::Checked,
-    leases: LeaseSet,
-}
-
-impl<O: ControlOp> Checked<'_, O> {
-    /// Make the effects; the gates are released when they are done.
-    async fn apply(self) -> Result<O::Output> {
-        O::apply(self.checked, self.rt, self.leases).await
-    }
 }
 
 /// Branch create.
@@ -283,6 +215,15 @@ impl<'a> ControlOp for Delete<'a> {
             return Err(OmniError::BranchConflict {
                 branch: name.into(),
                 reason: format!("branch `{child}` was created from it; delete `{child}` first"),
+            });
+        }
+        if let Some(tag) = super::tags::pinning_branch(rt, name).await? {
+            return Err(OmniError::BranchConflict {
+                branch: name.into(),
+                reason: format!(
+                    "tag `{}` names commit {} made on it, which would become unreadable; delete the tag first",
+                    tag.name, tag.graph_commit_id
+                ),
             });
         }
         let uris = table_uris(rt, &view);

@@ -3,7 +3,7 @@
 //! ```text
 //! refuse if a sidecar is pending → schema gate (exclusive: no write or
 //! branch control runs) → refuse if a sidecar is pending → per live branch:
-//! retained commits (engine::retention) → the keep set: every __manifest
+//! retained commits (engine::retention) and tagged commits → the keep set: every __manifest
 //! version a retained commit produced, every table version those manifests
 //! pin, every ref's latest → per dataset ref: remove the other versions
 //! ```
@@ -30,6 +30,7 @@ use crate::engine::branch_name::MAIN;
 use crate::engine::manifest::{self, ManifestView, merge_base};
 use crate::engine::retention::{KeepSet, RetentionPolicy};
 use crate::engine::storage::table::{self, VersionRemoval};
+use crate::engine::tags;
 use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
 use crate::recovery::list_pending;
@@ -67,6 +68,18 @@ pub struct CleanupReport {
     /// Tables a schema apply dropped that no retained commit reads: their
     /// datasets are deleted, or to delete.
     pub dropped_tables: Vec<DroppedTable>,
+    /// Tags that keep a commit the policy alone would remove (a tag is a
+    /// retention root: time travel to it keeps working).
+    pub pinned_by_tags: Vec<TagPin>,
+}
+
+/// A tag keeping its commit's versions.
+#[derive(Debug, Clone, Serialize)]
+pub struct TagPin {
+    /// The tag's name.
+    pub tag: String,
+    /// The commit it keeps readable.
+    pub graph_commit_id: String,
 }
 
 /// A dropped type's dataset that nothing retained reads.
@@ -124,6 +137,7 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
             tables: Vec::new(),
             orphan_forks: Vec::new(),
             dropped_tables: Vec::new(),
+            pinned_by_tags: plan.pinned_by_tags.clone(),
         };
         for (key, location, branch) in &plan.refs {
             let line = clean_ref(rt, &plan.keep, key, location, branch.as_deref(), req.confirm).await?;
@@ -179,6 +193,7 @@ struct Plan {
     dropped: Vec<(String, String)>,
     retained: usize,
     removed: usize,
+    pinned_by_tags: Vec<TagPin>,
 }
 
 /// Retained commits of every live branch and what they read.
@@ -201,6 +216,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
         heads.push(view);
     }
     retain_merge_bases(&heads, &branches, &mut retained)?;
+    let pinned_by_tags = retain_tagged(rt, &branches, &mut retained).await?;
     let views = load_retained(rt, &retained).await?;
     let live: BTreeSet<(&str, u64)> = views.iter().chain(&heads).map(|v| (v.branch.as_str(), v.version)).collect();
     retained.retain(|(b, v, _)| live.contains(&(b.as_str(), *v)));
@@ -235,8 +251,29 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     }
     let (refs, orphans) = dataset_refs(rt, &branches, kept, &keep).await?;
     let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
-    let removed = seen.len() - kept_ids.len();
-    Ok(Plan { keep, refs, orphans, dropped: gone, retained: kept_ids.len(), removed })
+    let removed = seen.iter().filter(|id| !kept_ids.contains(id)).count();
+    Ok(Plan { keep, refs, orphans, dropped: gone, retained: kept_ids.len(), removed, pinned_by_tags })
+}
+
+/// Keep every tagged commit (a tag is a retention root), and name the tags
+/// that keep a commit the policy alone would not.
+async fn retain_tagged(
+    rt: &Runtime,
+    branches: &[String],
+    retained: &mut BTreeSet<(String, u64, String)>,
+) -> Result<Vec<TagPin>> {
+    let mut pins = Vec::new();
+    for tag in tags::list(rt.root()).await? {
+        // A branch delete refuses while a tag names a commit made on it.
+        if !branches.contains(&tag.branch) {
+            continue;
+        }
+        if !retained.iter().any(|(_, _, id)| *id == tag.graph_commit_id) {
+            pins.push(TagPin { tag: tag.name.clone(), graph_commit_id: tag.graph_commit_id.clone() });
+        }
+        retained.insert((tag.branch, tag.manifest_version, tag.graph_commit_id));
+    }
+    Ok(pins)
 }
 
 /// The manifests the retained `(branch, version, commit)`s produced. A

@@ -4,6 +4,7 @@
 
 pub mod branch_control;
 pub mod cleanup;
+pub mod control;
 pub mod ensure_indices;
 pub mod failpoints;
 pub mod gates;
@@ -14,4 +15,5 @@ pub mod pipeline;
 pub mod recovery;
 pub mod revalidate;
 pub mod schema_apply;
+pub mod tags;
 pub mod write;

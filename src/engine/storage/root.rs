@@ -121,6 +121,18 @@ impl Root {
         Ok(())
     }
 
+    /// Write a whole object only if none exists at `rel` (one atomic
+    /// create-if-absent: a local temp file linked into place, a conditional
+    /// PUT on S3). `false` when one existed, which is left as it was.
+    pub async fn create(&self, rel: &str, bytes: Vec<u8>) -> Result<bool> {
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&self.path(rel), PutPayload::from(bytes), opts).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(false),
+            Err(e) => Err(OmniError::storage(format!("creating {rel}"), e)),
+        }
+    }
+
     /// Read a whole object; `None` when it does not exist.
     pub async fn get(&self, rel: &str) -> Result<Option<Bytes>> {
         match self.store.get(&self.path(rel)).await {
