@@ -28,6 +28,7 @@ pub use actors::saga::merge::MergeReport;
 pub use actors::saga::optimize::{ManifestCompaction, OptimizeReport, TableOptimize};
 pub use actors::saga::schema_apply::SchemaApplyReport;
 pub use actors::saga::write::WriteOutcome;
+pub use engine::diff::{Change, DiffFilter, Op as ChangeOp, PropertyChange, TypeStats};
 pub use engine::lang::catalog::evolve::{Step as SchemaStep, StepKind as SchemaStepKind};
 pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
@@ -37,8 +38,8 @@ pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
-    CommitInfo, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult, MutationRequest, Omnigraph,
-    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot, TableIndexStatus, TableSnapshot, Tag,
-    WriteOptions, result_rows, wire,
+    CommitInfo, DiffPage, DiffStats, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult,
+    MutationRequest, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot,
+    TableIndexStatus, TableSnapshot, Tag, WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

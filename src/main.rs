@@ -296,6 +296,36 @@ enum Command {
         #[command(subcommand)]
         command: CommitCommand,
     },
+    /// What changed between two refs, entity by entity.
+    Diff {
+        /// Counts per type only.
+        #[arg(long)]
+        stat: bool,
+        /// Only these types (repeatable).
+        #[arg(long = "type")]
+        types: Vec<String>,
+        /// Only nodes or only edges.
+        #[arg(long, value_parser = ["node", "edge"])]
+        kind: Option<String>,
+        /// Only these ops: insert, update, delete (repeatable).
+        #[arg(long = "op")]
+        ops: Vec<String>,
+        /// The page after the one that handed out this token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Changes per page (default 1000, at most 10000).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON: {from, to, changes, next_page_token?} (with --stat: {from, to, stats}).
+        #[arg(long)]
+        json: bool,
+        /// The ref diffed from.
+        from: String,
+        /// The ref diffed to.
+        to: String,
+        /// The graph.
+        graph: String,
+    },
     /// Create, list and delete tags: immutable names for commits.
     Tag {
         #[command(subcommand)]
@@ -722,6 +752,7 @@ impl Command {
                 command:
                     TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
             } => *json,
+            Command::Diff { json, .. } => *json,
             Command::Schema {
                 command:
                     SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
@@ -826,6 +857,17 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn print_change(c: &omnigraph::Change) {
+    let mark = match c.op {
+        omnigraph::ChangeOp::Insert => "+",
+        omnigraph::ChangeOp::Update => "~",
+        omnigraph::ChangeOp::Delete => "-",
+    };
+    let changed: Vec<String> =
+        c.changed.iter().map(|p| format!("{}: {} -> {}", p.property, p.before, p.after)).collect();
+    outln!("{mark} {} {} {}  {}", c.kind, c.type_name, c.id, changed.join(", "));
 }
 
 async fn run_tag(command: TagCommand) -> Result<()> {
@@ -1041,6 +1083,30 @@ async fn run_command(command: Command) -> Result<()> {
         }
         Command::Branch { command } => run_branch(command).await,
         Command::Tag { command } => run_tag(command).await,
+        Command::Diff { stat, types, kind, ops, page_token, limit, json, from, to, graph } => {
+            let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
+            let filter = omnigraph::DiffFilter { types, kind, ops };
+            let g = read_only(&graph).await?;
+            if stat {
+                let d = g.diff_stats(&from, &to, &filter).await?;
+                if json {
+                    return print_json(&d);
+                }
+                for s in &d.stats {
+                    outln!("{:<4} {:<24} +{} ~{} -{}", s.kind, s.type_name, s.inserted, s.updated, s.deleted);
+                }
+                return Ok(());
+            }
+            let page = g.diff(&from, &to, &filter, page_token.as_deref(), limit).await?;
+            if json {
+                return print_json(&page);
+            }
+            page.changes.iter().for_each(print_change);
+            if let Some(t) = &page.next_page_token {
+                outln!("more: --page-token {t}");
+            }
+            Ok(())
+        }
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let c = read_only(&graph).await?.commit(&id).await?;
             if json { print_json(&wire::commit_json(&c)) } else { print_commit(&c) }

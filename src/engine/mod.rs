@@ -7,6 +7,7 @@
 pub use omnigraph_core::{branch_name, lang, load, memory_budget, read_limits, refs, rows, three_way, validate, walk};
 
 pub mod committed;
+pub mod diff;
 pub mod export;
 pub mod index_status;
 pub mod init;

@@ -7,6 +7,7 @@
 //! JSON shapes the CLI and the daemon answer with.
 
 mod branches;
+mod diff;
 mod export;
 mod history;
 mod maintenance;
@@ -31,6 +32,7 @@ use crate::engine::storage::Root;
 pub use crate::engine::tags::Tag;
 use crate::protocol::{OmniError, Result};
 pub use branches::{MergeOptions, MergeResult};
+pub use diff::{DiffPage, DiffStats};
 pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;

@@ -53,6 +53,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("post", "/graphs/{id}/cleanup", "Remove versions no retained commit reads (dry run unless confirm)"),
     ("get", "/graphs/{id}/commits", "List commits, newest first (`branch` takes any ref)"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit (any ref: a commit id, a tag, `main~2`, …)"),
+    ("get", "/graphs/{id}/diff", "What changed between two refs (`from`, `to`), paged; `stat=true` counts per type"),
     ("get", "/graphs/{id}/tags", "List tags"),
     ("post", "/graphs/{id}/tags", "Create a tag on a ref (default main's head); tags are immutable"),
     ("delete", "/graphs/{id}/tags/{name}", "Delete a tag (names may contain `/`)"),
@@ -113,6 +114,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/indexes", get(index_status))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
+        .route("/graphs/{id}/diff", get(diff))
         .route("/graphs/{id}/tags", get(tag_list).post(tag_create))
         .route("/graphs/{id}/tags/{*name}", axum::routing::delete(tag_delete))
         .route("/graphs/{id}/schema", get(schema))
@@ -693,6 +695,43 @@ async fn commit(
     s.actor(&headers)?;
     let c = s.graph(&id)?.commit(&commit).await?;
     Ok(axum::Json(wire::commit_json(&c)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffParams {
+    from: String,
+    to: String,
+    /// Comma-separated type names.
+    #[serde(rename = "type")]
+    types: Option<String>,
+    kind: Option<String>,
+    /// Comma-separated ops.
+    op: Option<String>,
+    page_token: Option<String>,
+    limit: Option<usize>,
+    #[serde(default)]
+    stat: bool,
+}
+
+fn comma_list(text: Option<&str>) -> Vec<String> {
+    text.map(|t| t.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()).unwrap_or_default()
+}
+
+async fn diff(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<DiffParams>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let ops = comma_list(q.op.as_deref()).iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
+    let filter = crate::engine::diff::DiffFilter { types: comma_list(q.types.as_deref()), kind: q.kind, ops };
+    let g = s.graph(&id)?;
+    if q.stat {
+        return Ok(axum::Json(json!(g.diff_stats(&q.from, &q.to, &filter).await?)));
+    }
+    Ok(axum::Json(json!(g.diff(&q.from, &q.to, &filter, q.page_token.as_deref(), q.limit).await?)))
 }
 
 async fn tag_list(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

@@ -86,7 +86,10 @@ fn bad_arguments_and_bad_schemas_fail_cleanly() {
     let out = omnigraph(&["init", "--schema", &example_schema(), &loc]);
     assert!(out.status.success());
     assert_one_line_error(&omnigraph(&["init", "--schema", &example_schema(), &loc]), "already exists");
-    assert_one_line_error(&omnigraph(&["commit", "show", "01NOPE", &loc]), "no branch, tag or commit is named `01NOPE`");
+    assert_one_line_error(
+        &omnigraph(&["commit", "show", "01NOPE", &loc]),
+        "no branch, tag or commit is named `01NOPE`",
+    );
     let out = omnigraph(&["snapshot", "--json", &loc, "--branch", "nope"]);
     assert!(!out.status.success());
     let body: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json error body");

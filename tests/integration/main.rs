@@ -14,6 +14,7 @@ mod connections;
 #[path = "../support/content.rs"]
 mod content;
 mod cookbooks;
+mod diff;
 mod docs_examples;
 mod durability;
 mod export;

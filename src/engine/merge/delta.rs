@@ -90,6 +90,12 @@ impl<'d> PrintScan<'d> {
         Ok(PrintScan { ds, stream: table::scan_stream(ds).await?, converter: None })
     }
 
+    /// A scan of only `columns` (which hold `id`): fingerprints over the
+    /// columns two versions of a table share.
+    pub async fn of_columns(ds: &'d Dataset, columns: &[&str]) -> Result<Self> {
+        Ok(PrintScan { ds, stream: table::scan_columns_stream(ds, columns).await?, converter: None })
+    }
+
     /// The next batch's `(id key, fingerprint)` pairs; `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<(Hash128, Hash128)>>> {
         let Some(batch) = self.stream.next().await else { return Ok(None) };
@@ -104,8 +110,16 @@ impl<'d> PrintScan<'d> {
 
 /// Every row's fingerprint by id key, at the dataset's checked-out version.
 pub async fn fingerprints(ds: &Dataset) -> Result<Prints> {
+    collect_prints(PrintScan::new(ds).await?).await
+}
+
+/// [`fingerprints`] over only `columns` (which hold `id`).
+pub async fn fingerprints_of(ds: &Dataset, columns: &[&str]) -> Result<Prints> {
+    collect_prints(PrintScan::of_columns(ds, columns).await?).await
+}
+
+async fn collect_prints(mut scan: PrintScan<'_>) -> Result<Prints> {
     let mut out = Prints::new();
-    let mut scan = PrintScan::new(ds).await?;
     while let Some(pairs) = scan.next().await? {
         out.extend(pairs);
     }

@@ -1,0 +1,199 @@
+//! Diffs between any two refs: every op on nodes and edges, across a merge,
+//! between branches and a tag, paging, filters, physical no-ops, and the
+//! CLI and HTTP surfaces.
+
+use std::process::Command;
+
+use omnigraph::{ChangeOp, DiffFilter, Graph, LoadMode, OmniError, WriteOptions};
+use serde_json::{Map, Value, json};
+
+use crate::common::{loaded_social_graph, temp_graph_dir};
+use crate::server::{get, post, start};
+
+fn on(branch: &str) -> WriteOptions {
+    WriteOptions { branch: branch.into(), ..WriteOptions::default() }
+}
+
+async fn mutate(g: &Graph, branch: &str, src: &str) -> String {
+    let out = g.mutate(src, None, Map::new(), &on(branch)).await.unwrap_or_else(|e| panic!("{src}: {e}"));
+    out.commit_id.expect("a commit")
+}
+
+async fn head(g: &Graph, r: &str) -> String {
+    g.commit(r).await.expect("head").commit_id
+}
+
+/// `(kind, type, id, op)` of every change, in order.
+fn shape(page: &omnigraph::DiffPage) -> Vec<(String, String, String, ChangeOp)> {
+    page.changes.iter().map(|c| (c.kind.to_string(), c.type_name.clone(), c.id.clone(), c.op)).collect()
+}
+
+fn all() -> DiffFilter {
+    DiffFilter::default()
+}
+
+#[tokio::test]
+async fn every_op_on_nodes_and_edges_with_images_and_changed_properties() {
+    let (_dir, g) = loaded_social_graph().await;
+    let c0 = head(&g, "main").await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Dan", age: 5 } }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 32 } where name = "Alice" }"#).await;
+    mutate(&g, "main", r#"query q() { insert Knows { from: "Dan", to: "Alice" } }"#).await;
+    mutate(&g, "main", r#"query q() { delete Person where name = "Carol" }"#).await;
+    let page = g.diff(&c0, "main", &all(), None, None).await.expect("diff");
+    assert_eq!((page.from.clone(), page.to.clone()), (c0.clone(), head(&g, "main").await));
+    let changes = shape(&page);
+    // Nodes first, by type then id; Carol's delete took her edges with it.
+    let nodes: Vec<(&str, ChangeOp)> =
+        changes.iter().take_while(|c| c.0 == "node").map(|c| (c.2.as_str(), c.3)).collect();
+    assert_eq!(nodes, [("Alice", ChangeOp::Update), ("Carol", ChangeOp::Delete), ("Dan", ChangeOp::Insert)]);
+    let mut edges: Vec<(&str, ChangeOp)> = changes.iter().skip(nodes.len()).map(|c| (c.1.as_str(), c.3)).collect();
+    assert!(changes.iter().skip(nodes.len()).all(|c| c.0 == "edge"), "{changes:?}");
+    assert!(edges.windows(2).all(|w| w[0].0 <= w[1].0), "edges by type: {edges:?}");
+    edges.sort();
+    assert_eq!(edges, [("Knows", ChangeOp::Insert), ("Knows", ChangeOp::Delete), ("WorksAt", ChangeOp::Delete)]);
+    let alice = page.changes.iter().find(|c| c.id == "Alice").expect("Alice");
+    assert_eq!(alice.changed.len(), 1, "{alice:?}");
+    assert_eq!(
+        (alice.changed[0].property.as_str(), &alice.changed[0].before, &alice.changed[0].after),
+        ("age", &json!(31), &json!(32))
+    );
+    assert_eq!(alice.before.as_ref().and_then(|b| b["email"].as_str()), Some("alice@example.com"));
+    let dan = page.changes.iter().find(|c| c.id == "Dan").expect("Dan");
+    assert_eq!(
+        (dan.op, dan.before.is_none(), dan.after.clone()),
+        (ChangeOp::Insert, true, Some(json!({"id": "Dan", "name": "Dan", "age": 5})))
+    );
+    let carol = page.changes.iter().find(|c| c.id == "Carol").expect("Carol");
+    assert_eq!((carol.op, carol.after.is_none()), (ChangeOp::Delete, true));
+    let new_edge = page.changes.iter().find(|c| c.type_name == "Knows" && c.op == ChangeOp::Insert).expect("edge");
+    assert_eq!(new_edge.after.as_ref().map(|a| a["endpoints"].clone()), Some(json!({"from": "Dan", "to": "Alice"})));
+    let gone_edges = page.changes.iter().filter(|c| c.kind == "edge" && c.op == ChangeOp::Delete).count();
+    assert_eq!(gone_edges, 2, "Bob->Carol and Carol@Acme: {:?}", shape(&page));
+    // An edge updated through a keyed load is an edge update.
+    let id = new_edge.id.clone();
+    let line = format!(
+        r#"{{"edge": "Knows", "from": "Dan", "to": "Alice", "data": {{"id": "{id}", "since": "2024-02-02"}}}}"#
+    );
+    let before_load = head(&g, "main").await;
+    g.load(line.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("merge load");
+    let page = g.diff(&before_load, "main", &all(), None, None).await.expect("diff");
+    assert_eq!(shape(&page), [("edge".into(), "Knows".into(), id, ChangeOp::Update)]);
+    assert_eq!(page.changes[0].changed[0].property, "since");
+    // The reverse diff swaps inserts and deletes.
+    let back = g.diff("main", &c0, &all(), None, None).await.expect("reverse");
+    assert!(back.changes.iter().any(|c| c.id == "Dan" && c.op == ChangeOp::Delete));
+    assert!(back.changes.iter().any(|c| c.id == "Carol" && c.op == ChangeOp::Insert));
+    // Counts per type match the changes.
+    let stats = g.diff_stats(&c0, &before_load, &all()).await.expect("stats");
+    let person = stats.stats.iter().find(|s| s.type_name == "Person").expect("person stats");
+    assert_eq!((person.inserted, person.updated, person.deleted), (1, 1, 1));
+}
+
+#[tokio::test]
+async fn branches_tags_merges_filters_pages_and_physical_noops() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.tag_create("base", None, None, None).await.expect("tag");
+    g.branch_create("feature", "main").await.expect("branch");
+    for i in 0..7 {
+        mutate(&g, "feature", &format!(r#"query q() {{ insert Person {{ name: "F{i}", age: {i} }} }}"#)).await;
+    }
+    mutate(&g, "main", r#"query q() { update Person set { age: 50 } where name = "Bob" }"#).await;
+    // Between two branches and between a branch and a tag.
+    let fb = g.diff("main", "feature", &all(), None, None).await.expect("main..feature");
+    assert_eq!(fb.changes.len(), 8, "7 inserts on feature, Bob's age on main: {:?}", shape(&fb));
+    let ft = g.diff("base", "feature", &all(), None, None).await.expect("base..feature");
+    assert_eq!(ft.changes.iter().filter(|c| c.op == ChangeOp::Insert).count(), 7);
+    assert!(ft.changes.iter().all(|c| c.op == ChangeOp::Insert));
+    // Filters.
+    let only_updates = DiffFilter { ops: vec![ChangeOp::Update], ..all() };
+    assert_eq!(g.diff("main", "feature", &only_updates, None, None).await.expect("ops").changes.len(), 1);
+    let only_edges = DiffFilter { kind: Some("edge".into()), ..all() };
+    assert!(g.diff("main", "feature", &only_edges, None, None).await.expect("kind").changes.is_empty());
+    let companies = DiffFilter { types: vec!["Company".into()], ..all() };
+    assert!(g.diff("main", "feature", &companies, None, None).await.expect("type").changes.is_empty());
+    // Pages of 3 concatenate to the whole diff and never repeat an entity.
+    let mut paged = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = g.diff("main", "feature", &all(), token.as_deref(), Some(3)).await.expect("page");
+        assert!(page.changes.len() <= 3);
+        paged.extend(shape(&page));
+        match page.next_page_token {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    assert_eq!(paged, shape(&fb));
+    // A token bound to another filter is refused; a made-up one too.
+    let first = g.diff("main", "feature", &all(), None, Some(3)).await.expect("first");
+    let t = first.next_page_token.expect("more pages");
+    assert!(matches!(g.diff("main", "feature", &only_updates, Some(&t), Some(3)).await, Err(OmniError::BadRequest(_))));
+    assert!(matches!(g.diff("main", "feature", &all(), Some("zz"), None).await, Err(OmniError::BadRequest(_))));
+    // Across the merge: main after it against before it is feature's inserts.
+    let before_merge = head(&g, "main").await;
+    g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("merge");
+    let merged = g.diff(&before_merge, "main", &all(), None, None).await.expect("across the merge");
+    assert_eq!(merged.changes.len(), 7, "{:?}", shape(&merged));
+    // A compaction is a commit but changes no entity.
+    let before_optimize = head(&g, "main").await;
+    g.optimize("main", None).await.expect("optimize");
+    assert_ne!(head(&g, "main").await, before_optimize, "optimize made a commit");
+    assert!(g.diff(&before_optimize, "main", &all(), None, None).await.expect("noop").changes.is_empty());
+    // Bad input.
+    assert!(matches!(g.diff("nope", "main", &all(), None, None).await, Err(OmniError::NotFound(_))));
+    let unknown_type = DiffFilter { types: vec!["Nope".into()], ..all() };
+    assert!(matches!(g.diff("main", "base", &unknown_type, None, None).await, Err(OmniError::NotFound(_))));
+    let bad_kind = DiffFilter { kind: Some("vertex".into()), ..all() };
+    assert!(matches!(g.diff("main", "base", &bad_kind, None, None).await, Err(OmniError::BadRequest(_))));
+    assert!(matches!(g.diff("main", "base", &all(), None, Some(0)).await, Err(OmniError::BadRequest(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_http_answer_diffs_in_one_shape() {
+    let (_dir, loc) = temp_graph_dir();
+    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run");
+    assert!(run(&["init", "--schema", &schema, &loc]).status.success());
+    assert!(run(&["load", "--data", &data, "--mode", "overwrite", &loc]).status.success());
+    let m = run(&["mutate", "-e", r#"query q() { insert Person { name: "Dan", age: 5 } }"#, &loc]);
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let out = run(&["diff", "main~1", "main", "--json", &loc]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["changes"][0],
+        json!({"kind": "node", "type": "Person", "id": "Dan", "op": "insert", "after": {"id": "Dan", "name": "Dan", "age": 5}, "changed": []})
+    );
+    assert!(v.get("next_page_token").is_none(), "{v}");
+    let stat: Value =
+        serde_json::from_slice(&run(&["diff", "--stat", "main~1", "main", "--json", &loc]).stdout).expect("json");
+    assert_eq!(stat["stats"], json!([{"kind": "node", "type": "Person", "inserted": 1, "updated": 0, "deleted": 0}]));
+    let bad = run(&["diff", "--op", "upsert", "main~1", "main", "--json", &loc]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let s = start().await;
+    let (st, _) =
+        post(&s, "/graphs/g/mutate", json!({"query": r#"query q() { insert Person { name: "Dan", age: 5 } }"#})).await;
+    assert_eq!(st, 200);
+    let (st, body) = get(&s, "/graphs/g/diff?from=main~1&to=main").await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["changes"], v["changes"], "the CLI's --json and the HTTP body agree");
+    let (st, body) = get(&s, "/graphs/g/diff?from=main~1&to=main&stat=true&type=Person&op=insert,update").await;
+    assert_eq!((st, body["stats"].clone()), (200, stat["stats"].clone()), "{body}");
+    for (path, status) in [
+        ("/graphs/g/diff?from=nope&to=main", 404),
+        ("/graphs/g/diff?from=main&to=main~x", 400),
+        ("/graphs/g/diff?from=main&to=main&op=upsert", 400),
+        ("/graphs/g/diff?from=main&to=main&kind=vertex", 400),
+        ("/graphs/g/diff?from=main&to=main&type=Nope", 404),
+        ("/graphs/g/diff?from=main&to=main&page_token=zz", 400),
+        ("/graphs/g/diff?from=main&to=main&limit=0", 400),
+        ("/graphs/g/diff?from=main", 400),
+    ] {
+        let (st, err) = get(&s, path).await;
+        assert_eq!(st, status, "{path}: {err}");
+        assert!(err["code"].is_string() && err["error"].is_string(), "{path}: {err}");
+    }
+}
