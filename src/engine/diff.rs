@@ -414,7 +414,7 @@ mod tests {
             after: None,
             changed: vec![],
         };
-        let mut v = vec![c("edge", "A", "1"), c("node", "B", "2"), c("node", "A", "3")];
+        let mut v = [c("edge", "A", "1"), c("node", "B", "2"), c("node", "A", "3")];
         v.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         assert_eq!(v.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["3", "2", "1"]);
     }

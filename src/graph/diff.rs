@@ -58,7 +58,7 @@ impl PageToken {
 
     fn decode(text: &str) -> Result<PageToken> {
         let bad = || OmniError::BadRequest("page token rejected: it was not made by a diff of this graph".into());
-        if text.len() % 2 != 0 || text.len() > 8192 {
+        if !text.len().is_multiple_of(2) || text.len() > 8192 {
             return Err(bad());
         }
         let bytes: Option<Vec<u8>> =

@@ -175,7 +175,7 @@ async fn http_tags_and_refs_answer_success_and_typed_errors() {
     let s = start().await;
     let (st, made) = post(&s, "/graphs/g/tags", json!({"name": "v1", "message": "m"})).await;
     assert_eq!(st, 200, "{made}");
-    assert_eq!(made["actor_id"].is_string(), true, "{made}");
+    assert!(made["actor_id"].is_string(), "{made}");
     let (st, listed) = get(&s, "/graphs/g/tags").await;
     assert_eq!((st, listed["tags"][0]["name"].clone()), (200, json!("v1")), "{listed}");
     let (st, c) = get(&s, "/graphs/g/commits/v1").await;

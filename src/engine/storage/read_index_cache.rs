@@ -162,7 +162,7 @@ mod tests {
         let listing = Some(lance_table::format::index_metadata_codec());
         // Many version listings: their cache stays within its own bound.
         for n in 0..=200u8 {
-            cache.insert(&key(n), Arc::new(n), 4 << 10, listing.clone()).await;
+            cache.insert(&key(n), Arc::new(n), 4 << 10, listing).await;
         }
         let (listing_bytes, listing_entries) = cache.listings().await;
         assert!(listing_bytes <= 64 << 10, "{listing_bytes}");
