@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use super::Graph;
+use crate::actors::child_key::ChildKey;
 use crate::actors::saga::tags::{self as tag_saga, TagRequest};
 use crate::engine::branch_name::{self, MAIN};
 use crate::engine::manifest::{CommitRow, ManifestView, merge_base};
@@ -94,7 +95,12 @@ impl Graph {
         }
     }
 
-    /// A name: a live branch, else a tag, else a commit id.
+    /// A name: a live branch, else a tag, else a commit id. Tags and
+    /// branches share one namespace (neither can be created over the
+    /// other), so only a branch and a commit id could share a name: a
+    /// branch wins. A name is tried as a branch through its actor only when
+    /// one runs already or when nothing else matched, so reads by tag or
+    /// commit id never start a branch actor.
     async fn resolve_name(&self, name: &str, text: &str) -> Result<Resolved> {
         let branch_like = branch_name::validate_ref(name);
         if let Err(OmniError::BadRequest(why)) = &branch_like
@@ -107,21 +113,33 @@ impl Graph {
         if name == MAIN {
             return Ok(Resolved::Head(MAIN.into()));
         }
-        if branch_like {
-            match self.rt.view(name).await {
-                Ok(_) => return Ok(Resolved::Head(name.into())),
+        if branch_like
+            && self.rt.has_actor(&ChildKey::Branch(name.to_string()))
+            && let Some(head) = self.live_branch(name).await?
+        {
+            return Ok(head);
+        }
+        if branch_like && let Some(tag) = tags::read(self.root(), name).await? {
+            return self.tagged_commit(&tag).await.map(Resolved::Commit);
+        }
+        if commit_shaped(name) {
+            match self.find_commit(name).await {
+                Ok(c) => return Ok(Resolved::Commit(c)),
                 Err(OmniError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
-            if let Some(tag) = tags::read(self.root(), name).await? {
-                return self.tagged_commit(&tag).await.map(Resolved::Commit);
-            }
         }
-        match self.find_commit(name).await {
-            Ok(c) => Ok(Resolved::Commit(c)),
-            Err(OmniError::NotFound(_)) => {
-                Err(OmniError::NotFound(format!("ref `{text}`: no branch, tag or commit is named `{name}`")))
-            }
+        if branch_like && let Some(head) = self.live_branch(name).await? {
+            return Ok(head);
+        }
+        Err(OmniError::NotFound(format!("ref `{text}`: no branch, tag or commit is named `{name}`")))
+    }
+
+    /// `name`'s head if it is a live branch.
+    async fn live_branch(&self, name: &str) -> Result<Option<Resolved>> {
+        match self.rt.view(name).await {
+            Ok(_) => Ok(Some(Resolved::Head(name.into()))),
+            Err(OmniError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -60,8 +60,16 @@ async fn every_kind_of_ref_resolves_and_reads() {
     assert_eq!(snap.head_commit_id.as_deref(), Some(c1.as_str()));
     let history = g.commits("v1", None).await.expect("history from a tag");
     assert_eq!(history.iter().map(|c| c.commit_id.as_str()).take(2).collect::<Vec<_>>(), [&c1, &c0]);
-    // A branch wins over a tag of the same name.
     g.tag_create("release/x", Some("feature"), None, None).await.expect("tag with a slash");
+    assert_eq!(commit_of(&g, "release/x").await, f1);
+    // Reads by tag or commit id start no branch actor named after them.
+    for name in ["v1", c1.as_str(), "release/x"] {
+        let key = omnigraph::actors::child_key::ChildKey::Branch(name.to_string());
+        assert!(!g.runtime().has_actor(&key), "a read at `{name}` started a branch actor");
+    }
+    // Tags and branches share one namespace.
+    assert!(matches!(g.tag_create("feature", None, None, None).await, Err(OmniError::AlreadyExists(_))));
+    assert!(matches!(g.branch_create("v1", "main").await, Err(OmniError::BranchConflict { .. })));
     assert_eq!(g.tags().await.expect("tags").iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["release/x", "v1"]);
 }
 

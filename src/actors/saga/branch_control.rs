@@ -146,6 +146,12 @@ impl<'a> ControlOp for Create<'a> {
         if refs.contains_key(name) {
             return Err(OmniError::BranchConflict { branch: name.into(), reason: "it already exists".into() });
         }
+        if crate::engine::tags::read(rt.root(), name).await?.is_some() {
+            return Err(OmniError::BranchConflict {
+                branch: name.into(),
+                reason: "a tag has this name (tags and branches share names)".into(),
+            });
+        }
         if let Some(other) = branch_name::first_overlap(name, refs.keys().map(String::as_str)) {
             return Err(OmniError::BranchConflict {
                 branch: name.into(),

@@ -15,6 +15,7 @@ use super::gates::Gates;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::engine::manifest::{self, CommitRow};
+use crate::engine::storage::table;
 use crate::engine::tags::{self, Tag};
 use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
@@ -60,6 +61,10 @@ impl ControlOp for Create {
         let TagRequest { name, commit, message, actor } = self.0;
         if tags::read(rt.root(), &name).await?.is_some() {
             return Err(OmniError::AlreadyExists(format!("tag `{name}` (tags are immutable: delete it first)")));
+        }
+        // One namespace with branches, so a ref names one or the other.
+        if table::list_branches(&manifest::uri(rt.root())).await?.contains_key(&name) {
+            return Err(OmniError::AlreadyExists(format!("a branch named `{name}` (tags and branches share names)")));
         }
         // Under the gates the commit's manifest can no longer go (cleanup
         // and branch delete wait): it must be readable now.
