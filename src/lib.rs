@@ -38,8 +38,9 @@ pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
-    CommitInfo, DiffPage, DiffStats, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult,
-    MutationRequest, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot,
-    TableIndexStatus, TableSnapshot, Tag, WriteOptions, result_rows, wire,
+    ChangeCause, ChangeEndpoints, ChangeImage, ChangeType, CommitChanges, CommitInfo, DiffPage, DiffStats,
+    EntityChange, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult, MutationRequest, Omnigraph,
+    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot, TableIndexStatus, TableSnapshot, Tag,
+    WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

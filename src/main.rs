@@ -554,6 +554,33 @@ enum CommitCommand {
         /// The graph.
         graph: String,
     },
+    /// The entities a commit changed against its first parent (the
+    /// reference's `commit changes`): every page unless `--page-token` asks
+    /// for one.
+    Changes {
+        /// Only nodes or only edges (repeatable).
+        #[arg(long = "kind", value_parser = ["node", "edge"])]
+        kinds: Vec<String>,
+        /// Only these types (repeatable).
+        #[arg(long = "type")]
+        types: Vec<String>,
+        /// Only these ops: insert, update, delete (repeatable).
+        #[arg(long = "op")]
+        ops: Vec<String>,
+        /// Print only the page after the one that handed out this token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Changes per page (default 1000, at most 10000).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON: {cause, changes, next_page_token?}.
+        #[arg(long)]
+        json: bool,
+        /// A commit id, or any ref.
+        commit: String,
+        /// The graph.
+        graph: String,
+    },
     /// One commit.
     Show {
         /// A commit id, or any ref (a tag, `main~2`, `a...b`; a branch: its head).
@@ -747,7 +774,12 @@ impl Command {
                     | BranchCommand::Delete { json, .. }
                     | BranchCommand::Merge { json, .. },
             } => *json,
-            Command::Commit { command: CommitCommand::List { json, .. } | CommitCommand::Show { json, .. } } => *json,
+            Command::Commit {
+                command:
+                    CommitCommand::List { json, .. }
+                    | CommitCommand::Show { json, .. }
+                    | CommitCommand::Changes { json, .. },
+            } => *json,
             Command::Tag {
                 command:
                     TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
@@ -1083,6 +1115,41 @@ async fn run_command(command: Command) -> Result<()> {
         }
         Command::Branch { command } => run_branch(command).await,
         Command::Tag { command } => run_tag(command).await,
+        Command::Commit {
+            command: CommitCommand::Changes { kinds, types, ops, page_token, limit, json, commit, graph },
+        } => {
+            let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
+            // Both kinds are no filter.
+            let kind = if kinds.len() == 1 { kinds.into_iter().next() } else { None };
+            let filter = omnigraph::DiffFilter { types, kind, ops };
+            let g = read_only(&graph).await?;
+            let mut page = g.commit_changes(&commit, &filter, page_token.as_deref(), limit).await?;
+            if page_token.is_none() {
+                // Every page, into one answer.
+                while let Some(next) = page.next_page_token.take() {
+                    let more = g.commit_changes(&commit, &filter, Some(&next), limit).await?;
+                    page.changes.extend(more.changes);
+                    page.next_page_token = more.next_page_token;
+                }
+            }
+            if json {
+                return print_json(&page);
+            }
+            let c = &page.cause;
+            outln!(
+                "commit {} on {} (parent {})",
+                c.graph_commit_id,
+                c.authored_branch,
+                c.parent_commit_id.as_deref().unwrap_or("-")
+            );
+            for e in &page.changes {
+                outln!("{:?} {} {} {}", e.op, e.kind, e.entity_type.name, e.id);
+            }
+            if let Some(t) = &page.next_page_token {
+                outln!("more: --page-token {t}");
+            }
+            Ok(())
+        }
         Command::Diff { stat, types, kind, ops, page_token, limit, json, from, to, graph } => {
             let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
             let filter = omnigraph::DiffFilter { types, kind, ops };

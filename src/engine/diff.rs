@@ -111,6 +111,9 @@ pub struct Change {
     /// The node or edge type.
     #[serde(rename = "type")]
     pub type_name: String,
+    /// The type's stable table id (kept across a rename; not in this shape).
+    #[serde(skip)]
+    pub type_id: String,
     /// The entity's id.
     pub id: String,
     /// What happened.
@@ -268,7 +271,8 @@ pub async fn changes(root: &Root, from: &ManifestView, to: &ManifestView, filter
         let before_keys: HashSet<Hash128> = deleted.union(&updated).copied().collect();
         let after = rows_of(t.as_deref(), &after_keys).await?;
         let before = rows_of(f.as_deref(), &before_keys).await?;
-        let mut table = table_changes(p.key, before, after);
+        let type_id = p.to.or(p.from).map(|e| e.table_id.clone()).unwrap_or_default();
+        let mut table = table_changes(p.key, &type_id, before, after);
         table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         out.extend(table);
     }
@@ -290,6 +294,7 @@ fn kind_of(key: &str) -> &'static str {
 /// sides is an update (only updated keys were read from both).
 fn table_changes(
     key: &str,
+    type_id: &str,
     mut before: BTreeMap<String, EntityRow>,
     after: BTreeMap<String, EntityRow>,
 ) -> Vec<Change> {
@@ -299,6 +304,7 @@ fn table_changes(
     let change = |id: String, op, before: Option<&EntityRow>, after: Option<&EntityRow>, changed| Change {
         kind,
         type_name: type_name.clone(),
+        type_id: type_id.to_string(),
         id,
         op,
         before: before.map(|r| image(r, edge)),
@@ -380,7 +386,7 @@ mod tests {
             ("c".into(), row("c", &[("age", json!(3))])),
         ]
         .into();
-        let changes = table_changes("node:Person", before, after);
+        let changes = table_changes("node:Person", "n1", before, after);
         let ops: Vec<(&str, Op)> = changes.iter().map(|c| (c.id.as_str(), c.op)).collect();
         // `b` was read on both sides but equal: no change.
         assert_eq!(ops, [("a", Op::Update), ("c", Op::Insert), ("d", Op::Delete)]);
@@ -408,6 +414,7 @@ mod tests {
         let c = |kind, t: &str, id: &str| Change {
             kind,
             type_name: t.into(),
+            type_id: String::new(),
             id: id.into(),
             op: Op::Insert,
             before: None,

@@ -1,4 +1,5 @@
-//! Diffs between any two refs, paged.
+//! Diffs between any two refs, paged, and a commit's changes against its
+//! first parent in the reference implementation's shape.
 //!
 //! A page token binds the two commits the first page resolved and the
 //! filter, so later pages describe the same diff even when a branch head
@@ -8,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Graph;
+use super::refs::ReadAt;
 use crate::engine::diff::{self, Change, DiffFilter, Op, TypeStats};
 use crate::protocol::{OmniError, Result};
 
@@ -78,22 +80,34 @@ impl Graph {
         page_token: Option<&str>,
         limit: Option<usize>,
     ) -> Result<DiffPage> {
-        let limit = limit.unwrap_or(DEFAULT_PAGE);
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(OmniError::BadRequest(format!("limit {limit}: a page holds 1 to {MAX_PAGE} changes")));
-        }
         let token = page_token.map(PageToken::decode).transpose()?;
-        if let Some(t) = &token
-            && t.filter != *filter
-        {
-            return Err(OmniError::BadRequest("page token rejected: it was made for another filter".into()));
-        }
         // A token pins the commits of the first page.
         let (from, to) = match &token {
             Some(t) => (t.from.as_str(), t.to.as_str()),
             None => (from, to),
         };
         let (a, b) = (self.read_at(from).await?, self.read_at(to).await?);
+        self.diff_page(a, b, filter, token, limit).await
+    }
+
+    /// One page of the diff between two resolved read points.
+    async fn diff_page(
+        &self,
+        a: ReadAt,
+        b: ReadAt,
+        filter: &DiffFilter,
+        token: Option<PageToken>,
+        limit: Option<usize>,
+    ) -> Result<DiffPage> {
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(OmniError::BadRequest(format!("limit {limit}: a page holds 1 to {MAX_PAGE} changes")));
+        }
+        if let Some(t) = &token
+            && (t.filter != *filter || t.from != a.commit_id || t.to != b.commit_id)
+        {
+            return Err(OmniError::BadRequest("page token rejected: it was made for another diff or filter".into()));
+        }
         filter.check(&a.view, &b.view)?;
         let all = diff::changes(self.root(), &a.view, &b.view, filter).await?;
         let start = match &token {
@@ -124,6 +138,147 @@ impl Graph {
         let stats = diff::stats(self.root(), &a.view, &b.view, filter).await?;
         Ok(DiffStats { from: a.commit_id, to: b.commit_id, stats })
     }
+
+    /// The entities commit `commit` (any ref) changed against its first
+    /// parent, in the reference implementation's shape: one page of at most
+    /// `limit`. A token from another commit or filter is refused with the
+    /// reference's `change cursor rejected:` prefix.
+    pub async fn commit_changes(
+        &self,
+        commit: &str,
+        filter: &DiffFilter,
+        page_token: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<CommitChanges> {
+        let row = self.resolve_commit(commit).await?;
+        let Some(parent) = row.parent.clone() else {
+            return Err(OmniError::ParentlessCommit { graph_commit_id: row.commit_id });
+        };
+        let rejected = |e: OmniError| match e {
+            OmniError::BadRequest(m) => OmniError::BadRequest(format!(
+                "change cursor rejected: {}",
+                m.strip_prefix("page token rejected: ").unwrap_or(&m)
+            )),
+            other => other,
+        };
+        let token = page_token.map(PageToken::decode).transpose().map_err(rejected)?;
+        let (a, b) = (self.read_at(&parent).await?, self.read_at(&row.commit_id).await?);
+        let page = self.diff_page(a, b, filter, token, limit).await.map_err(rejected)?;
+        let cause = ChangeCause {
+            graph_commit_id: row.commit_id.clone(),
+            parent_commit_id: row.parent.clone(),
+            merged_parent_commit_id: row.merged_parent.clone(),
+            authored_branch: row.branch.clone(),
+            actor_id: row.actor.clone(),
+            authored_at: row.created_at_us,
+        };
+        let changes = page.changes.iter().map(EntityChange::from).collect();
+        Ok(CommitChanges { cause, changes, next_page_token: page.next_page_token })
+    }
+}
+
+/// The commit a block of changes belongs to (the reference's cause block).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangeCause {
+    /// The commit.
+    pub graph_commit_id: String,
+    /// Its first parent, which it is diffed against.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_commit_id: Option<String>,
+    /// Its merged parent, for a merge commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged_parent_commit_id: Option<String>,
+    /// The branch it was made on.
+    pub authored_branch: String,
+    /// Who made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor_id: Option<String>,
+    /// When, in microseconds since the Unix epoch.
+    pub authored_at: i64,
+}
+
+/// A type as the reference names it: a stable id (kept across a rename) and
+/// its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangeType {
+    /// Stable type id.
+    pub id: String,
+    /// Type name.
+    pub name: String,
+}
+
+/// An edge's ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangeEndpoints {
+    /// Source node id.
+    pub from: String,
+    /// Destination node id.
+    pub to: String,
+}
+
+/// One entity image: its properties (without `id`), and an edge's ends.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangeImage {
+    /// Every non-null property.
+    pub properties: serde_json::Map<String, serde_json::Value>,
+    /// An edge's ends (absent for nodes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<ChangeEndpoints>,
+}
+
+/// One entity change in the reference's shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntityChange {
+    /// `node` or `edge`.
+    pub kind: &'static str,
+    /// The type.
+    #[serde(rename = "type")]
+    pub entity_type: ChangeType,
+    /// The entity's id.
+    pub id: String,
+    /// What happened.
+    pub op: Op,
+    /// The image before (updates and deletes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<ChangeImage>,
+    /// The image after (inserts and updates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<ChangeImage>,
+}
+
+/// One page of a commit's changes: `{cause, changes, next_page_token?}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitChanges {
+    /// The commit.
+    pub cause: ChangeCause,
+    /// This page's changes, in the frozen order.
+    pub changes: Vec<EntityChange>,
+    /// The token of the next page; absent on the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
+}
+
+impl From<&Change> for EntityChange {
+    fn from(c: &Change) -> Self {
+        EntityChange {
+            kind: c.kind,
+            entity_type: ChangeType { id: c.type_id.clone(), name: c.type_name.clone() },
+            id: c.id.clone(),
+            op: c.op,
+            before: c.before.as_ref().map(change_image),
+            after: c.after.as_ref().map(change_image),
+        }
+    }
+}
+
+/// A diff image (`id`, properties, `endpoints`) in the reference's shape.
+fn change_image(image: &serde_json::Value) -> ChangeImage {
+    let mut properties = image.as_object().cloned().unwrap_or_default();
+    properties.remove("id");
+    let endpoints = properties.remove("endpoints").and_then(|e| {
+        Some(ChangeEndpoints { from: e["from"].as_str()?.to_string(), to: e["to"].as_str()?.to_string() })
+    });
+    ChangeImage { properties, endpoints }
 }
 
 #[cfg(test)]

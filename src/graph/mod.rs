@@ -32,7 +32,9 @@ use crate::engine::storage::Root;
 pub use crate::engine::tags::Tag;
 use crate::protocol::{OmniError, Result};
 pub use branches::{MergeOptions, MergeResult};
-pub use diff::{DiffPage, DiffStats};
+pub use diff::{
+    ChangeCause, ChangeEndpoints, ChangeImage, ChangeType, CommitChanges, DiffPage, DiffStats, EntityChange,
+};
 pub use export::Export;
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{AppState, middleware};
+use crate::engine::diff::DiffFilter;
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
 use crate::engine::read_limits::ReadLimits;
@@ -54,6 +55,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/commits", "List commits, newest first (`branch` takes any ref)"),
     ("get", "/graphs/{id}/commits/{commit}", "One commit (any ref: a commit id, a tag, `main~2`, …)"),
     ("get", "/graphs/{id}/diff", "What changed between two refs (`from`, `to`), paged; `stat=true` counts per type"),
+    ("get", "/graphs/{id}/commits/{commit}/changes", "The entities a commit changed against its first parent, paged"),
     ("get", "/graphs/{id}/tags", "List tags"),
     ("post", "/graphs/{id}/tags", "Create a tag on a ref (default main's head); tags are immutable"),
     ("delete", "/graphs/{id}/tags/{name}", "Delete a tag (names may contain `/`)"),
@@ -114,6 +116,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/indexes", get(index_status))
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
+        .route("/graphs/{id}/commits/{commit}/changes", get(commit_changes))
         .route("/graphs/{id}/diff", get(diff))
         .route("/graphs/{id}/tags", get(tag_list).post(tag_create))
         .route("/graphs/{id}/tags/{*name}", axum::routing::delete(tag_delete))
@@ -726,12 +729,57 @@ async fn diff(
 ) -> ApiResult {
     s.actor(&headers)?;
     let ops = comma_list(q.op.as_deref()).iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
-    let filter = crate::engine::diff::DiffFilter { types: comma_list(q.types.as_deref()), kind: q.kind, ops };
+    let filter = DiffFilter { types: comma_list(q.types.as_deref()), kind: q.kind, ops };
     let g = s.graph(&id)?;
     if q.stat {
         return Ok(axum::Json(json!(g.diff_stats(&q.from, &q.to, &filter).await?)));
     }
     Ok(axum::Json(json!(g.diff(&q.from, &q.to, &filter, q.page_token.as_deref(), q.limit).await?)))
+}
+
+/// `?page_token=&limit=&kind=&type=&op=`, each filter repeatable (or
+/// comma-separated); any other parameter is refused.
+fn commit_changes_params(query: Option<&str>) -> Result<(DiffFilter, Option<String>, Option<usize>), OmniError> {
+    let (mut filter, mut token, mut limit, mut kinds) = (DiffFilter::default(), None, None, Vec::new());
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        let values = value.split(',').map(str::trim).filter(|v| !v.is_empty()).map(String::from);
+        match key.as_ref() {
+            "page_token" => token = Some(value.into_owned()),
+            "limit" => {
+                limit =
+                    Some(value.parse().map_err(|_| OmniError::BadRequest(format!("limit `{value}` is not a count")))?)
+            }
+            "kind" => kinds.extend(values),
+            "type" => filter.types.extend(values),
+            "op" => {
+                for v in values {
+                    filter.ops.push(v.parse()?);
+                }
+            }
+            other => return Err(OmniError::BadRequest(format!("unknown parameter `{other}`"))),
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    filter.kind = match kinds.as_slice() {
+        [one] => Some(one.clone()),
+        [] => None,
+        [a, b] if a == "edge" && b == "node" => None,
+        _ => return Err(OmniError::BadRequest(format!("kind {kinds:?}: expected node and/or edge"))),
+    };
+    Ok((filter, token, limit))
+}
+
+async fn commit_changes(
+    State(s): State<Arc<AppState>>,
+    Path((id, commit)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let (filter, token, limit) = commit_changes_params(query.as_deref())?;
+    let page = s.graph(&id)?.commit_changes(&commit, &filter, token.as_deref(), limit).await?;
+    Ok(axum::Json(json!(page)))
 }
 
 async fn tag_list(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

@@ -197,3 +197,113 @@ async fn the_cli_and_http_answer_diffs_in_one_shape() {
         assert!(err["code"].is_string() && err["error"].is_string(), "{path}: {err}");
     }
 }
+
+/// A commit's changes in the reference implementation's shape, pinned
+/// field for field against a golden written from its docs
+/// (docs/user/branching/changes.md: a cause block stated once, changes with
+/// `type {id, name}` and images `{properties, endpoints?}`).
+#[tokio::test]
+async fn commit_changes_answer_in_the_reference_shape() {
+    let (_dir, g) = loaded_social_graph().await;
+    let history = g.commits("main", None).await.expect("commits");
+    let genesis = history.last().expect("genesis").commit_id.clone();
+    match g.commit_changes(&genesis, &all(), None, None).await {
+        Err(e @ OmniError::ParentlessCommit { .. }) => {
+            assert_eq!((e.http_status(), e.code()), (409, "parentless_commit"));
+            assert_eq!(e.to_json()["change_diff_refusal"]["reason"], "parentless_commit");
+        }
+        other => panic!("genesis: {other:?}"),
+    }
+    let parent = head(&g, "main").await;
+    let opts = WriteOptions { actor: Some("ann".into()), ..WriteOptions::default() };
+    let src = r#"query q() { insert Person { name: "Dan", age: 5 } insert Knows { from: "Dan", to: "Alice" } }"#;
+    let commit = g.mutate(src, None, Map::new(), &opts).await.expect("insert").commit_id.expect("commit");
+    let info = g.commit(&commit).await.expect("info");
+    let view = omnigraph::engine::manifest::load(g.root(), "main", None).await.expect("view");
+    let type_id = |key: &str| view.state.tables[key].table_id.clone();
+    let page = g.commit_changes(&commit, &all(), None, None).await.expect("changes");
+    let edge_id = page.changes.iter().find(|c| c.kind == "edge").map(|c| c.id.clone()).expect("edge");
+    let golden = json!({
+        "cause": {
+            "graph_commit_id": commit, "parent_commit_id": parent, "authored_branch": "main",
+            "actor_id": "ann", "authored_at": info.created_at_us,
+        },
+        "changes": [
+            {"kind": "node", "type": {"id": type_id("node:Person"), "name": "Person"}, "id": "Dan", "op": "insert",
+             "after": {"properties": {"name": "Dan", "age": 5}}},
+            {"kind": "edge", "type": {"id": type_id("edge:Knows"), "name": "Knows"}, "id": edge_id, "op": "insert",
+             "after": {"properties": {}, "endpoints": {"from": "Dan", "to": "Alice"}}},
+        ],
+    });
+    assert_eq!(serde_json::to_value(&page).expect("json"), golden);
+    // An update carries both images; a merge commit names its merged parent;
+    // a physical-only commit is an empty block.
+    mutate(&g, "main", r#"query q() { update Person set { age: 6 } where name = "Dan" }"#).await;
+    let update = g.commit_changes("main", &all(), None, None).await.expect("update");
+    let dan = &update.changes[0];
+    assert_eq!(
+        (
+            dan.before.as_ref().map(|b| b.properties["age"].clone()),
+            dan.after.as_ref().map(|a| a.properties["age"].clone())
+        ),
+        (Some(json!(5)), Some(json!(6)))
+    );
+    g.branch_create("side", "main").await.expect("branch");
+    mutate(&g, "side", r#"query q() { insert Person { name: "Sid" } }"#).await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mo" } }"#).await;
+    g.branch_merge("side", "main", &omnigraph::MergeOptions::default()).await.expect("merge");
+    let merge = g.commit_changes("main", &all(), None, None).await.expect("merge changes");
+    assert!(merge.cause.merged_parent_commit_id.is_some(), "{:?}", merge.cause);
+    assert_eq!(merge.changes.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["Sid"]);
+    g.optimize("main", None).await.expect("optimize");
+    assert!(g.commit_changes("main", &all(), None, None).await.expect("optimize block").changes.is_empty());
+    // Pages, and a token of another commit.
+    let first = g.commit_changes(&commit, &all(), None, Some(1)).await.expect("page 1");
+    let token = first.next_page_token.expect("a second page");
+    let second = g.commit_changes(&commit, &all(), Some(&token), Some(1)).await.expect("page 2");
+    assert_eq!((first.changes[0].kind, second.changes[0].kind, second.next_page_token), ("node", "edge", None));
+    match g.commit_changes("main", &all(), Some(&token), Some(1)).await {
+        Err(OmniError::BadRequest(m)) => assert!(m.starts_with("change cursor rejected:"), "{m}"),
+        other => panic!("foreign token: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_changes_over_http_and_the_cli() {
+    let s = start().await;
+    let (st, out) =
+        post(&s, "/graphs/g/mutate", json!({"query": r#"query q() { insert Person { name: "Dan", age: 5 } }"#})).await;
+    assert_eq!(st, 200, "{out}");
+    let commit = out["graph_commit_id"].as_str().expect("commit").to_string();
+    let (st, body) =
+        get(&s, &format!("/graphs/g/commits/{commit}/changes?kind=node&type=Person&op=insert&op=update")).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        (body["cause"]["graph_commit_id"].as_str(), body["changes"][0]["id"].as_str()),
+        (Some(commit.as_str()), Some("Dan"))
+    );
+    let (st, body) = get(&s, "/graphs/g/commits").await;
+    let genesis =
+        body["commits"].as_array().and_then(|c| c.last()).map(|c| c["graph_commit_id"].clone()).expect("genesis");
+    assert_eq!(st, 200);
+    for (path, status, code) in [
+        (format!("/graphs/g/commits/{}/changes", genesis.as_str().unwrap_or_default()), 409, "parentless_commit"),
+        (format!("/graphs/g/commits/{commit}/changes?bogus=1"), 400, "bad_request"),
+        (format!("/graphs/g/commits/{commit}/changes?op=upsert"), 400, "bad_request"),
+        (format!("/graphs/g/commits/{commit}/changes?page_token=zz"), 400, "bad_request"),
+        (format!("/graphs/g/commits/{commit}/changes?limit=x"), 400, "bad_request"),
+        ("/graphs/g/commits/nope/changes".to_string(), 404, "not_found"),
+    ] {
+        let (st, err) = get(&s, &path).await;
+        assert_eq!((st, err["code"].as_str()), (status, Some(code)), "{path}: {err}");
+    }
+    // The CLI prints the same answer.
+    let out = Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["commit", "changes", &commit, "--json", &s.loc])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cli: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (_, http) = get(&s, &format!("/graphs/g/commits/{commit}/changes")).await;
+    assert_eq!(cli, http);
+}

@@ -76,6 +76,14 @@ pub enum OmniError {
         commit_id: String,
     },
 
+    /// A commit's changes were asked of the first commit, which has no
+    /// parent to diff against (bootstrap from a snapshot instead).
+    #[error("commit `{graph_commit_id}` has no parent: it has no changes to list (read it whole instead)")]
+    ParentlessCommit {
+        /// The commit asked for.
+        graph_commit_id: String,
+    },
+
     /// The manifest publisher ran out of retries under write contention.
     #[error("manifest conflict: {0}")]
     ManifestConflict(String),
@@ -169,6 +177,7 @@ impl OmniError {
             | OmniError::ManifestConflict(_)
             | OmniError::BranchConflict { .. }
             | OmniError::MergeConflicts(_)
+            | OmniError::ParentlessCommit { .. }
             | OmniError::Drift { .. } => 409,
             OmniError::CommitCleaned { .. } => 410,
             OmniError::PreconditionFailed { .. } => 412,
@@ -180,10 +189,12 @@ impl OmniError {
 
     /// The `code` of the JSON error body: one per status ([`status_code`]),
     /// except that a 503 tells a pending recovery (`recovery_required`) from
-    /// an actor that did not answer (`unavailable`).
+    /// an actor that did not answer (`unavailable`), and a 409 for the first
+    /// commit's changes is `parentless_commit`.
     pub fn code(&self) -> &'static str {
         match self {
             OmniError::RecoveryRequired { .. } => "recovery_required",
+            OmniError::ParentlessCommit { .. } => "parentless_commit",
             _ => status_code(self.http_status()),
         }
     }
@@ -221,6 +232,9 @@ impl OmniError {
                 "branch_conflict": { "branch": branch, "reason": reason }
             }),
             OmniError::MergeConflicts(conflicts) => serde_json::json!({ "merge_conflicts": conflicts }),
+            OmniError::ParentlessCommit { graph_commit_id } => serde_json::json!({
+                "change_diff_refusal": { "reason": "parentless_commit", "graph_commit_id": graph_commit_id }
+            }),
             OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
                 "recovery_required": { "operation_id": operation_id, "reason": reason }
             }),
