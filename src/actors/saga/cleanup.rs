@@ -3,9 +3,10 @@
 //! ```text
 //! refuse if a sidecar is pending → schema gate (exclusive: no write or
 //! branch control runs) → refuse if a sidecar is pending → per live branch:
-//! retained commits (engine::retention) and tagged commits → the keep set: every __manifest
-//! version a retained commit produced, every table version those manifests
-//! pin, every ref's latest → per dataset ref: remove the other versions
+//! retained commits (engine::retention), plus every tagged commit → the
+//! keep set: every __manifest version a retained commit produced, every
+//! table version those manifests pin, every ref's latest → per dataset
+//! ref: remove the other versions
 //! ```
 //!
 //! Cleanup makes no commit and no sidecar: it only deletes versions nothing
