@@ -28,7 +28,8 @@ pub use actors::saga::merge::MergeReport;
 pub use actors::saga::optimize::{ManifestCompaction, OptimizeReport, TableOptimize};
 pub use actors::saga::schema_apply::SchemaApplyReport;
 pub use actors::saga::write::WriteOutcome;
-pub use engine::diff::{Change, DiffFilter, Op as ChangeOp, PropertyChange, TypeStats};
+pub use engine::diff::{Change, DiffFilter, Op as ChangeOp, PropertyChange, PropertyDrift, Renamed, TypeStats};
+pub use engine::feed::FeedStart;
 pub use engine::lang::catalog::evolve::{Step as SchemaStep, StepKind as SchemaStepKind};
 pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
@@ -38,9 +39,10 @@ pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictKind, MergeConflict};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
-    ChangeCause, ChangeEndpoints, ChangeImage, ChangeType, CommitChanges, CommitInfo, DiffPage, DiffStats,
-    EntityChange, Export, Graph, IndexCoverage, IndexStatus, MergeOptions, MergeResult, MutationRequest, Omnigraph,
-    OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot, TableIndexStatus, TableSnapshot, Tag,
-    WriteOptions, result_rows, wire,
+    Baseline, BaselineHandshake, Blame, BlameLine, ChangeBlock, ChangeCause, ChangeEndpoints, ChangeImage, ChangeType,
+    CommitChanges, CommitInfo, DiffPage, DiffStats, EntityChange, EntityHistory, Export, FeedFrom, FeedPage,
+    FeedRequest, Graph, HistoryEntry, IndexCoverage, IndexStatus, MAX_WAIT as MAX_FEED_WAIT, MergeOptions, MergeResult,
+    MutationRequest, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, Snapshot,
+    TableIndexStatus, TableSnapshot, Tag, WriteOptions, result_rows, wire,
 };
 pub use protocol::{OmniError, Result};

@@ -43,6 +43,11 @@ fn stdout_failed(e: std::io::Error) -> ! {
     std::process::exit(141);
 }
 
+#[path = "cli/changes.rs"]
+mod changes_cli;
+#[path = "cli/history.rs"]
+mod history_cli;
+
 use clap::{Parser, Subcommand};
 use omnigraph::engine::storage::durability;
 use omnigraph::{
@@ -323,6 +328,50 @@ enum Command {
         from: String,
         /// The ref diffed to.
         to: String,
+        /// The graph.
+        graph: String,
+    },
+    /// Follow a branch's changes: `changes poll` for the blocks after a
+    /// cursor, `changes baseline` for a snapshot to start from.
+    Changes {
+        #[command(subcommand)]
+        command: changes_cli::ChangesCommand,
+    },
+    /// The commits on a branch that changed one entity, newest first.
+    History {
+        /// Only commits that changed this property.
+        #[arg(long)]
+        property: Option<String>,
+        /// The branch walked (its first parents).
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// At most this many entries.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON: {entries: [{graph_commit_id, actor_id, authored_at, op, before, after}]}.
+        #[arg(long)]
+        json: bool,
+        /// The node or edge type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The entity's id.
+        id: String,
+        /// The graph.
+        graph: String,
+    },
+    /// For each property of an entity, the commit that last set it.
+    Blame {
+        /// The branch walked (its first parents).
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Print JSON: {type, id, properties: [{property, graph_commit_id, actor_id, authored_at}]}.
+        #[arg(long)]
+        json: bool,
+        /// The node or edge type.
+        #[arg(value_name = "TYPE")]
+        type_name: String,
+        /// The entity's id.
+        id: String,
         /// The graph.
         graph: String,
     },
@@ -785,6 +834,8 @@ impl Command {
                     TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
             } => *json,
             Command::Diff { json, .. } => *json,
+            Command::Changes { command } => command.json(),
+            Command::History { json, .. } | Command::Blame { json, .. } => *json,
             Command::Schema {
                 command:
                     SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
@@ -1115,6 +1166,13 @@ async fn run_command(command: Command) -> Result<()> {
         }
         Command::Branch { command } => run_branch(command).await,
         Command::Tag { command } => run_tag(command).await,
+        Command::Changes { command } => changes_cli::run(command).await,
+        Command::History { property, branch, limit, json, type_name, id, graph } => {
+            history_cli::history(&graph, (&type_name, &id), property.as_deref(), &branch, limit, json).await
+        }
+        Command::Blame { branch, json, type_name, id, graph } => {
+            history_cli::blame(&graph, (&type_name, &id), &branch, json).await
+        }
         Command::Commit {
             command: CommitCommand::Changes { kinds, types, ops, page_token, limit, json, commit, graph },
         } => {

@@ -7,6 +7,7 @@
 pub mod branch;
 pub mod child_key;
 pub mod guardian;
+pub mod heads;
 pub mod index_folder;
 pub mod lease;
 pub mod maintenance;

@@ -79,6 +79,8 @@ pub struct Runtime {
     maintenance: Arc<super::maintenance::Maintenance>,
     /// Told of every finished write's rows (a daemon's index folder).
     on_written: std::sync::OnceLock<WrittenHook>,
+    /// Woken by each publish (long polls of the change feed wait on them).
+    heads: super::heads::HeadSignals,
 }
 
 /// A listener of finished writes: the branch and the rows each table got.
@@ -285,6 +287,7 @@ impl Runtime {
             write_queues: WriteQueues::default(),
             maintenance,
             on_written: std::sync::OnceLock::new(),
+            heads: Default::default(),
         });
         all.insert(root.uri().to_string(), Arc::downgrade(&rt));
         // Set once, just created: it cannot already hold a value.
@@ -532,7 +535,24 @@ impl Runtime {
         let a = self.branch_actor(&request.branch).await?;
         let _in = InMailbox::new(&self.mailboxes, ChildKey::Branch(request.branch.clone()));
         let lease_id = lease.id();
-        ask(&a, "branch actor", |reply| BranchMsg::Publish { request: Box::new(request), lease_id, reply }).await?
+        let branch = request.branch.clone();
+        let published =
+            ask(&a, "branch actor", |reply| BranchMsg::Publish { request: Box::new(request), lease_id, reply }).await?;
+        if published.is_ok() {
+            self.heads.moved(&branch);
+        }
+        published
+    }
+
+    /// A receiver that changes when a publish through this runtime moves
+    /// `branch`'s head (or the branch is deleted).
+    pub fn head_moves(&self, branch: &str) -> tokio::sync::watch::Receiver<u64> {
+        self.heads.subscribe(branch)
+    }
+
+    /// How many long polls wait on `branch` now.
+    pub fn head_waiters(&self, branch: &str) -> usize {
+        self.heads.waiting(branch)
     }
 
     /// Compact `branch`'s `__manifest` through its actor, holding its lease:
@@ -588,6 +608,7 @@ impl Runtime {
     /// them (a waiter queued on one keeps it, and so stays ordered against
     /// a recreated branch of the same name).
     pub async fn retire_branch(&self, branch: &str) {
+        self.heads.forget(branch);
         let keys: Vec<ChildKey> = self
             .directory
             .iter()

@@ -9,9 +9,12 @@
 //! rewrite of identical rows) leave every fingerprint equal and report
 //! nothing.
 //!
-//! Cost: the fingerprint scan reads both versions of every table that
-//! changed (32 bytes per row held), so a diff costs O(rows of the changed
-//! tables), not O(rows changed).
+//! When both sides pin versions of one dataset ref (one lineage: a branch's
+//! history, a commit and its parent), Lance's row versions name the changed
+//! rows instead ([`row_delta`]), and a diff costs O(rows and fragments
+//! changed). Otherwise the fingerprint scan reads both versions of every
+//! table that changed (32 bytes per row held): O(rows of the changed
+//! tables).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -24,7 +27,7 @@ use crate::engine::layout;
 use crate::engine::manifest::{ManifestView, TableEntry};
 use crate::engine::merge::delta::{self, Hash128};
 use crate::engine::rows::{self, EntityRow};
-use crate::engine::storage::Root;
+use crate::engine::storage::{Root, row_delta, table};
 use crate::protocol::{OmniError, Result};
 
 /// What happened to one entity.
@@ -81,7 +84,8 @@ impl DiffFilter {
         Ok(())
     }
 
-    fn keeps_table(&self, key: &str) -> bool {
+    /// Whether the table `key` (`node:T`/`edge:E`) is one the filter keeps.
+    pub fn keeps_table(&self, key: &str) -> bool {
         let kind_ok = self.kind.as_deref().is_none_or(|k| key.starts_with(&format!("{k}:")));
         let type_ok = self.types.is_empty() || self.types.iter().any(|t| t == key || t == layout::type_name(key));
         kind_ok && type_ok
@@ -159,20 +163,36 @@ struct Pair<'v> {
 }
 
 /// The tables `filter` keeps that may differ, nodes before edges, by type.
+/// The two sides of a table are paired by table id (a renamed type is one
+/// table under its new key), then the rest by key (a type dropped and made
+/// again under its name).
 fn pairs<'v>(from: &'v ManifestView, to: &'v ManifestView, filter: &DiffFilter) -> Vec<Pair<'v>> {
-    let keys: std::collections::BTreeSet<&str> =
-        from.state.tables.keys().chain(to.state.tables.keys()).map(String::as_str).collect();
-    let mut out: Vec<Pair<'v>> = keys
-        .into_iter()
-        .filter(|k| filter.keeps_table(k))
-        .map(|key| Pair { key, from: from.state.tables.get(key), to: to.state.tables.get(key) })
-        .filter(|p| !same_pin(p.from, p.to))
-        .collect();
+    let (mut rest_from, mut out): (BTreeMap<&'v str, &'v TableEntry>, Vec<Pair<'v>>) =
+        (from.state.tables.iter().map(|(k, e)| (k.as_str(), e)).collect(), Vec::new());
+    let mut rest_to = Vec::new();
+    for (key, t) in &to.state.tables {
+        match rest_from.iter().find(|(_, f)| f.table_id == t.table_id).map(|(k, _)| *k) {
+            Some(k) => out.push(Pair { key, from: rest_from.remove(k), to: Some(t) }),
+            None => rest_to.push((key.as_str(), t)),
+        }
+    }
+    for (key, t) in rest_to {
+        out.push(Pair { key, from: rest_from.remove(key), to: Some(t) });
+    }
+    out.extend(rest_from.into_iter().map(|(key, f)| Pair { key, from: Some(f), to: None }));
+    out.retain(|p| filter.keeps_table(p.key) && !same_pin(p.from, p.to));
     out.sort_by_key(|p| (u8::from(p.key.starts_with("edge:")), layout::type_name(p.key).to_string()));
     out
 }
 
-fn same_pin(a: Option<&TableEntry>, b: Option<&TableEntry>) -> bool {
+/// Whether both sides of a pair are one table (the same table id), whose
+/// columns keep their Lance field ids across a rename.
+fn one_table(p: &Pair<'_>) -> bool {
+    matches!((p.from, p.to), (Some(a), Some(b)) if a.table_id == b.table_id)
+}
+
+/// Whether two pins name the same table version (or both are absent).
+pub fn same_pin(a: Option<&TableEntry>, b: Option<&TableEntry>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.location == b.location && a.branch == b.branch && a.version == b.version,
         (None, None) => true,
@@ -204,19 +224,32 @@ async fn open_pair(
     Ok((from, to))
 }
 
+/// The columns two sides share, as `(name in from, name in to)`: by Lance
+/// field id when both are versions of one table (a rename keeps the id), by
+/// name otherwise.
+fn shared_columns(from: &Dataset, to: &Dataset, one_table: bool) -> Vec<(String, String)> {
+    let theirs = &to.schema().fields;
+    from.schema()
+        .fields
+        .iter()
+        .filter_map(|f| {
+            let t = theirs.iter().find(|t| if one_table { t.id == f.id } else { t.name == f.name })?;
+            Some((f.name.clone(), t.name.clone()))
+        })
+        .collect()
+}
+
 /// Fingerprint both sides over their shared columns and classify each id.
-async fn classify(from: Option<&Dataset>, to: Option<&Dataset>) -> Result<Classified> {
+async fn classify(from: Option<&Dataset>, to: Option<&Dataset>, one_table: bool) -> Result<Classified> {
     let names = |ds: &Dataset| ds.schema().fields.iter().map(|f| f.name.clone()).collect::<Vec<String>>();
-    let shared: Vec<String> = match (from, to) {
-        (Some(f), Some(t)) => {
-            let theirs = names(t);
-            names(f).into_iter().filter(|n| theirs.contains(n)).collect()
-        }
-        (Some(ds), None) | (None, Some(ds)) => names(ds),
+    let (before_cols, after_cols): (Vec<String>, Vec<String>) = match (from, to) {
+        (Some(f), Some(t)) => shared_columns(f, t, one_table).into_iter().unzip(),
+        (Some(ds), None) | (None, Some(ds)) => (names(ds), names(ds)),
         (None, None) => return Ok(Classified::default()),
     };
-    let columns: Vec<&str> = shared.iter().map(String::as_str).collect();
-    let (before, after) = (prints(from, &columns).await?, prints(to, &columns).await?);
+    let before_refs: Vec<&str> = before_cols.iter().map(String::as_str).collect();
+    let after_refs: Vec<&str> = after_cols.iter().map(String::as_str).collect();
+    let (before, after) = (prints(from, &before_refs).await?, prints(to, &after_refs).await?);
     let mut out = Classified::default();
     for (key, print) in &after {
         match before.get(key) {
@@ -226,6 +259,92 @@ async fn classify(from: Option<&Dataset>, to: Option<&Dataset>) -> Result<Classi
         };
     }
     out.deleted.extend(before.keys().filter(|k| !after.contains_key(k)));
+    Ok(out)
+}
+
+/// The two sides' rows of one table, compared on the properties both sides
+/// have: `before`'s renamed to their names at `to`, and the properties only
+/// one side has left out (a schema apply's added or dropped properties are
+/// named once, in [`drift`], not as a change of every entity).
+type Sides = (BTreeMap<String, EntityRow>, BTreeMap<String, EntityRow>);
+
+fn aligned((mut before, mut after): Sides, from: &Dataset, to: &Dataset, one_table: bool) -> Sides {
+    let shared = shared_columns(from, to, one_table);
+    let all_shared = shared.iter().all(|(a, b)| a == b)
+        && from.schema().fields.len() == shared.len()
+        && to.schema().fields.len() == shared.len();
+    if all_shared {
+        return (before, after);
+    }
+    let keep: HashSet<&str> = shared.iter().map(|(_, b)| b.as_str()).collect();
+    for row in before.values_mut() {
+        let props = std::mem::take(&mut row.props);
+        for (name, v) in props {
+            if let Some((_, new)) = shared.iter().find(|(old, _)| *old == name) {
+                row.props.insert(new.clone(), v);
+            }
+        }
+    }
+    for row in after.values_mut() {
+        row.props.retain(|name, _| keep.contains(name.as_str()));
+    }
+    (before, after)
+}
+
+/// How one type's properties differ between the two sides of a diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PropertyDrift {
+    /// `node` or `edge`.
+    pub kind: &'static str,
+    /// The type (its name on the `to` side).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Properties renamed: `{from, to}` (changes use the new names).
+    pub renamed: Vec<Renamed>,
+    /// Properties only the `from` side has.
+    pub only_in_from: Vec<String>,
+    /// Properties only the `to` side has.
+    pub only_in_to: Vec<String>,
+}
+
+/// One renamed property.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Renamed {
+    /// Its name on the `from` side.
+    pub from: String,
+    /// Its name on the `to` side.
+    pub to: String,
+}
+
+/// For each type `filter` keeps whose properties differ between the two
+/// sides (a schema apply between them): what was renamed, dropped, added.
+pub async fn drift(
+    root: &Root,
+    from: &ManifestView,
+    to: &ManifestView,
+    filter: &DiffFilter,
+) -> Result<Vec<PropertyDrift>> {
+    let mut out = Vec::new();
+    for p in pairs(from, to, filter) {
+        let (Some(f), Some(t)) = open_pair(root, &p).await? else { continue };
+        let shared = shared_columns(&f, &t, one_table(&p));
+        let props = |ds: &Dataset| -> Vec<String> {
+            ds.schema()
+                .fields
+                .iter()
+                .map(|f| f.name.clone())
+                .filter(|n| !matches!(n.as_str(), "id" | "src" | "dst"))
+                .collect()
+        };
+        let only_in_from: Vec<String> = props(&f).into_iter().filter(|n| !shared.iter().any(|(a, _)| a == n)).collect();
+        let only_in_to: Vec<String> = props(&t).into_iter().filter(|n| !shared.iter().any(|(_, b)| b == n)).collect();
+        let renamed: Vec<Renamed> =
+            shared.into_iter().filter(|(a, b)| a != b).map(|(from, to)| Renamed { from, to }).collect();
+        if !(renamed.is_empty() && only_in_from.is_empty() && only_in_to.is_empty()) {
+            let (kind, type_name) = (kind_of(p.key), layout::type_name(p.key).to_string());
+            out.push(PropertyDrift { kind, type_name, renamed, only_in_from, only_in_to });
+        }
+    }
     Ok(out)
 }
 
@@ -242,17 +361,27 @@ pub async fn stats(root: &Root, from: &ManifestView, to: &ManifestView, filter: 
     let mut out = Vec::new();
     for p in pairs(from, to, filter) {
         let (f, t) = open_pair(root, &p).await?;
-        let c = classify(f.as_deref(), t.as_deref()).await?;
-        let count = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.len() as u64 } else { 0 };
-        let s = TypeStats {
-            kind: kind_of(p.key),
-            type_name: layout::type_name(p.key).to_string(),
-            inserted: count(Op::Insert, &c.inserted),
-            updated: count(Op::Update, &c.updated),
-            deleted: count(Op::Delete, &c.deleted),
-        };
-        if s.inserted + s.updated + s.deleted > 0 {
-            out.push(s);
+        let (mut inserted, mut updated, mut deleted) = (0u64, 0u64, 0u64);
+        match lineage_changes(&p, f.as_deref(), t.as_deref()).await? {
+            Some(table) => {
+                for c in table.iter().filter(|c| filter.keeps(c.op)) {
+                    *match c.op {
+                        Op::Insert => &mut inserted,
+                        Op::Update => &mut updated,
+                        Op::Delete => &mut deleted,
+                    } += 1;
+                }
+            }
+            None => {
+                let c = classify(f.as_deref(), t.as_deref(), one_table(&p)).await?;
+                let count = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.len() as u64 } else { 0 };
+                (inserted, updated, deleted) =
+                    (count(Op::Insert, &c.inserted), count(Op::Update, &c.updated), count(Op::Delete, &c.deleted));
+            }
+        }
+        if inserted + updated + deleted > 0 {
+            let (kind, type_name) = (kind_of(p.key), layout::type_name(p.key).to_string());
+            out.push(TypeStats { kind, type_name, inserted, updated, deleted });
         }
     }
     Ok(out)
@@ -263,20 +392,87 @@ pub async fn changes(root: &Root, from: &ManifestView, to: &ManifestView, filter
     let mut out = Vec::new();
     for p in pairs(from, to, filter) {
         let (f, t) = open_pair(root, &p).await?;
-        let c = classify(f.as_deref(), t.as_deref()).await?;
-        let wanted = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.clone() } else { HashSet::new() };
-        let (updated, inserted, deleted) =
-            (wanted(Op::Update, &c.updated), wanted(Op::Insert, &c.inserted), wanted(Op::Delete, &c.deleted));
-        let after_keys: HashSet<Hash128> = inserted.union(&updated).copied().collect();
-        let before_keys: HashSet<Hash128> = deleted.union(&updated).copied().collect();
-        let after = rows_of(t.as_deref(), &after_keys).await?;
-        let before = rows_of(f.as_deref(), &before_keys).await?;
-        let type_id = p.to.or(p.from).map(|e| e.table_id.clone()).unwrap_or_default();
-        let mut table = table_changes(p.key, &type_id, before, after);
+        let mut table = match lineage_changes(&p, f.as_deref(), t.as_deref()).await? {
+            Some(table) => table,
+            None => fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?,
+        };
+        table.retain(|c| filter.keeps(c.op));
         table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         out.extend(table);
     }
     Ok(out)
+}
+
+/// [`changes`] by fingerprints alone, never from row versions: the
+/// reference the row-version path is checked against.
+pub async fn changes_by_fingerprint(
+    root: &Root,
+    from: &ManifestView,
+    to: &ManifestView,
+    filter: &DiffFilter,
+) -> Result<Vec<Change>> {
+    let mut out = Vec::new();
+    for p in pairs(from, to, filter) {
+        let (f, t) = open_pair(root, &p).await?;
+        let mut table = fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?;
+        table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        out.extend(table);
+    }
+    Ok(out)
+}
+
+/// One table's changes from Lance's row versions, when both sides are
+/// versions of one dataset ref ([`row_delta`]): the cost follows the rows
+/// changed. `None` when that does not apply.
+async fn lineage_changes(p: &Pair<'_>, f: Option<&Dataset>, t: Option<&Dataset>) -> Result<Option<Vec<Change>>> {
+    let (Some(f), Some(t)) = (f, t) else { return Ok(None) };
+    let Some(delta) = row_delta::between(f, t).await? else { return Ok(None) };
+    let by_id = |batches: &[arrow_array::RecordBatch]| -> BTreeMap<String, EntityRow> {
+        batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect()
+    };
+    let type_id = p.to.or(p.from).map(|e| e.table_id.clone()).unwrap_or_default();
+    let (before, after) = aligned((by_id(&delta.before), by_id(&delta.after)), f, t, one_table(p));
+    Ok(Some(table_changes(p.key, &type_id, before, after)))
+}
+
+/// One table's changes by fingerprinting both sides whole (another
+/// lineage, an absent side): only the rows of the ops `filter` keeps are
+/// read whole.
+async fn fingerprint_changes(
+    p: &Pair<'_>,
+    f: Option<&Dataset>,
+    t: Option<&Dataset>,
+    filter: &DiffFilter,
+) -> Result<Vec<Change>> {
+    let c = classify(f, t, one_table(p)).await?;
+    let wanted = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.clone() } else { HashSet::new() };
+    let (updated, inserted, deleted) =
+        (wanted(Op::Update, &c.updated), wanted(Op::Insert, &c.inserted), wanted(Op::Delete, &c.deleted));
+    let after_keys: HashSet<Hash128> = inserted.union(&updated).copied().collect();
+    let before_keys: HashSet<Hash128> = deleted.union(&updated).copied().collect();
+    let mut sides = (rows_of(f, &before_keys).await?, rows_of(t, &after_keys).await?);
+    if let (Some(f), Some(t)) = (f, t) {
+        sides = aligned(sides, f, t, one_table(p));
+    }
+    let type_id = p.to.or(p.from).map(|e| e.table_id.clone()).unwrap_or_default();
+    Ok(table_changes(p.key, &type_id, sides.0, sides.1))
+}
+
+/// Entity `id` in the table `entry` pins (`None` when the table or the
+/// entity is absent there): one filtered scan.
+pub async fn entity_at(root: &Root, entry: Option<&TableEntry>, id: &str) -> Result<Option<EntityRow>> {
+    let Some(entry) = entry else { return Ok(None) };
+    let ds = open_pinned(root, entry).await?;
+    let filter = datafusion::prelude::col("id").eq(datafusion::prelude::lit(id.to_string()));
+    let batches = table::scan_expr(&ds, Some(filter)).await?;
+    Ok(batches.iter().flat_map(rows::from_batch).next())
+}
+
+/// The change from `before` to `after` of one entity of table `key`, as a
+/// diff reports it; `None` when the two are equal.
+pub fn entity_change(key: &str, type_id: &str, before: Option<EntityRow>, after: Option<EntityRow>) -> Option<Change> {
+    let by_id = |r: Option<EntityRow>| r.map(|r| (r.id.clone(), r)).into_iter().collect::<BTreeMap<_, _>>();
+    table_changes(key, type_id, by_id(before), by_id(after)).into_iter().next()
 }
 
 /// The rows of `ds` with `keys`, by id.

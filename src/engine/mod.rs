@@ -4,7 +4,9 @@
 //! rows, validation, JSONL parsing, branch names) live in `omnigraph-core`
 //! and are re-exported here under their old paths.
 
-pub use omnigraph_core::{branch_name, lang, load, memory_budget, read_limits, refs, rows, three_way, validate, walk};
+pub use omnigraph_core::{
+    branch_name, feed, lang, load, memory_budget, read_limits, refs, rows, three_way, token, validate, walk,
+};
 
 pub mod committed;
 pub mod diff;

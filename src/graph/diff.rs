@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Graph;
 use super::refs::ReadAt;
-use crate::engine::diff::{self, Change, DiffFilter, Op, TypeStats};
+use crate::engine::diff::{self, Change, DiffFilter, Op, PropertyDrift, TypeStats};
+use crate::engine::manifest::CommitRow;
+use crate::engine::token;
 use crate::protocol::{OmniError, Result};
 
 /// Changes per page unless asked otherwise.
@@ -27,6 +29,10 @@ pub struct DiffPage {
     pub to: String,
     /// This page's changes, in the frozen order.
     pub changes: Vec<Change>,
+    /// Types whose properties differ between the two sides (a schema apply
+    /// between them); absent when none do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<PropertyDrift>,
     /// The token of the next page; absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_page_token: Option<String>,
@@ -41,6 +47,10 @@ pub struct DiffStats {
     pub to: String,
     /// Per type with any change.
     pub stats: Vec<TypeStats>,
+    /// Types whose properties differ between the two sides; absent when
+    /// none do.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<PropertyDrift>,
 }
 
 /// What a page token carries.
@@ -54,18 +64,12 @@ struct PageToken {
 
 impl PageToken {
     fn encode(&self) -> Result<String> {
-        let json = serde_json::to_vec(self).map_err(|e| OmniError::Internal(format!("encoding a page token: {e}")))?;
-        Ok(json.iter().map(|b| format!("{b:02x}")).collect())
+        token::encode(self).map_err(|e| OmniError::Internal(format!("encoding a page token: {e}")))
     }
 
     fn decode(text: &str) -> Result<PageToken> {
-        let bad = || OmniError::BadRequest("page token rejected: it was not made by a diff of this graph".into());
-        if !text.len().is_multiple_of(2) || text.len() > 8192 {
-            return Err(bad());
-        }
-        let bytes: Option<Vec<u8>> =
-            (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect();
-        serde_json::from_slice(&bytes.ok_or_else(bad)?).map_err(|_| bad())
+        token::decode(text)
+            .ok_or_else(|| OmniError::BadRequest("page token rejected: it was not made by a diff of this graph".into()))
     }
 }
 
@@ -87,7 +91,9 @@ impl Graph {
             None => (from, to),
         };
         let (a, b) = (self.read_at(from).await?, self.read_at(to).await?);
-        self.diff_page(a, b, filter, token, limit).await
+        filter.check(&a.view, &b.view)?;
+        let schema = diff::drift(self.root(), &a.view, &b.view, filter).await?;
+        Ok(DiffPage { schema, ..self.diff_page(a, b, filter, token, limit).await? })
     }
 
     /// One page of the diff between two resolved read points.
@@ -108,7 +114,6 @@ impl Graph {
         {
             return Err(OmniError::BadRequest("page token rejected: it was made for another diff or filter".into()));
         }
-        filter.check(&a.view, &b.view)?;
         let all = diff::changes(self.root(), &a.view, &b.view, filter).await?;
         let start = match &token {
             Some(t) => {
@@ -128,7 +133,7 @@ impl Graph {
             }
             _ => None,
         };
-        Ok(DiffPage { from: a.commit_id, to: b.commit_id, changes, next_page_token })
+        Ok(DiffPage { from: a.commit_id, to: b.commit_id, changes, schema: Vec::new(), next_page_token })
     }
 
     /// Insert, update and delete counts per type from `from` to `to`.
@@ -136,7 +141,8 @@ impl Graph {
         let (a, b) = (self.read_at(from).await?, self.read_at(to).await?);
         filter.check(&a.view, &b.view)?;
         let stats = diff::stats(self.root(), &a.view, &b.view, filter).await?;
-        Ok(DiffStats { from: a.commit_id, to: b.commit_id, stats })
+        let schema = diff::drift(self.root(), &a.view, &b.view, filter).await?;
+        Ok(DiffStats { from: a.commit_id, to: b.commit_id, stats, schema })
     }
 
     /// The entities commit `commit` (any ref) changed against its first
@@ -154,26 +160,34 @@ impl Graph {
         let Some(parent) = row.parent.clone() else {
             return Err(OmniError::ParentlessCommit { graph_commit_id: row.commit_id });
         };
+        let (a, b) = (self.read_at(&parent).await?, self.read_at(&row.commit_id).await?);
+        filter.check(&a.view, &b.view)?;
+        self.block_page(&row, a, b, filter, page_token, limit).await
+    }
+
+    /// One page of commit `row`'s block: its changes from `parent` to
+    /// `this` (its own state). Token refusals carry the reference's
+    /// `change cursor rejected:` prefix.
+    pub(super) async fn block_page(
+        &self,
+        row: &CommitRow,
+        parent: ReadAt,
+        this: ReadAt,
+        filter: &DiffFilter,
+        page_token: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<CommitChanges> {
         let rejected = |e: OmniError| match e {
-            OmniError::BadRequest(m) => OmniError::BadRequest(format!(
+            OmniError::BadRequest(m) if m.starts_with("page token rejected: ") => OmniError::BadRequest(format!(
                 "change cursor rejected: {}",
                 m.strip_prefix("page token rejected: ").unwrap_or(&m)
             )),
             other => other,
         };
         let token = page_token.map(PageToken::decode).transpose().map_err(rejected)?;
-        let (a, b) = (self.read_at(&parent).await?, self.read_at(&row.commit_id).await?);
-        let page = self.diff_page(a, b, filter, token, limit).await.map_err(rejected)?;
-        let cause = ChangeCause {
-            graph_commit_id: row.commit_id.clone(),
-            parent_commit_id: row.parent.clone(),
-            merged_parent_commit_id: row.merged_parent.clone(),
-            authored_branch: row.branch.clone(),
-            actor_id: row.actor.clone(),
-            authored_at: row.created_at_us,
-        };
+        let page = self.diff_page(parent, this, filter, token, limit).await.map_err(rejected)?;
         let changes = page.changes.iter().map(EntityChange::from).collect();
-        Ok(CommitChanges { cause, changes, next_page_token: page.next_page_token })
+        Ok(CommitChanges { cause: ChangeCause::of(row), changes, next_page_token: page.next_page_token })
     }
 }
 
@@ -195,6 +209,20 @@ pub struct ChangeCause {
     pub actor_id: Option<String>,
     /// When, in microseconds since the Unix epoch.
     pub authored_at: i64,
+}
+
+impl ChangeCause {
+    /// The cause block of commit `row`.
+    pub(super) fn of(row: &CommitRow) -> ChangeCause {
+        ChangeCause {
+            graph_commit_id: row.commit_id.clone(),
+            parent_commit_id: row.parent.clone(),
+            merged_parent_commit_id: row.merged_parent.clone(),
+            authored_branch: row.branch.clone(),
+            actor_id: row.actor.clone(),
+            authored_at: row.created_at_us,
+        }
+    }
 }
 
 /// A type as the reference names it: a stable id (kept across a rename) and
@@ -279,24 +307,4 @@ fn change_image(image: &serde_json::Value) -> ChangeImage {
         Some(ChangeEndpoints { from: e["from"].as_str()?.to_string(), to: e["to"].as_str()?.to_string() })
     });
     ChangeImage { properties, endpoints }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_tokens_round_trip_and_refuse_tampering() {
-        let t = PageToken {
-            from: "A".into(),
-            to: "B".into(),
-            filter: DiffFilter::default(),
-            after: (0, "Person".into(), "p1".into(), Op::Update),
-        };
-        let text = t.encode().expect("encode");
-        assert_eq!(PageToken::decode(&text).expect("decode"), t);
-        for bad in ["", "zz", "abc", &text[..text.len() - 2], "7b7d"] {
-            assert!(matches!(PageToken::decode(bad), Err(OmniError::BadRequest(_))), "{bad:?}");
-        }
-    }
 }

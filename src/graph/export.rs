@@ -22,6 +22,12 @@ impl Export {
         &self.tables
     }
 
+    /// Only the tables `keep` keeps.
+    pub(super) fn keep(mut self, keep: impl Fn(&ExportTable) -> bool) -> Export {
+        self.tables.retain(|t| keep(t));
+        self
+    }
+
     /// Stream the JSONL into `out`, one chunk per scan batch.
     pub async fn run(&self, out: tokio::sync::mpsc::Sender<Result<Bytes>>) -> Result<ExportSummary> {
         export::run(&self.root, &self.view, &self.tables, out).await

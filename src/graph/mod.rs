@@ -8,7 +8,9 @@
 
 mod branches;
 mod diff;
+mod entity_history;
 mod export;
+mod feed;
 mod history;
 mod maintenance;
 pub mod memory;
@@ -35,7 +37,9 @@ pub use branches::{MergeOptions, MergeResult};
 pub use diff::{
     ChangeCause, ChangeEndpoints, ChangeImage, ChangeType, CommitChanges, DiffPage, DiffStats, EntityChange,
 };
+pub use entity_history::{Blame, BlameLine, EntityHistory, HistoryEntry};
 pub use export::Export;
+pub use feed::{Baseline, BaselineHandshake, ChangeBlock, FeedFrom, FeedPage, FeedRequest, MAX_WAIT};
 pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
@@ -139,6 +143,8 @@ impl Default for ReadTarget {
 pub struct Graph {
     rt: Arc<Runtime>,
     mode: OpenMode,
+    /// The graph's first commit, once a change feed asked for it.
+    genesis: tokio::sync::OnceCell<String>,
 }
 
 impl Graph {
@@ -161,7 +167,7 @@ impl Graph {
             }
             sweep(&rt, Mode::Full, Scope::All).await?;
         }
-        Ok(Graph { rt, mode })
+        Ok(Graph { rt, mode, genesis: tokio::sync::OnceCell::new() })
     }
 
     /// The graph root.

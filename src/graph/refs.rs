@@ -28,6 +28,7 @@ pub enum Resolved {
 
 /// Where a read runs: the manifest it reads, the commit it answers for,
 /// and whether that is a live branch's head.
+#[derive(Clone)]
 pub(super) struct ReadAt {
     pub view: ManifestView,
     pub commit_id: String,

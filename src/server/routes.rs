@@ -1,5 +1,6 @@
 //! Routes, request bodies and the error mapping of the daemon.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -14,11 +15,12 @@ use serde_json::{Map, Value, json};
 
 use super::{AppState, middleware};
 use crate::engine::diff::DiffFilter;
+use crate::engine::feed::FeedStart;
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
 use crate::engine::read_limits::ReadLimits;
 use crate::engine::storage::durability;
-use crate::graph::{Graph, MergeOptions, ReadTarget, WriteOptions, wire};
+use crate::graph::{Export, FeedFrom, FeedRequest, Graph, MergeOptions, ReadTarget, WriteOptions, wire};
 use crate::protocol::OmniError;
 use crate::protocol::error::status_code;
 
@@ -56,6 +58,14 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/commits/{commit}", "One commit (any ref: a commit id, a tag, `main~2`, …)"),
     ("get", "/graphs/{id}/diff", "What changed between two refs (`from`, `to`), paged; `stat=true` counts per type"),
     ("get", "/graphs/{id}/commits/{commit}/changes", "The entities a commit changed against its first parent, paged"),
+    ("get", "/graphs/{id}/changes", "Poll a branch's change feed (`cursor`, `start`, `page_token`; `wait` long-polls)"),
+    (
+        "post",
+        "/graphs/{id}/changes/baseline",
+        "An exact NDJSON snapshot, then the cursor that resumes the feed after it",
+    ),
+    ("get", "/graphs/{id}/history/{type}/{entity}", "The commits on a branch that changed one entity, newest first"),
+    ("get", "/graphs/{id}/blame/{type}/{entity}", "For each property of an entity, the commit that last set it"),
     ("get", "/graphs/{id}/tags", "List tags"),
     ("post", "/graphs/{id}/tags", "Create a tag on a ref (default main's head); tags are immutable"),
     ("delete", "/graphs/{id}/tags/{name}", "Delete a tag (names may contain `/`)"),
@@ -118,6 +128,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/commits/{commit}/changes", get(commit_changes))
         .route("/graphs/{id}/diff", get(diff))
+        .route("/graphs/{id}/changes", get(changes_poll))
+        .route("/graphs/{id}/changes/baseline", post(changes_baseline))
+        .route("/graphs/{id}/history/{type}/{*entity}", get(entity_history))
+        .route("/graphs/{id}/blame/{type}/{*entity}", get(blame))
         .route("/graphs/{id}/tags", get(tag_list).post(tag_create))
         .route("/graphs/{id}/tags/{*name}", axum::routing::delete(tag_delete))
         .route("/graphs/{id}/schema", get(schema))
@@ -737,18 +751,14 @@ async fn diff(
     Ok(axum::Json(json!(g.diff(&q.from, &q.to, &filter, q.page_token.as_deref(), q.limit).await?)))
 }
 
-/// `?page_token=&limit=&kind=&type=&op=`, each filter repeatable (or
-/// comma-separated); any other parameter is refused.
-fn commit_changes_params(query: Option<&str>) -> Result<(DiffFilter, Option<String>, Option<usize>), OmniError> {
-    let (mut filter, mut token, mut limit, mut kinds) = (DiffFilter::default(), None, None, Vec::new());
+/// The parameters of a change route: the filter (`kind`, `type`, `op`,
+/// each repeatable or comma-separated) and, once each, the others `allowed`
+/// names; any other parameter is refused.
+fn change_params(query: Option<&str>, allowed: &[&str]) -> Result<(DiffFilter, HashMap<String, String>), OmniError> {
+    let (mut filter, mut kinds, mut rest) = (DiffFilter::default(), Vec::new(), HashMap::new());
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         let values = value.split(',').map(str::trim).filter(|v| !v.is_empty()).map(String::from);
         match key.as_ref() {
-            "page_token" => token = Some(value.into_owned()),
-            "limit" => {
-                limit =
-                    Some(value.parse().map_err(|_| OmniError::BadRequest(format!("limit `{value}` is not a count")))?)
-            }
             "kind" => kinds.extend(values),
             "type" => filter.types.extend(values),
             "op" => {
@@ -756,18 +766,33 @@ fn commit_changes_params(query: Option<&str>) -> Result<(DiffFilter, Option<Stri
                     filter.ops.push(v.parse()?);
                 }
             }
+            other if allowed.contains(&other) => {
+                if rest.insert(other.to_string(), value.into_owned()).is_some() {
+                    return Err(OmniError::BadRequest(format!("parameter `{other}` given twice")));
+                }
+            }
             other => return Err(OmniError::BadRequest(format!("unknown parameter `{other}`"))),
         }
     }
+    filter.kind = one_kind(kinds)?;
+    Ok((filter, rest))
+}
+
+/// The `kind` filter from a list of kinds: both kinds is no filter.
+fn one_kind(mut kinds: Vec<String>) -> Result<Option<String>, OmniError> {
     kinds.sort();
     kinds.dedup();
-    filter.kind = match kinds.as_slice() {
-        [one] => Some(one.clone()),
-        [] => None,
-        [a, b] if a == "edge" && b == "node" => None,
-        _ => return Err(OmniError::BadRequest(format!("kind {kinds:?}: expected node and/or edge"))),
-    };
-    Ok((filter, token, limit))
+    match kinds.as_slice() {
+        [one] if one == "node" || one == "edge" => Ok(Some(one.clone())),
+        [] => Ok(None),
+        [a, b] if a == "edge" && b == "node" => Ok(None),
+        _ => Err(OmniError::BadRequest(format!("kind {kinds:?}: expected node and/or edge"))),
+    }
+}
+
+/// A count parameter.
+fn count_param(name: &str, value: Option<&String>) -> Result<Option<usize>, OmniError> {
+    value.map(|v| v.parse().map_err(|_| OmniError::BadRequest(format!("{name} `{v}` is not a count")))).transpose()
 }
 
 async fn commit_changes(
@@ -777,9 +802,106 @@ async fn commit_changes(
     headers: HeaderMap,
 ) -> ApiResult {
     s.actor(&headers)?;
-    let (filter, token, limit) = commit_changes_params(query.as_deref())?;
-    let page = s.graph(&id)?.commit_changes(&commit, &filter, token.as_deref(), limit).await?;
+    let (filter, rest) = change_params(query.as_deref(), &["page_token", "limit"])?;
+    let limit = count_param("limit", rest.get("limit"))?;
+    let page =
+        s.graph(&id)?.commit_changes(&commit, &filter, rest.get("page_token").map(String::as_str), limit).await?;
     Ok(axum::Json(json!(page)))
+}
+
+/// `?branch=&cursor=|start=|page_token=&limit=&wait=` and the filter: one
+/// poll of a branch's change feed (no place given: `start=now`).
+async fn changes_poll(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let allowed = ["branch", "cursor", "start", "page_token", "limit", "wait"];
+    let (filter, mut rest) = change_params(query.as_deref(), &allowed)?;
+    let places = [rest.remove("cursor"), rest.remove("start"), rest.remove("page_token")];
+    let from = match places {
+        [Some(c), None, None] => FeedFrom::Cursor(c),
+        [None, Some(st), None] => FeedFrom::Start(st.parse()?),
+        [None, None, Some(t)] => FeedFrom::PageToken(t),
+        [None, None, None] => FeedFrom::Start(FeedStart::Now),
+        _ => return Err(bad("give one of cursor, start and page_token")),
+    };
+    let limit = count_param("limit", rest.get("limit"))?;
+    let wait = count_param("wait", rest.get("wait"))?.map(|secs| std::time::Duration::from_secs(secs as u64));
+    let req = FeedRequest { branch: rest.remove("branch"), from, filter, limit, wait };
+    Ok(axum::Json(json!(s.graph(&id)?.changes_poll(&req).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryParams {
+    property: Option<String>,
+    branch: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `?property=&branch=&limit=`: `{entries}`, newest first.
+async fn entity_history(
+    State(s): State<Arc<AppState>>,
+    Path((id, type_name, entity)): Path<(String, String, String)>,
+    Query(q): Query<HistoryParams>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let g = s.graph(&id)?;
+    let h = g.entity_history(&type_name, &entity, q.property.as_deref(), q.branch.as_deref(), q.limit).await?;
+    Ok(axum::Json(json!(h)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlameParams {
+    branch: Option<String>,
+}
+
+/// `?branch=`: `{type, id, properties}`.
+async fn blame(
+    State(s): State<Arc<AppState>>,
+    Path((id, type_name, entity)): Path<(String, String, String)>,
+    Query(q): Query<BlameParams>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    Ok(axum::Json(json!(s.graph(&id)?.blame(&type_name, &entity, q.branch.as_deref()).await?)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BaselineBody {
+    branch: Option<String>,
+    #[serde(default)]
+    kind: Vec<String>,
+    #[serde(default, rename = "type")]
+    types: Vec<String>,
+    #[serde(default)]
+    op: Vec<String>,
+}
+
+/// NDJSON: the snapshot's records, then `{"baseline": {snapshot_commit_id,
+/// resume_cursor}}`, written only after every record was.
+async fn changes_baseline(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    s.actor(&headers)?;
+    let req: BaselineBody =
+        if b.as_ref().is_ok_and(|b| b.is_empty()) { BaselineBody::default() } else { json_body(b)? };
+    let ops = req.op.iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
+    let filter = DiffFilter { types: req.types, kind: one_kind(req.kind)?, ops };
+    let baseline = s.graph(&id)?.changes_baseline(req.branch.as_deref(), &filter).await?;
+    let mut trailer = serde_json::to_vec(&json!({ "baseline": baseline.handshake }))
+        .map_err(|e| ApiError::Omni(OmniError::Internal(format!("the baseline record: {e}"))))?;
+    trailer.push(b'\n');
+    Ok(ndjson(baseline.export, Some(Bytes::from(trailer)), "application/x-ndjson; charset=utf-8"))
 }
 
 async fn tag_list(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
@@ -887,15 +1009,28 @@ async fn export(
     let target = ReadTarget::of(req.snapshot, req.branch);
     let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
     let plan = s.graph(&id)?.export(&target, &types).await?;
+    Ok(ndjson(plan, None, "application/x-ndjson"))
+}
+
+/// Stream an export as the response body, then `trailer` once every record
+/// was written (a failed export ends the body abnormally, without it).
+fn ndjson(plan: Export, trailer: Option<Bytes>, content_type: &'static str) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(async move {
-        if let Err(e) = plan.run(tx.clone()).await {
+        match plan.run(tx.clone()).await {
+            Ok(_) => {
+                if let Some(t) = trailer {
+                    let _ = tx.send(Ok(t)).await;
+                }
+            }
             // Mid-stream: the client sees the body end abnormally.
-            let _ = tx.send(Err(e)).await;
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+            }
         }
     });
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
     let mut resp = Response::new(axum::body::Body::from_stream(stream));
-    resp.headers_mut().insert(header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/x-ndjson"));
-    Ok(resp)
+    resp.headers_mut().insert(header::CONTENT_TYPE, axum::http::HeaderValue::from_static(content_type));
+    resp
 }

@@ -165,3 +165,47 @@ fn shell_words(line: &str) -> Vec<String> {
     }
     out
 }
+
+/// The change feed walk-through in docs/history.md runs as written: the
+/// baseline's cursor (printed by its first line) stands in for `CURSOR`,
+/// and the poll after a write delivers that write.
+#[test]
+fn the_change_feed_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/history.md");
+    let section = page.split("## The change feed").nth(1).expect("the feed section");
+    let block = first_sh_block(section);
+    let (dir, loc) = crate::common::temp_graph_dir();
+    let run = |args: &[&str]| run_ok(dir.path(), args);
+    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    run(&["init", "--schema", &schema, &loc]);
+    run(&["load", "--data", &data, "--mode", "overwrite", "-q", &loc]);
+    let mut cursor = String::new();
+    let mut ran = Vec::new();
+    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
+        let words = shell_words(line);
+        let args: Vec<String> = words[1..]
+            .iter()
+            .map(|w| match w.as_str() {
+                "./g.graph" => loc.clone(),
+                "CURSOR" => cursor.clone(),
+                w => w.to_string(),
+            })
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        if args.contains(&"--cursor") {
+            run(&["mutate", "-e", "query q() { insert Person { name: \"Fed\" } }", &loc]);
+        }
+        let out: serde_json::Value = serde_json::from_str(&run(&args)).expect("json");
+        if let Some(c) = out["resume_cursor"].as_str() {
+            cursor = c.to_string();
+            let snapshot = std::fs::read_to_string(dir.path().join("snapshot.jsonl")).expect("snapshot");
+            assert!(snapshot.contains("\"Alice\""), "{snapshot}");
+        }
+        if args.contains(&"--cursor") {
+            assert_eq!(out["blocks"][0]["changes"][0]["id"], "Fed", "{out}");
+        }
+        ran.push(args[1].to_string());
+    }
+    assert_eq!(ran, ["baseline", "poll", "poll", "poll"]);
+}

@@ -219,6 +219,11 @@ fn probes() -> Vec<Probe> {
         out.push(probe("POST", "/graphs/g/tags", json!({"name": "fine-tag", "ref": b}).to_string()));
         out.push(probe("DELETE", format!("/graphs/g/tags/{enc}"), ""));
         out.push(probe("GET", format!("/graphs/g/commits/{enc}"), ""));
+        // The change feed and its baseline: a bad branch, a bad cursor.
+        out.push(probe("GET", format!("/graphs/g/changes?branch={enc}"), ""));
+        out.push(probe("GET", format!("/graphs/g/changes?cursor={enc}"), ""));
+        out.push(probe("GET", format!("/graphs/g/changes?start=after:{enc}"), ""));
+        out.push(probe("POST", "/graphs/g/changes/baseline", json!({"branch": b}).to_string()));
     }
     // Hostile paths, query strings, methods and content types.
     for p in [
@@ -228,6 +233,9 @@ fn probes() -> Vec<Probe> {
         "/graphs/g/commits/%00",
         "/graphs/g/commits?limit=abc",
         "/graphs/g/commits?limit=-1",
+        "/graphs/g/changes?limit=-1&wait=-1",
+        "/graphs/g/changes?wait=99999999999999999999",
+        "/graphs/g/changes?type=%FF",
         "/healthz?verbose=abc",
         "/nowhere",
         "/graphs/g/nowhere",
@@ -254,6 +262,8 @@ fn probes() -> Vec<Probe> {
         ("GET", "/change"),
         ("POST", "/healthz"),
         ("POST", "/graphs/g/commits"),
+        ("POST", "/graphs/g/changes"),
+        ("GET", "/graphs/g/changes/baseline"),
     ] {
         out.push(probe(m, p, "{}"));
     }

@@ -5,6 +5,7 @@
 //! build and run without them. The `omnigraph` crate re-exports every module.
 
 pub mod branch_name;
+pub mod feed;
 pub mod lang;
 pub mod load;
 pub mod memory_budget;
@@ -13,5 +14,6 @@ pub mod read_limits;
 pub mod refs;
 pub mod rows;
 pub mod three_way;
+pub mod token;
 pub mod validate;
 pub mod walk;

@@ -24,6 +24,7 @@ mod key_probe;
 pub mod lineage;
 mod read_index_cache;
 pub mod root;
+pub mod row_delta;
 pub mod staged;
 pub mod table;
 mod version_hint;

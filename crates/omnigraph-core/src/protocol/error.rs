@@ -84,6 +84,16 @@ pub enum OmniError {
         graph_commit_id: String,
     },
 
+    /// A change feed cursor points at history `cleanup` removed: the feed
+    /// cannot continue without a gap (take a new baseline).
+    #[error("change feed gap: commit `{first_unreadable_commit_id}` was removed by cleanup; take a new baseline")]
+    ChangeFeedGap {
+        /// The cursor that cannot continue (absent for a first poll).
+        cursor: Option<String>,
+        /// The first commit the feed would deliver and cannot read.
+        first_unreadable_commit_id: String,
+    },
+
     /// The manifest publisher ran out of retries under write contention.
     #[error("manifest conflict: {0}")]
     ManifestConflict(String),
@@ -179,7 +189,7 @@ impl OmniError {
             | OmniError::MergeConflicts(_)
             | OmniError::ParentlessCommit { .. }
             | OmniError::Drift { .. } => 409,
-            OmniError::CommitCleaned { .. } => 410,
+            OmniError::CommitCleaned { .. } | OmniError::ChangeFeedGap { .. } => 410,
             OmniError::PreconditionFailed { .. } => 412,
             OmniError::ResourceLimitExceeded { .. } => 413,
             OmniError::RecoveryRequired { .. } | OmniError::ActorUnavailable(_) => 503,
@@ -189,12 +199,14 @@ impl OmniError {
 
     /// The `code` of the JSON error body: one per status ([`status_code`]),
     /// except that a 503 tells a pending recovery (`recovery_required`) from
-    /// an actor that did not answer (`unavailable`), and a 409 for the first
-    /// commit's changes is `parentless_commit`.
+    /// an actor that did not answer (`unavailable`), a 409 for the first
+    /// commit's changes is `parentless_commit`, and a 410 for a change
+    /// feed that cleanup outran is `change_feed_gap`.
     pub fn code(&self) -> &'static str {
         match self {
             OmniError::RecoveryRequired { .. } => "recovery_required",
             OmniError::ParentlessCommit { .. } => "parentless_commit",
+            OmniError::ChangeFeedGap { .. } => "change_feed_gap",
             _ => status_code(self.http_status()),
         }
     }
@@ -234,6 +246,9 @@ impl OmniError {
             OmniError::MergeConflicts(conflicts) => serde_json::json!({ "merge_conflicts": conflicts }),
             OmniError::ParentlessCommit { graph_commit_id } => serde_json::json!({
                 "change_diff_refusal": { "reason": "parentless_commit", "graph_commit_id": graph_commit_id }
+            }),
+            OmniError::ChangeFeedGap { cursor, first_unreadable_commit_id } => serde_json::json!({
+                "change_feed_gap": { "cursor": cursor, "first_unreadable_commit_id": first_unreadable_commit_id }
             }),
             OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
                 "recovery_required": { "operation_id": operation_id, "reason": reason }

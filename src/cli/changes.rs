@@ -1,0 +1,201 @@
+//! `omnigraph changes poll` and `omnigraph changes baseline`: the change
+//! feed from the command line, in the HTTP API's shapes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use omnigraph::{BaselineHandshake, DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniError, Result};
+
+use super::{print_json, read_only};
+
+/// The filter flags every feed command takes.
+#[derive(clap::Args)]
+pub struct FilterArgs {
+    /// Only nodes or only edges (repeatable; both is no filter).
+    #[arg(long = "kind", value_parser = ["node", "edge"])]
+    kinds: Vec<String>,
+    /// Only these types (repeatable).
+    #[arg(long = "type")]
+    types: Vec<String>,
+    /// Only these ops: insert, update, delete (repeatable).
+    #[arg(long = "op")]
+    ops: Vec<String>,
+}
+
+impl FilterArgs {
+    fn filter(self) -> Result<DiffFilter> {
+        let ops = self.ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
+        let kind = if self.kinds.iter().any(|k| k != &self.kinds[0]) { None } else { self.kinds.first().cloned() };
+        Ok(DiffFilter { types: self.types, kind, ops })
+    }
+}
+
+/// The change feed of a branch.
+#[derive(Subcommand)]
+pub enum ChangesCommand {
+    /// Poll a branch's change feed: one block per commit after the place
+    /// given, oldest first. Fetches every page of the poll and prints once,
+    /// after the terminal page: {blocks, cursor, caught_up}.
+    Poll {
+        /// The branch followed.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Resume after a cursor from an earlier poll or a baseline.
+        #[arg(long, conflicts_with_all = ["start", "page_token"])]
+        cursor: Option<String>,
+        /// Start a new feed: now (default), beginning, or after:COMMIT.
+        #[arg(long, conflicts_with = "page_token")]
+        start: Option<String>,
+        /// Print only the page after the one that handed out this token.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// Wait up to this many seconds for a commit when there is none
+        /// (at most 60).
+        #[arg(long)]
+        wait: Option<u64>,
+        /// Changes per page (default 1000, at most 10000).
+        #[arg(long)]
+        limit: Option<usize>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+    /// Write an exact snapshot of a branch to FILE (atomically: the file is
+    /// whole or absent), then print the cursor that resumes the feed after
+    /// it: {snapshot_commit_id, resume_cursor}.
+    Baseline {
+        /// The NDJSON file to write (the format `load` reads).
+        #[arg(long)]
+        out: PathBuf,
+        /// The branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The graph.
+        graph: String,
+    },
+}
+
+impl ChangesCommand {
+    /// Whether `--json` was asked for (errors print as JSON then).
+    pub fn json(&self) -> bool {
+        match self {
+            ChangesCommand::Poll { json, .. } | ChangesCommand::Baseline { json, .. } => *json,
+        }
+    }
+}
+
+/// Run a `changes` command.
+pub async fn run(command: ChangesCommand) -> Result<()> {
+    match command {
+        ChangesCommand::Poll { branch, cursor, start, page_token, wait, limit, filter, json, graph } => {
+            let from = match (cursor, start, page_token.clone()) {
+                (Some(c), _, _) => FeedFrom::Cursor(c),
+                (_, _, Some(t)) => FeedFrom::PageToken(t),
+                (_, Some(s), _) => FeedFrom::Start(s.parse()?),
+                (None, None, None) => FeedFrom::Start(FeedStart::Now),
+            };
+            let wait = wait.map(std::time::Duration::from_secs);
+            let mut req = FeedRequest { branch: Some(branch), from, filter: filter.filter()?, limit, wait };
+            let g = read_only(&graph).await?;
+            let mut page = g.changes_poll(&req).await?;
+            if page_token.is_none() {
+                while let Some(next) = page.next_page_token.take() {
+                    req.from = FeedFrom::PageToken(next);
+                    let more = g.changes_poll(&req).await?;
+                    append(&mut page, more);
+                }
+            }
+            if json { print_json(&page) } else { print_page(&page) }
+        }
+        ChangesCommand::Baseline { out, branch, filter, json, graph } => {
+            let g = read_only(&graph).await?;
+            let baseline = g.changes_baseline(Some(&branch), &filter.filter()?).await?;
+            write_atomically(&out, baseline.export).await?;
+            if json { print_json(&baseline.handshake) } else { print_handshake(&baseline.handshake, &out) }
+        }
+    }
+}
+
+/// Add the next page of a poll to `page`: a block the last page ended
+/// inside continues.
+fn append(page: &mut FeedPage, more: FeedPage) {
+    let mut blocks = more.blocks.into_iter();
+    if let (Some(last), Some(first)) = (page.blocks.last_mut(), blocks.as_slice().first())
+        && last.cause.graph_commit_id == first.cause.graph_commit_id
+        && let Some(first) = blocks.next()
+    {
+        last.changes.extend(first.changes);
+    }
+    page.blocks.extend(blocks);
+    page.next_page_token = more.next_page_token;
+    page.cursor = more.cursor;
+    page.caught_up = more.caught_up;
+}
+
+fn print_page(page: &FeedPage) -> Result<()> {
+    for b in &page.blocks {
+        let c = &b.cause;
+        outln!("commit {} on {} ({} changes)", c.graph_commit_id, c.authored_branch, b.changes.len());
+        for e in &b.changes {
+            outln!("  {:?} {} {} {}", e.op, e.kind, e.entity_type.name, e.id);
+        }
+    }
+    if let Some(t) = &page.next_page_token {
+        outln!("more: --page-token {t}");
+    }
+    if let Some(c) = &page.cursor {
+        outln!("cursor: {c}");
+    }
+    if let Some(c) = page.caught_up {
+        outln!("caught_up: {c}");
+    }
+    Ok(())
+}
+
+fn print_handshake(h: &BaselineHandshake, out: &Path) -> Result<()> {
+    outln!("wrote {}", out.display());
+    outln!("snapshot_commit_id: {}", h.snapshot_commit_id);
+    outln!("resume_cursor: {}", h.resume_cursor);
+    Ok(())
+}
+
+/// Write the export to `out` as a whole: into a temporary file beside it,
+/// synced, renamed over `out`, and the directory synced, so a crash leaves
+/// the old file or the new one, never a part, and the cursor printed after
+/// it is never ahead of a durable snapshot.
+async fn write_atomically(out: &Path, export: omnigraph::Export) -> Result<()> {
+    let failed = |what: &str, e: std::io::Error| OmniError::BadRequest(format!("{what} {}: {e}", out.display()));
+    let name = out.file_name().ok_or_else(|| OmniError::BadRequest(format!("--out {}: not a file", out.display())))?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let file = std::fs::File::create(&tmp).map_err(|e| failed("cannot write", e))?;
+    let mut sink = std::io::BufWriter::new(file);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+    let (summary, written) = tokio::join!(export.run(tx), async {
+        while let Some(chunk) = rx.recv().await {
+            sink.write_all(&chunk?).map_err(|e| failed("writing", e))?;
+        }
+        let file = sink.into_inner().map_err(|e| failed("writing", e.into_error()))?;
+        file.sync_all().map_err(|e| failed("syncing", e))
+    });
+    let done = written.and(summary.map(|_| ()));
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, out).map_err(|e| failed("cannot replace", e))?;
+    std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| failed("syncing the directory of", e))
+}
