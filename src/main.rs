@@ -337,43 +337,25 @@ enum Command {
         #[command(subcommand)]
         command: changes_cli::ChangesCommand,
     },
-    /// The commits on a branch that changed one entity, newest first.
+    /// The commits on a branch that changed one entity, newest first
+    /// (`--json`: {entries: [{graph_commit_id, actor_id, authored_at, op,
+    /// before, after}]}).
     History {
         /// Only commits that changed this property.
         #[arg(long)]
         property: Option<String>,
-        /// The branch walked (its first parents).
-        #[arg(long, default_value = "main")]
-        branch: String,
         /// At most this many entries.
         #[arg(long)]
         limit: Option<usize>,
-        /// Print JSON: {entries: [{graph_commit_id, actor_id, authored_at, op, before, after}]}.
-        #[arg(long)]
-        json: bool,
-        /// The node or edge type.
-        #[arg(value_name = "TYPE")]
-        type_name: String,
-        /// The entity's id.
-        id: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        entity: history_cli::EntityArgs,
     },
-    /// For each property of an entity, the commit that last set it.
+    /// For each property of an entity, the commit that last set it
+    /// (`--json`: {type, id, properties: [{property, graph_commit_id,
+    /// actor_id, authored_at}]}).
     Blame {
-        /// The branch walked (its first parents).
-        #[arg(long, default_value = "main")]
-        branch: String,
-        /// Print JSON: {type, id, properties: [{property, graph_commit_id, actor_id, authored_at}]}.
-        #[arg(long)]
-        json: bool,
-        /// The node or edge type.
-        #[arg(value_name = "TYPE")]
-        type_name: String,
-        /// The entity's id.
-        id: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        entity: history_cli::EntityArgs,
     },
     /// Create, list and delete tags: immutable names for commits.
     Tag {
@@ -607,15 +589,8 @@ enum CommitCommand {
     /// reference's `commit changes`): every page unless `--page-token` asks
     /// for one.
     Changes {
-        /// Only nodes or only edges (repeatable).
-        #[arg(long = "kind", value_parser = ["node", "edge"])]
-        kinds: Vec<String>,
-        /// Only these types (repeatable).
-        #[arg(long = "type")]
-        types: Vec<String>,
-        /// Only these ops: insert, update, delete (repeatable).
-        #[arg(long = "op")]
-        ops: Vec<String>,
+        #[command(flatten)]
+        filter: changes_cli::FilterArgs,
         /// Print only the page after the one that handed out this token.
         #[arg(long)]
         page_token: Option<String>,
@@ -835,7 +810,7 @@ impl Command {
             } => *json,
             Command::Diff { json, .. } => *json,
             Command::Changes { command } => command.json(),
-            Command::History { json, .. } | Command::Blame { json, .. } => *json,
+            Command::History { entity, .. } | Command::Blame { entity } => entity.json,
             Command::Schema {
                 command:
                     SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
@@ -1167,19 +1142,10 @@ async fn run_command(command: Command) -> Result<()> {
         Command::Branch { command } => run_branch(command).await,
         Command::Tag { command } => run_tag(command).await,
         Command::Changes { command } => changes_cli::run(command).await,
-        Command::History { property, branch, limit, json, type_name, id, graph } => {
-            history_cli::history(&graph, (&type_name, &id), property.as_deref(), &branch, limit, json).await
-        }
-        Command::Blame { branch, json, type_name, id, graph } => {
-            history_cli::blame(&graph, (&type_name, &id), &branch, json).await
-        }
-        Command::Commit {
-            command: CommitCommand::Changes { kinds, types, ops, page_token, limit, json, commit, graph },
-        } => {
-            let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
-            // Both kinds are no filter.
-            let kind = if kinds.len() == 1 { kinds.into_iter().next() } else { None };
-            let filter = omnigraph::DiffFilter { types, kind, ops };
+        Command::History { property, limit, entity } => history_cli::history(entity, property.as_deref(), limit).await,
+        Command::Blame { entity } => history_cli::blame(entity).await,
+        Command::Commit { command: CommitCommand::Changes { filter, page_token, limit, json, commit, graph } } => {
+            let filter = filter.filter()?;
             let g = read_only(&graph).await?;
             let mut page = g.commit_changes(&commit, &filter, page_token.as_deref(), limit).await?;
             if page_token.is_none() {

@@ -24,7 +24,8 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
-    fn filter(self) -> Result<DiffFilter> {
+    /// The filter the flags ask for.
+    pub fn filter(self) -> Result<DiffFilter> {
         let ops = self.ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
         let kind = if self.kinds.iter().any(|k| k != &self.kinds[0]) { None } else { self.kinds.first().cloned() };
         Ok(DiffFilter { types: self.types, kind, ops })

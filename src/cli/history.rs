@@ -5,23 +5,35 @@ use omnigraph::{Blame, EntityHistory, Result};
 
 use super::{print_json, read_only};
 
+/// The entity a `history` or `blame` is about, and where.
+#[derive(clap::Args)]
+pub struct EntityArgs {
+    /// The branch walked (its first parents).
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The node or edge type.
+    #[arg(value_name = "TYPE")]
+    type_name: String,
+    /// The entity's id.
+    id: String,
+    /// The graph.
+    graph: String,
+}
+
 /// `history TYPE ID`: the commits that changed it, newest first.
-pub async fn history(
-    graph: &str,
-    (type_name, id): (&str, &str),
-    property: Option<&str>,
-    branch: &str,
-    limit: Option<usize>,
-    json: bool,
-) -> Result<()> {
-    let h = read_only(graph).await?.entity_history(type_name, id, property, Some(branch), limit).await?;
-    if json { print_json(&h) } else { print_history(&h) }
+pub async fn history(e: EntityArgs, property: Option<&str>, limit: Option<usize>) -> Result<()> {
+    let g = read_only(&e.graph).await?;
+    let h = g.entity_history(&e.type_name, &e.id, property, Some(&e.branch), limit).await?;
+    if e.json { print_json(&h) } else { print_history(&h) }
 }
 
 /// `blame TYPE ID`: the commit that last set each property.
-pub async fn blame(graph: &str, (type_name, id): (&str, &str), branch: &str, json: bool) -> Result<()> {
-    let b = read_only(graph).await?.blame(type_name, id, Some(branch)).await?;
-    if json { print_json(&b) } else { print_blame(&b) }
+pub async fn blame(e: EntityArgs) -> Result<()> {
+    let b = read_only(&e.graph).await?.blame(&e.type_name, &e.id, Some(&e.branch)).await?;
+    if e.json { print_json(&b) } else { print_blame(&b) }
 }
 
 fn print_history(h: &EntityHistory) -> Result<()> {

@@ -389,18 +389,7 @@ pub async fn stats(root: &Root, from: &ManifestView, to: &ManifestView, filter: 
 
 /// Every change `filter` keeps, in the frozen order.
 pub async fn changes(root: &Root, from: &ManifestView, to: &ManifestView, filter: &DiffFilter) -> Result<Vec<Change>> {
-    let mut out = Vec::new();
-    for p in pairs(from, to, filter) {
-        let (f, t) = open_pair(root, &p).await?;
-        let mut table = match lineage_changes(&p, f.as_deref(), t.as_deref()).await? {
-            Some(table) => table,
-            None => fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?,
-        };
-        table.retain(|c| filter.keeps(c.op));
-        table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-        out.extend(table);
-    }
-    Ok(out)
+    changes_by(root, from, to, filter, true).await
 }
 
 /// [`changes`] by fingerprints alone, never from row versions: the
@@ -411,10 +400,26 @@ pub async fn changes_by_fingerprint(
     to: &ManifestView,
     filter: &DiffFilter,
 ) -> Result<Vec<Change>> {
+    changes_by(root, from, to, filter, false).await
+}
+
+/// [`changes`], from row versions where they apply when `row_versions`.
+async fn changes_by(
+    root: &Root,
+    from: &ManifestView,
+    to: &ManifestView,
+    filter: &DiffFilter,
+    row_versions: bool,
+) -> Result<Vec<Change>> {
     let mut out = Vec::new();
     for p in pairs(from, to, filter) {
         let (f, t) = open_pair(root, &p).await?;
-        let mut table = fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?;
+        let fast = if row_versions { lineage_changes(&p, f.as_deref(), t.as_deref()).await? } else { None };
+        let mut table = match fast {
+            Some(table) => table,
+            None => fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?,
+        };
+        table.retain(|c| filter.keeps(c.op));
         table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
         out.extend(table);
     }

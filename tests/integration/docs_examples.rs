@@ -51,12 +51,8 @@ async fn every_query_example_in_the_docs_returns_the_rows_shown() {
 #[test]
 fn the_branch_walkthrough_in_the_docs_runs() {
     let block = first_sh_block(include_str!("../../docs/branches.md"));
-    let (dir, loc) = crate::common::temp_graph_dir();
+    let (dir, loc) = example_graph_by_cli();
     let run = |args: &[&str]| run_ok(dir.path(), args);
-    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
-    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
-    run(&["init", "--schema", &schema, &loc]);
-    run(&["load", "--data", &data, "--mode", "overwrite", "-q", &loc]);
     std::fs::write(dir.path().join("more.jsonl"), "{\"type\": \"Company\", \"data\": {\"name\": \"More\"}}\n")
         .expect("more.jsonl");
     let mut ran = 0;
@@ -106,11 +102,8 @@ fn the_merge_walkthrough_in_the_docs_runs() {
 #[test]
 fn the_schema_evolution_walkthrough_in_the_docs_runs() {
     let block = first_sh_block(include_str!("../../docs/schema-evolution.md"));
-    let (dir, loc) = crate::common::temp_graph_dir();
+    let (dir, loc) = example_graph_by_cli();
     let run = |args: &[&str]| run_ok(dir.path(), args);
-    let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
-    run(&["init", "--schema", &format!("{ex}/social.pg"), &loc]);
-    run(&["load", "--data", &format!("{ex}/social.jsonl"), "--mode", "overwrite", &loc]);
     let next = crate::common::SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")
         + "\nnode Team { name: String @key }\n";
     std::fs::write(dir.path().join("next.pg"), next).expect("next.pg");
@@ -138,6 +131,17 @@ fn the_schema_evolution_walkthrough_in_the_docs_runs() {
 /// The first ```sh block of a docs page.
 fn first_sh_block(page: &str) -> &str {
     page.split("```sh\n").nth(1).and_then(|b| b.split("```").next()).expect("an sh block")
+}
+
+/// A graph with the example data, made as the docs make it (`init`, then
+/// `load`, as processes): its directory and location.
+fn example_graph_by_cli() -> (tempfile::TempDir, String) {
+    let (dir, loc) = crate::common::temp_graph_dir();
+    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
+    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
+    run_ok(dir.path(), &["init", "--schema", &schema, &loc]);
+    run_ok(dir.path(), &["load", "--data", &data, "--mode", "overwrite", "-q", &loc]);
+    (dir, loc)
 }
 
 /// Run the CLI in `dir`, asserting it succeeds; its stdout.
@@ -174,12 +178,8 @@ fn the_change_feed_walkthrough_in_the_docs_runs() {
     let page = include_str!("../../docs/history.md");
     let section = page.split("## The change feed").nth(1).expect("the feed section");
     let block = first_sh_block(section);
-    let (dir, loc) = crate::common::temp_graph_dir();
+    let (dir, loc) = example_graph_by_cli();
     let run = |args: &[&str]| run_ok(dir.path(), args);
-    let schema = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
-    let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
-    run(&["init", "--schema", &schema, &loc]);
-    run(&["load", "--data", &data, "--mode", "overwrite", "-q", &loc]);
     let mut cursor = String::new();
     let mut ran = Vec::new();
     for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
