@@ -72,6 +72,33 @@ async fn raw_full_scan(loc: &str) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
+/// Where a diff's time goes (median ms of each step, run alone): resolving
+/// one ref to its commit, loading one commit's manifest, opening one table
+/// version, and the row delta between the two versions.
+async fn breakdown(g: &Graph, loc: &str, before: &str, after: &str, samples: usize) -> serde_json::Value {
+    use omnigraph::engine::{committed, manifest, storage::row_delta};
+    let root = omnigraph::engine::storage::Root::parse(loc).expect("root");
+    let (resolve_ms, _, row) = measure(samples, || g.commit(before)).await;
+    let row = row.expect("commit");
+    let (load_ms, _, _) = measure(samples, || manifest::load(&root, "main", Some(row.manifest_version))).await;
+    let a = manifest::load(&root, "main", Some(row.manifest_version)).await.expect("from");
+    let b = manifest::load(&root, "main", Some(g.commit(after).await.expect("to").manifest_version)).await.expect("to");
+    let (ea, eb) = (a.state.tables["node:Item"].clone(), b.state.tables["node:Item"].clone());
+    let (open_ms, _, _) = measure(samples, || committed::open_pinned(&root, &ea)).await;
+    let (f, t) =
+        (committed::open_pinned(&root, &ea).await.expect("f"), committed::open_pinned(&root, &eb).await.expect("t"));
+    let (delta_ms, _, _) = measure(samples, || row_delta::between(&f, &t)).await;
+    let all = DiffFilter::default();
+    let (engine_ms, _, _) = measure(samples, || omnigraph::engine::diff::changes(&root, &a, &b, &all)).await;
+    json!({
+        "resolve_ref": resolve_ms,
+        "manifest_load": load_ms,
+        "open_table_version": open_ms,
+        "row_delta": delta_ms,
+        "engine_diff_given_manifests": engine_ms,
+    })
+}
+
 async fn commit_of(g: &Graph) -> String {
     g.commit("main").await.expect("head").commit_id
 }
@@ -123,6 +150,7 @@ async fn main() {
     assert_eq!(n, changed);
     let (scan_ms, scan_kib, scanned) = measure(samples, || raw_full_scan(&loc)).await;
     assert_eq!(scanned, rows);
+    let breakdown = breakdown(&g, &loc, &before, &after, samples).await;
     // The feed over `commits` one-row commits.
     let now = FeedRequest {
         branch: None,
@@ -168,6 +196,7 @@ async fn main() {
         "raw_lance_full_scan": {"ms": scan_ms, "peak_rss_growth_kib": scan_kib},
         "full_scan_over_diff_stat": scan_ms / stat_ms,
         "full_scan_over_diff_full": scan_ms / full_ms,
+        "diff_breakdown_ms": breakdown,
         "feed": {
             "commits": commits,
             "commit_s": commit_s,

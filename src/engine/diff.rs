@@ -14,7 +14,8 @@
 //! rows instead ([`row_delta`]), and a diff costs O(rows and fragments
 //! changed). Otherwise the fingerprint scan reads both versions of every
 //! table that changed (32 bytes per row held): O(rows of the changed
-//! tables).
+//! tables), held in memory within the merge's fingerprint budget (spilled to
+//! disk partitions past it) when both sides have the same columns.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -22,10 +23,11 @@ use lance::Dataset;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json, json};
 
-use crate::engine::committed::open_pinned;
+use crate::engine::committed::open_pinned_for_read;
 use crate::engine::layout;
 use crate::engine::manifest::{ManifestView, TableEntry};
 use crate::engine::merge::delta::{self, Hash128};
+use crate::engine::merge::spill;
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::{Root, row_delta, table};
 use crate::protocol::{OmniError, Result};
@@ -214,11 +216,11 @@ async fn open_pair(
     p: &Pair<'_>,
 ) -> Result<(Option<std::sync::Arc<Dataset>>, Option<std::sync::Arc<Dataset>>)> {
     let from = match p.from {
-        Some(e) => Some(open_pinned(root, e).await?),
+        Some(e) => Some(open_pinned_for_read(root, e).await?),
         None => None,
     };
     let to = match p.to {
-        Some(e) => Some(open_pinned(root, e).await?),
+        Some(e) => Some(open_pinned_for_read(root, e).await?),
         None => None,
     };
     Ok((from, to))
@@ -240,8 +242,18 @@ fn shared_columns(from: &Dataset, to: &Dataset, one_table: bool) -> Vec<(String,
 }
 
 /// Fingerprint both sides over their shared columns and classify each id.
-async fn classify(from: Option<&Dataset>, to: Option<&Dataset>, one_table: bool) -> Result<Classified> {
+/// Two sides with the same columns are classified as the merge classifies,
+/// in partitions spilled to disk past `budget` bytes of fingerprints
+/// (`to` as the source, `from` as the target and base); otherwise (a schema
+/// change between them) both sides' maps are held whole.
+async fn classify(from: Option<&Dataset>, to: Option<&Dataset>, one_table: bool, budget: u64) -> Result<Classified> {
     let names = |ds: &Dataset| ds.schema().fields.iter().map(|f| f.name.clone()).collect::<Vec<String>>();
+    if let (Some(f), Some(t)) = (from, to)
+        && names(f) == names(t)
+    {
+        let k = spill::classify_within(spill::Base::Target, t, f, budget).await?;
+        return Ok(Classified { inserted: k.inserted, updated: k.updated, deleted: k.deleted });
+    }
     let (before_cols, after_cols): (Vec<String>, Vec<String>) = match (from, to) {
         (Some(f), Some(t)) => shared_columns(f, t, one_table).into_iter().unzip(),
         (Some(ds), None) | (None, Some(ds)) => (names(ds), names(ds)),
@@ -373,7 +385,7 @@ pub async fn stats(root: &Root, from: &ManifestView, to: &ManifestView, filter: 
                 }
             }
             None => {
-                let c = classify(f.as_deref(), t.as_deref(), one_table(&p)).await?;
+                let c = classify(f.as_deref(), t.as_deref(), one_table(&p), spill::DEFAULT_BUDGET).await?;
                 let count = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.len() as u64 } else { 0 };
                 (inserted, updated, deleted) =
                     (count(Op::Insert, &c.inserted), count(Op::Update, &c.updated), count(Op::Delete, &c.deleted));
@@ -389,35 +401,40 @@ pub async fn stats(root: &Root, from: &ManifestView, to: &ManifestView, filter: 
 
 /// Every change `filter` keeps, in the frozen order.
 pub async fn changes(root: &Root, from: &ManifestView, to: &ManifestView, filter: &DiffFilter) -> Result<Vec<Change>> {
-    changes_by(root, from, to, filter, true).await
+    changes_by(root, from, to, filter, None).await
 }
 
-/// [`changes`] by fingerprints alone, never from row versions: the
-/// reference the row-version path is checked against.
+/// [`changes`] by fingerprints alone, never from row versions, holding
+/// about `budget` bytes of fingerprints per table at a time: the reference
+/// the row-version path is checked against.
 pub async fn changes_by_fingerprint(
     root: &Root,
     from: &ManifestView,
     to: &ManifestView,
     filter: &DiffFilter,
+    budget: u64,
 ) -> Result<Vec<Change>> {
-    changes_by(root, from, to, filter, false).await
+    changes_by(root, from, to, filter, Some(budget)).await
 }
 
-/// [`changes`], from row versions where they apply when `row_versions`.
+/// [`changes`]: from row versions where they apply unless a fingerprint
+/// `budget` is forced, else by fingerprints within that budget (default
+/// the merge's).
 async fn changes_by(
     root: &Root,
     from: &ManifestView,
     to: &ManifestView,
     filter: &DiffFilter,
-    row_versions: bool,
+    forced: Option<u64>,
 ) -> Result<Vec<Change>> {
+    let budget = forced.unwrap_or(spill::DEFAULT_BUDGET);
     let mut out = Vec::new();
     for p in pairs(from, to, filter) {
         let (f, t) = open_pair(root, &p).await?;
-        let fast = if row_versions { lineage_changes(&p, f.as_deref(), t.as_deref()).await? } else { None };
+        let fast = if forced.is_none() { lineage_changes(&p, f.as_deref(), t.as_deref()).await? } else { None };
         let mut table = match fast {
             Some(table) => table,
-            None => fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter).await?,
+            None => fingerprint_changes(&p, f.as_deref(), t.as_deref(), filter, budget).await?,
         };
         table.retain(|c| filter.keeps(c.op));
         table.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -441,15 +458,16 @@ async fn lineage_changes(p: &Pair<'_>, f: Option<&Dataset>, t: Option<&Dataset>)
 }
 
 /// One table's changes by fingerprinting both sides whole (another
-/// lineage, an absent side): only the rows of the ops `filter` keeps are
-/// read whole.
+/// lineage, an absent side) within `budget`: only the rows of the ops
+/// `filter` keeps are read whole.
 async fn fingerprint_changes(
     p: &Pair<'_>,
     f: Option<&Dataset>,
     t: Option<&Dataset>,
     filter: &DiffFilter,
+    budget: u64,
 ) -> Result<Vec<Change>> {
-    let c = classify(f, t, one_table(p)).await?;
+    let c = classify(f, t, one_table(p), budget).await?;
     let wanted = |op: Op, keys: &HashSet<Hash128>| if filter.keeps(op) { keys.clone() } else { HashSet::new() };
     let (updated, inserted, deleted) =
         (wanted(Op::Update, &c.updated), wanted(Op::Insert, &c.inserted), wanted(Op::Delete, &c.deleted));
@@ -467,7 +485,7 @@ async fn fingerprint_changes(
 /// entity is absent there): one filtered scan.
 pub async fn entity_at(root: &Root, entry: Option<&TableEntry>, id: &str) -> Result<Option<EntityRow>> {
     let Some(entry) = entry else { return Ok(None) };
-    let ds = open_pinned(root, entry).await?;
+    let ds = open_pinned_for_read(root, entry).await?;
     let filter = datafusion::prelude::col("id").eq(datafusion::prelude::lit(id.to_string()));
     let batches = table::scan_expr(&ds, Some(filter)).await?;
     Ok(batches.iter().flat_map(rows::from_batch).next())

@@ -310,9 +310,10 @@ async fn commit_changes_over_http_and_the_cli() {
 
 /// The row-version path (Lance's `_row_created_at_version` /
 /// `_row_last_updated_at_version` and deletion vectors) answers exactly what
-/// fingerprinting both sides answers, for every commit of a history with
-/// every kind of write, and for the whole range at once; and it is the path
-/// a one-lineage diff takes.
+/// fingerprinting both sides answers (in memory, and spilled to disk
+/// partitions), for every commit of a history with every kind of write,
+/// and for the whole range at once; and it is the path a one-lineage diff
+/// takes.
 #[tokio::test]
 async fn row_versions_and_fingerprints_agree_on_every_commit() {
     use omnigraph::engine::{diff, manifest};
@@ -355,8 +356,11 @@ async fn row_versions_and_fingerprints_agree_on_every_commit() {
     for (a, b) in pairs {
         let (a, b) = (view(a).await.expect("from"), view(b).await.expect("to"));
         let fast = diff::changes(g.root(), &a, &b, &all()).await.expect("row versions");
-        let slow = diff::changes_by_fingerprint(g.root(), &a, &b, &all()).await.expect("fingerprints");
+        let slow = diff::changes_by_fingerprint(g.root(), &a, &b, &all(), 256 << 20).await.expect("fingerprints");
         assert_eq!(fast, slow, "v{} → v{}", a.version, b.version);
+        // A budget of one byte: every table's fingerprints spill to disk partitions.
+        let spilled = diff::changes_by_fingerprint(g.root(), &a, &b, &all(), 1).await.expect("spilled");
+        assert_eq!(fast, spilled, "v{} → v{} spilled", a.version, b.version);
         changed += fast.len();
     }
     assert!(changed > 15, "the history changed {changed} entities");
@@ -419,7 +423,9 @@ async fn a_diff_across_a_schema_apply_follows_renames_and_names_one_sided_proper
     let a = view(g.commit(&c0).await.expect("c0")).await.expect("from");
     let b = view(g.commit("main").await.expect("head")).await.expect("to");
     let fast = omnigraph::engine::diff::changes(g.root(), &a, &b, &all()).await.expect("row versions");
-    let slow = omnigraph::engine::diff::changes_by_fingerprint(g.root(), &a, &b, &all()).await.expect("fingerprints");
+    let slow = omnigraph::engine::diff::changes_by_fingerprint(g.root(), &a, &b, &all(), 256 << 20)
+        .await
+        .expect("fingerprints");
     assert_eq!(fast, slow);
     // A renamed type: one type under its new name, no delete and insert.
     let c1 = head(&g, "main").await;
