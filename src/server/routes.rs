@@ -202,6 +202,13 @@ fn json_body<T: for<'de> Deserialize<'de>>(b: Result<Bytes, BytesRejection>) -> 
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("invalid JSON body: {e}")))
 }
 
+/// A JSON body, or `T::default()` for an empty one.
+fn json_body_or_default<T: Default + for<'de> Deserialize<'de>>(
+    b: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    if b.as_ref().is_ok_and(|b| b.is_empty()) { Ok(T::default()) } else { json_body(b) }
+}
+
 impl AppState {
     fn graph(&self, id: &str) -> Result<&Graph, ApiError> {
         self.graphs.get(id).map(|(_, g)| g).ok_or_else(|| ApiError::Omni(OmniError::NotFound(format!("graph `{id}`"))))
@@ -893,8 +900,7 @@ async fn changes_baseline(
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     s.actor(&headers)?;
-    let req: BaselineBody =
-        if b.as_ref().is_ok_and(|b| b.is_empty()) { BaselineBody::default() } else { json_body(b)? };
+    let req: BaselineBody = json_body_or_default(b)?;
     let ops = req.op.iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
     let filter = DiffFilter { types: req.types, kind: one_kind(req.kind)?, ops };
     let baseline = s.graph(&id)?.changes_baseline(req.branch.as_deref(), &filter).await?;
@@ -1005,7 +1011,7 @@ async fn export(
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     s.actor(&headers)?;
-    let req: ExportBody = if b.as_ref().is_ok_and(|b| b.is_empty()) { ExportBody::default() } else { json_body(b)? };
+    let req: ExportBody = json_body_or_default(b)?;
     let target = ReadTarget::of(req.snapshot, req.branch);
     let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
     let plan = s.graph(&id)?.export(&target, &types).await?;
