@@ -125,11 +125,17 @@ impl Graph {
         let scope = self.feed_scope(&head, &req.filter).await?;
         let at = self.feed_position(&head, &scope, &req.from).await?;
         let deadline = tokio::time::Instant::now() + wait;
+        // The first page reads the view the position was resolved on.
+        let mut first = Some(head);
         loop {
             // Subscribe before reading the head, so a commit landing in
             // between still wakes the wait below.
             let mut moved = self.rt.head_moves(branch);
-            let page = self.feed_page(&scope, &at, req, limit).await?;
+            let view = match first.take() {
+                Some(v) => v,
+                None => self.rt.history_view(branch).await?,
+            };
+            let page = self.feed_page(&view, &scope, &at, req, limit).await?;
             let now = tokio::time::Instant::now();
             if !page.blocks.is_empty() || page.cursor.is_none() || now >= deadline {
                 return Ok(page);
@@ -247,13 +253,19 @@ impl Graph {
 
     /// One page from `at`: complete blocks while the page has room, then
     /// the part of one more that fits.
-    async fn feed_page(&self, scope: &FeedScope, at: &Position, req: &FeedRequest, limit: usize) -> Result<FeedPage> {
-        let view = self.rt.history_view(&scope.branch).await?;
+    async fn feed_page(
+        &self,
+        view: &ManifestView,
+        scope: &FeedScope,
+        at: &Position,
+        req: &FeedRequest,
+        limit: usize,
+    ) -> Result<FeedPage> {
         let cut = match &at.resume {
             Some((cut, _, _)) => cut.clone(),
-            None => head_commit(&view)?.commit_id,
+            None => head_commit(view)?.commit_id,
         };
-        let (mut chain, found) = self.first_parents(&view, &cut, at.last.as_deref()).await?;
+        let (mut chain, found) = self.first_parents(view, &cut, at.last.as_deref()).await?;
         if !found {
             let last = at.last.as_deref().unwrap_or_default();
             return Err(OmniError::BadRequest(format!(
@@ -284,7 +296,7 @@ impl Graph {
             let this = ReadAt { view: this, commit_id: row.commit_id.clone(), at_head: false };
             let before = match parent.take() {
                 Some(p) => p,
-                None => self.parent_of(&view, row, &this).await.map_err(gap(row))?,
+                None => self.parent_of(view, row, &this).await.map_err(gap(row))?,
             };
             let inner = at.resume.as_ref().filter(|(_, block, _)| *block == row.commit_id).map(|(_, _, t)| t.as_str());
             let page = self.block_page(row, before, this.clone(), &req.filter, inner, Some(budget)).await?;
