@@ -2,12 +2,18 @@
 //! `cargo build --release --example bench_history_reads && ./target/release/examples/bench_history_reads`.
 //!
 //! On a fresh graph it loads `ROWS` entities of one type (default
-//! 1,000,000), then commits an upsert of `CHANGED` of them (default 1,000)
-//! and prints, as JSON: the diff between the two commits with `--stat` and
-//! in full (wall time and peak RSS each), beside the raw-Lance floor
-//! measured in the same run (a full scan of the table at the newer
-//! version) and the ratios; then `COMMITS` one-row commits (default 1,000)
-//! and one `changes poll` over all of them.
+//! 1,000,000) and compacts them, then commits an upsert of `CHANGED` of them
+//! (default 1,000) twice: spread evenly over the table, then one run of
+//! consecutive ids. It prints, as JSON, each commit's diff against its
+//! parent with `--stat` and in full (wall time and peak RSS each), beside
+//! the raw-Lance floor measured in the same run (a full scan of the table
+//! at the head) and the ratios; then `COMMITS` one-row commits (default
+//! 1,000) and one `changes poll` over all of them.
+//!
+//! The two shapes bound a diff's cost: a changed row's older image is read
+//! from the compressed chunk that holds it, so changes spread one per
+//! chunk over a compacted table read every chunk of its columns once,
+//! while a run of changes reads a few.
 //!
 //! Environment: `OMNIGRAPH_BENCH_ROWS`, `OMNIGRAPH_BENCH_CHANGED`,
 //! `OMNIGRAPH_BENCH_COMMITS`, `OMNIGRAPH_BENCH_SAMPLES` (timed runs of each
@@ -80,7 +86,7 @@ async fn breakdown(g: &Graph, loc: &str, before: &str, after: &str, samples: usi
     let root = omnigraph::engine::storage::Root::parse(loc).expect("root");
     let (resolve_ms, _, row) = measure(samples, || g.commit(before)).await;
     let row = row.expect("commit");
-    let (load_ms, _, _) = measure(samples, || manifest::load(&root, "main", Some(row.manifest_version))).await;
+    let (load_ms, _, _) = measure(samples, || manifest::load_at(&root, "main", row.manifest_version)).await;
     let a = manifest::load(&root, "main", Some(row.manifest_version)).await.expect("from");
     let b = manifest::load(&root, "main", Some(g.commit(after).await.expect("to").manifest_version)).await.expect("to");
     let (ea, eb) = (a.state.tables["node:Item"].clone(), b.state.tables["node:Item"].clone());
@@ -97,6 +103,36 @@ async fn breakdown(g: &Graph, loc: &str, before: &str, after: &str, samples: usi
         "row_delta": delta_ms,
         "engine_diff_given_manifests": engine_ms,
     })
+}
+
+/// The diff from `before` to `after` (`changed` rows updated): `--stat`
+/// and in full, each `{ms, peak_rss_growth_kib}`.
+async fn diff_figures(
+    g: &Graph,
+    before: &str,
+    after: &str,
+    changed: usize,
+    samples: usize,
+) -> (serde_json::Value, serde_json::Value) {
+    let all = DiffFilter::default();
+    let (stat_ms, stat_kib, stats) = measure(samples, || g.diff_stats(before, after, &all)).await;
+    let updated: u64 = stats.expect("stat").stats.iter().map(|s| s.updated).sum();
+    assert_eq!(updated as usize, changed, "the diff counts every changed row");
+    let full = || async {
+        let mut n = 0;
+        let mut token: Option<String> = None;
+        loop {
+            let page = g.diff(before, after, &all, token.as_deref(), Some(10_000)).await.expect("diff");
+            n += page.changes.len();
+            match page.next_page_token {
+                Some(t) => token = Some(t),
+                None => return n,
+            }
+        }
+    };
+    let (full_ms, full_kib, n) = measure(samples, full).await;
+    assert_eq!(n, changed);
+    (json!({"ms": stat_ms, "peak_rss_growth_kib": stat_kib}), json!({"ms": full_ms, "peak_rss_growth_kib": full_kib}))
 }
 
 async fn commit_of(g: &Graph) -> String {
@@ -130,24 +166,14 @@ async fn main() {
         .collect();
     g.load(upsert.as_bytes(), LoadMode::Merge, &WriteOptions::default()).await.expect("upsert");
     let after = commit_of(&g).await;
+    let (spread_stat, spread_full) = diff_figures(&g, &before, &after, changed, samples).await;
+    // The same number of rows, one run of consecutive ids, in one commit.
+    g.load(lines(rows / 2, changed.min(rows / 2), 2).as_bytes(), LoadMode::Merge, &WriteOptions::default())
+        .await
+        .expect("clustered upsert");
+    let clustered = commit_of(&g).await;
+    let (run_stat, run_full) = diff_figures(&g, &after, &clustered, changed.min(rows / 2), samples).await;
     let all = DiffFilter::default();
-    let (stat_ms, stat_kib, stats) = measure(samples, || g.diff_stats(&before, &after, &all)).await;
-    let updated: u64 = stats.expect("stat").stats.iter().map(|s| s.updated).sum();
-    assert_eq!(updated as usize, changed, "the diff counts every changed row");
-    let full = || async {
-        let mut n = 0;
-        let mut token: Option<String> = None;
-        loop {
-            let page = g.diff(&before, &after, &all, token.as_deref(), Some(10_000)).await.expect("diff");
-            n += page.changes.len();
-            match page.next_page_token {
-                Some(t) => token = Some(t),
-                None => return n,
-            }
-        }
-    };
-    let (full_ms, full_kib, n) = measure(samples, full).await;
-    assert_eq!(n, changed);
     let (scan_ms, scan_kib, scanned) = measure(samples, || raw_full_scan(&loc)).await;
     assert_eq!(scanned, rows);
     let breakdown = breakdown(&g, &loc, &before, &after, samples).await;
@@ -191,11 +217,15 @@ async fn main() {
         "rows": rows,
         "changed": changed,
         "load_s": load_s,
-        "diff_stat": {"ms": stat_ms, "peak_rss_growth_kib": stat_kib},
-        "diff_full": {"ms": full_ms, "peak_rss_growth_kib": full_kib},
+        "spread": {"diff_stat": spread_stat, "diff_full": spread_full},
+        "clustered": {"diff_stat": run_stat, "diff_full": run_full},
         "raw_lance_full_scan": {"ms": scan_ms, "peak_rss_growth_kib": scan_kib},
-        "full_scan_over_diff_stat": scan_ms / stat_ms,
-        "full_scan_over_diff_full": scan_ms / full_ms,
+        "full_scan_over_diff": {
+            "spread_stat": scan_ms / spread_stat["ms"].as_f64().unwrap_or(f64::NAN),
+            "spread_full": scan_ms / spread_full["ms"].as_f64().unwrap_or(f64::NAN),
+            "clustered_stat": scan_ms / run_stat["ms"].as_f64().unwrap_or(f64::NAN),
+            "clustered_full": scan_ms / run_full["ms"].as_f64().unwrap_or(f64::NAN),
+        },
         "diff_breakdown_ms": breakdown,
         "feed": {
             "commits": commits,

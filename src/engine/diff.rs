@@ -15,7 +15,7 @@
 //! changed). Otherwise the fingerprint scan reads both versions of every
 //! table that changed (32 bytes per row held): O(rows of the changed
 //! tables), held in memory within the merge's fingerprint budget (spilled to
-//! disk partitions past it) when both sides have the same columns.
+//! disk partitions past it), over the columns both sides share.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -241,37 +241,37 @@ fn shared_columns(from: &Dataset, to: &Dataset, one_table: bool) -> Vec<(String,
         .collect()
 }
 
-/// Fingerprint both sides over their shared columns and classify each id.
-/// Two sides with the same columns are classified as the merge classifies,
-/// in partitions spilled to disk past `budget` bytes of fingerprints
-/// (`to` as the source, `from` as the target and base); otherwise (a schema
-/// change between them) both sides' maps are held whole.
+/// Fingerprint both sides over their shared columns and classify each id
+/// as the merge classifies (`to` as the source, `from` as the target and
+/// base), in partitions spilled to disk past `budget` bytes of
+/// fingerprints. A side alone is all inserts or all deletes.
 async fn classify(from: Option<&Dataset>, to: Option<&Dataset>, one_table: bool, budget: u64) -> Result<Classified> {
-    let names = |ds: &Dataset| ds.schema().fields.iter().map(|f| f.name.clone()).collect::<Vec<String>>();
-    if let (Some(f), Some(t)) = (from, to)
-        && names(f) == names(t)
-    {
-        let k = spill::classify_within(spill::Base::Target, t, f, budget).await?;
-        return Ok(Classified { inserted: k.inserted, updated: k.updated, deleted: k.deleted });
-    }
-    let (before_cols, after_cols): (Vec<String>, Vec<String>) = match (from, to) {
-        (Some(f), Some(t)) => shared_columns(f, t, one_table).into_iter().unzip(),
-        (Some(ds), None) | (None, Some(ds)) => (names(ds), names(ds)),
+    let (f, t) = match (from, to) {
+        (Some(f), Some(t)) => (f, t),
+        (Some(ds), None) | (None, Some(ds)) => {
+            let keys: HashSet<Hash128> = delta::fingerprints_of(ds, &["id"]).await?.into_keys().collect();
+            let mut out = Classified::default();
+            if to.is_some() {
+                out.inserted = keys
+            } else {
+                out.deleted = keys
+            }
+            return Ok(out);
+        }
         (None, None) => return Ok(Classified::default()),
     };
-    let before_refs: Vec<&str> = before_cols.iter().map(String::as_str).collect();
-    let after_refs: Vec<&str> = after_cols.iter().map(String::as_str).collect();
-    let (before, after) = (prints(from, &before_refs).await?, prints(to, &after_refs).await?);
-    let mut out = Classified::default();
-    for (key, print) in &after {
-        match before.get(key) {
-            None => out.inserted.insert(*key),
-            Some(p) if p != print => out.updated.insert(*key),
-            Some(_) => false,
-        };
-    }
-    out.deleted.extend(before.keys().filter(|k| !after.contains_key(k)));
-    Ok(out)
+    let names = |ds: &Dataset| ds.schema().fields.iter().map(|f| f.name.clone()).collect::<Vec<String>>();
+    let k = if names(f) == names(t) {
+        spill::classify_within(spill::Base::Target, t, f, budget).await?
+    } else {
+        let (before_cols, after_cols): (Vec<String>, Vec<String>) = shared_columns(f, t, one_table).into_iter().unzip();
+        let before_refs: Vec<&str> = before_cols.iter().map(String::as_str).collect();
+        let after_refs: Vec<&str> = after_cols.iter().map(String::as_str).collect();
+        let (source, target) =
+            (spill::Side { ds: t, columns: Some(&after_refs) }, spill::Side { ds: f, columns: Some(&before_refs) });
+        spill::classify_sides(spill::Base::Target, source, target, budget).await?
+    };
+    Ok(Classified { inserted: k.inserted, updated: k.updated, deleted: k.deleted })
 }
 
 /// The two sides' rows of one table, compared on the properties both sides
@@ -358,14 +358,6 @@ pub async fn drift(
         }
     }
     Ok(out)
-}
-
-/// One side's fingerprints over `columns` (none for an absent table).
-async fn prints(ds: Option<&Dataset>, columns: &[&str]) -> Result<delta::Prints> {
-    match ds {
-        Some(ds) => delta::fingerprints_of(ds, columns).await,
-        None => Ok(delta::Prints::new()),
-    }
 }
 
 /// Insert, update and delete counts per type.
@@ -491,11 +483,27 @@ pub async fn entity_at(root: &Root, entry: Option<&TableEntry>, id: &str) -> Res
     Ok(batches.iter().flat_map(rows::from_batch).next())
 }
 
-/// The change from `before` to `after` of one entity of table `key`, as a
-/// diff reports it; `None` when the two are equal.
-pub fn entity_change(key: &str, type_id: &str, before: Option<EntityRow>, after: Option<EntityRow>) -> Option<Change> {
+/// The change of one entity of table `key` from `before` (its image at
+/// pin `from`) to `after` (at pin `to`), as a diff reports it: across a
+/// schema change, compared on the properties both pins share, under the
+/// names `to` gives them. `None` when the two are equal.
+pub async fn entity_change(
+    root: &Root,
+    key: &str,
+    (from, before): (Option<&TableEntry>, Option<EntityRow>),
+    (to, after): (Option<&TableEntry>, Option<EntityRow>),
+) -> Result<Option<Change>> {
     let by_id = |r: Option<EntityRow>| r.map(|r| (r.id.clone(), r)).into_iter().collect::<BTreeMap<_, _>>();
-    table_changes(key, type_id, by_id(before), by_id(after)).into_iter().next()
+    let mut sides = (by_id(before), by_id(after));
+    if let (Some(f), Some(t)) = (from, to)
+        && !sides.0.is_empty()
+        && !sides.1.is_empty()
+    {
+        let (fd, td) = (open_pinned_for_read(root, f).await?, open_pinned_for_read(root, t).await?);
+        sides = aligned(sides, &fd, &td, f.table_id == t.table_id);
+    }
+    let type_id = to.or(from).map(|e| e.table_id.clone()).unwrap_or_default();
+    Ok(table_changes(key, &type_id, sides.0, sides.1).into_iter().next())
 }
 
 /// The rows of `ds` with `keys`, by id.

@@ -200,9 +200,13 @@ impl Graph {
             let same = diff::same_pin(this.as_ref(), before_pin.as_ref());
             let before =
                 if same { after.clone() } else { diff::entity_at(self.root(), before_pin.as_ref(), id).await? };
-            let type_id = this.as_ref().or(before_pin.as_ref()).map(|e| e.table_id.clone()).unwrap_or_default();
-            if !same
-                && let Some(change) = diff::entity_change(&key, &type_id, before.clone(), after.clone())
+            let change = if same {
+                None
+            } else {
+                let (older, newer) = ((before_pin.as_ref(), before.clone()), (this.as_ref(), after.clone()));
+                diff::entity_change(self.root(), &key, older, newer).await?
+            };
+            if let Some(change) = change
                 && !visit(&row, change)
             {
                 return Ok(key);

@@ -129,10 +129,11 @@ impl Graph {
         Err(OmniError::NotFound(format!("commit `{id}`")))
     }
 
-    /// The manifest a found commit produced. A commit still recorded on a
+    /// The manifest a found commit produced, as reads at it need it (no
+    /// commit history: [`manifest::load_at`]). A commit still recorded on a
     /// live branch whose manifest version is gone was removed by cleanup.
     pub(super) async fn commit_view(&self, commit: &CommitRow) -> Result<ManifestView> {
-        match manifest::load(self.root(), &commit.branch, Some(commit.manifest_version)).await {
+        match manifest::load_at(self.root(), &commit.branch, commit.manifest_version).await {
             Err(OmniError::NotFound(what)) => {
                 let live = commit.branch == MAIN
                     || table::list_branches(&manifest::uri(self.root())).await?.contains_key(&commit.branch);

@@ -60,6 +60,27 @@ async fn history_and_blame_across_updates_a_delete_and_a_reinsert() {
     assert!(matches!(g.entity_history("Person", "Alice", None, Some(".."), None).await, Err(OmniError::BadRequest(_))));
 }
 
+/// A schema apply that renames, adds and drops properties changed no
+/// entity's values: it is no entry of an entity's history, and a later
+/// update is named by the new property name.
+#[tokio::test]
+async fn a_schema_apply_is_no_entry_of_an_entity_history() {
+    let (_dir, g) = loaded_social_graph().await;
+    let pg = include_str!("../../examples/social.pg");
+    let renamed = pg
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n    nickname: String?\n")
+        .replace("@range(age,", "@range(years,");
+    g.schema_apply(&renamed, true, None).await.expect("rename and add");
+    let ann = as_actor(&g, "ann", r#"query q() { update Person set { years: 32 } where name = "Alice" }"#).await;
+    let h = g.entity_history("Person", "Alice", None, None, None).await.expect("history");
+    let got: Vec<(&str, ChangeOp)> = h.entries.iter().map(|e| (e.graph_commit_id.as_str(), e.op)).collect();
+    assert_eq!(got.len(), 2, "the update and the load, not the schema apply: {got:?}");
+    assert_eq!(got[0], (ann.as_str(), ChangeOp::Update));
+    assert_eq!(got[1].1, ChangeOp::Insert);
+    let years = |i: &Option<omnigraph::ChangeImage>| i.as_ref().map(|i| i.properties["years"].clone());
+    assert_eq!((years(&h.entries[0].before), years(&h.entries[0].after)), (Some(json!(31)), Some(json!(32))));
+}
+
 #[tokio::test]
 async fn an_edge_history_carries_its_endpoints() {
     let (_dir, g) = loaded_social_graph().await;

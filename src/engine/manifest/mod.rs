@@ -107,6 +107,22 @@ pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<Man
     view_of(open(root, branch, version).await?, branch).await
 }
 
+/// The manifest on `branch` at `version` as a read at that commit needs it:
+/// the tables, schemas and heads restored from the version's checkpoint
+/// (one small read, whatever the history's length), the whole history
+/// folded only for a version written without one. Its commit history is
+/// not loaded ([`ManifestState::commits`] refuses): walk history on
+/// [`load`]'s view of the branch.
+pub async fn load_at(root: &Root, branch: &str, version: u64) -> Result<ManifestView> {
+    let dataset = open(root, branch, Some(version)).await?;
+    let state = match restore_checkpoint(&dataset).await? {
+        Some(state) => state,
+        None => fold(&dataset).await?,
+    };
+    let branch_id = BranchId(table::branch_identifier(&dataset).await?);
+    Ok(ManifestView { version, dataset, branch: branch.to_string(), branch_id, state: Arc::new(state) })
+}
+
 /// The latest manifest on `branch`, reusing `cache` when the branch is still
 /// the same incarnation at the same version (opening the dataset is one
 /// small read; scanning and folding grows with history, so a branch actor

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use lance::Dataset;
 use tokio::io::AsyncWriteExt;
 
-use super::delta::{Hash128, KeyDelta, PrintScan, Prints, classify, fingerprints};
+use super::delta::{Hash128, KeyDelta, PrintScan, Prints, classify, fingerprints, fingerprints_of};
 use crate::engine::storage::table;
 use crate::protocol::{OmniError, Result};
 
@@ -43,16 +43,53 @@ pub enum Base<'d> {
     At(&'d Dataset),
 }
 
+/// One side of a classification: a dataset, fingerprinted over every
+/// column or over `columns` (which hold `id`), in that order, so two
+/// versions of a table across a schema change compare on what they share.
+#[derive(Clone, Copy)]
+pub struct Side<'d> {
+    /// The rows.
+    pub ds: &'d Dataset,
+    /// The columns fingerprinted; `None`: all of them.
+    pub columns: Option<&'d [&'d str]>,
+}
+
+impl<'d> Side<'d> {
+    /// Every column of `ds`.
+    pub fn whole(ds: &'d Dataset) -> Side<'d> {
+        Side { ds, columns: None }
+    }
+
+    async fn prints(self) -> Result<Prints> {
+        match self.columns {
+            Some(columns) => fingerprints_of(self.ds, columns).await,
+            None => fingerprints(self.ds).await,
+        }
+    }
+
+    async fn scan(self) -> Result<PrintScan<'d>> {
+        match self.columns {
+            Some(columns) => PrintScan::of_columns(self.ds, columns).await,
+            None => PrintScan::new(self.ds).await,
+        }
+    }
+}
+
 /// Apply the row rule to every id of the three sides, holding at most about
 /// `budget` bytes of fingerprints at a time.
 pub async fn classify_within(base: Base<'_>, source: &Dataset, target: &Dataset, budget: u64) -> Result<KeyDelta> {
-    let mut rows = table::row_count(target).await? + table::row_count(source).await?;
+    classify_sides(base, Side::whole(source), Side::whole(target), budget).await
+}
+
+/// [`classify_within`] over the columns each [`Side`] names.
+pub async fn classify_sides(base: Base<'_>, source: Side<'_>, target: Side<'_>, budget: u64) -> Result<KeyDelta> {
+    let mut rows = table::row_count(target.ds).await? + table::row_count(source.ds).await?;
     if let Base::At(ds) = base {
         rows += table::row_count(ds).await?;
     }
     let parts = partitions(rows, budget);
     if parts == 1 {
-        let (target, source) = (fingerprints(target).await?, fingerprints(source).await?);
+        let (target, source) = (target.prints().await?, source.prints().await?);
         let base = match base {
             Base::Empty => Some(Prints::new()),
             Base::Target => None,
@@ -67,7 +104,7 @@ pub async fn classify_within(base: Base<'_>, source: &Dataset, target: &Dataset,
     write_side(dir.path(), "target", target, parts).await?;
     write_side(dir.path(), "source", source, parts).await?;
     if let Base::At(ds) = base {
-        write_side(dir.path(), "base", ds, parts).await?;
+        write_side(dir.path(), "base", Side::whole(ds), parts).await?;
     }
     let mut delta = KeyDelta::default();
     for part in 0..parts {
@@ -102,13 +139,13 @@ fn spill_err(what: &str, e: std::io::Error) -> OmniError {
 }
 
 /// Stream `ds`'s `(id key, fingerprint)` pairs into `parts` files by key.
-async fn write_side(dir: &Path, side: &str, ds: &Dataset, parts: u64) -> Result<()> {
+async fn write_side(dir: &Path, name: &str, side: Side<'_>, parts: u64) -> Result<()> {
     let mut files = Vec::with_capacity(parts as usize);
     for part in 0..parts {
-        let file = tokio::fs::File::create(part_path(dir, side, part)).await.map_err(|e| spill_err("creating", e))?;
+        let file = tokio::fs::File::create(part_path(dir, name, part)).await.map_err(|e| spill_err("creating", e))?;
         files.push(tokio::io::BufWriter::new(file));
     }
-    let mut scan = PrintScan::new(ds).await?;
+    let mut scan = side.scan().await?;
     let mut records: Vec<Vec<u8>> = vec![Vec::new(); parts as usize];
     while let Some(pairs) = scan.next().await? {
         for (key, print) in pairs {

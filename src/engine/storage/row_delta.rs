@@ -1,26 +1,49 @@
 //! The rows one version of a table changed against an older version of the
-//! same dataset ref, read from what Lance records per row: stable row ids,
-//! `_row_created_at_version` and `_row_last_updated_at_version`, and the
-//! deletion vectors of the fragments a version touched.
+//! same dataset ref, read from the two manifests' fragment lists and what
+//! Lance records per row (stable row ids and `_row_last_updated_at_version`).
 //!
-//! Rows inserted or rewritten in the range are found by the row version
-//! columns (Lance prunes fragments by their version metadata before reading
-//! data); rows gone are found by comparing fragment deletion vectors; the
-//! older image of both is taken by row id. So the cost follows the rows and
-//! fragments the range touched, not the table. A rewrite that changed no
-//! value (compaction, an identical upsert) comes back too: callers compare
-//! the two images.
+//! Lance never rewrites a fragment's rows in place without saying so in its
+//! metadata, so the fragment lists alone name everything a range touched:
+//! - a fragment only the newer version holds (an append, the new copies of
+//!   updated rows, a compaction's output): its live rows are newer images;
+//! - a shared fragment whose deletion vector changed: the offsets it newly
+//!   deletes are older images (taken by row address from the older version,
+//!   no row-id index), the offsets it revives (a restore) newer ones;
+//! - a shared fragment otherwise rewritten (new data files or overlays):
+//!   its rows updated after the older version, on both sides;
+//! - a fragment only the older version holds (compacted or emptied): its
+//!   rows are older images, except those that moved unchanged (same stable
+//!   row id and the same last-update version on both sides), which cancel.
+//!
+//! So the cost follows the rows and fragments the range touched, not the
+//! table. A rewrite that changed no value (an identical upsert) comes back
+//! too: callers compare the two images by key.
 
-use arrow_array::RecordBatch;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
+use arrow_array::{BooleanArray, RecordBatch, UInt64Array};
 use futures::TryStreamExt;
 use lance::Dataset;
+use lance::dataset::ProjectionRequest;
+use lance::dataset::TakeBuilder;
+use lance::dataset::fragment::FileFragment;
+use lance_core::utils::deletion::DeletionVector;
+use lance_table::format::Fragment;
 
 use crate::protocol::{OmniError, Result};
 
+const ROW_ID: &str = "_rowid";
+const ROW_ADDR: &str = "_rowaddr";
+const LAST_UPDATED: &str = "_row_last_updated_at_version";
+
 /// Lance's per-row system columns, which are not entity properties.
-const SYSTEM_COLUMNS: [&str; 3] = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"];
+const SYSTEM_COLUMNS: [&str; 3] = [ROW_ID, ROW_ADDR, LAST_UPDATED];
+
+/// Rows taken by address per request.
+const TAKE_CHUNK: usize = 8192;
 
 /// The changed rows of a range: each side's images of them.
 pub struct RowDelta {
@@ -28,6 +51,43 @@ pub struct RowDelta {
     pub after: Vec<RecordBatch>,
     /// The older version's images of rows the range rewrote or removed.
     pub before: Vec<RecordBatch>,
+}
+
+/// The fragment-level shape of a range, from the two manifests alone.
+#[derive(Default)]
+struct Shape {
+    /// Only the newer version holds these.
+    added: Vec<Fragment>,
+    /// Only the older version holds these.
+    vanished: Vec<Fragment>,
+    /// Shared, with another deletion vector: (older, newer).
+    deletions: Vec<(Fragment, Fragment)>,
+    /// Shared, with other data files, overlays or row metadata (newer).
+    rewritten: Vec<Fragment>,
+}
+
+impl Shape {
+    fn of(from: &[Fragment], to: &[Fragment]) -> Shape {
+        let older: HashMap<u64, &Fragment> = from.iter().map(|f| (f.id, f)).collect();
+        let newer: HashSet<u64> = to.iter().map(|f| f.id).collect();
+        let mut shape = Shape::default();
+        for f in to {
+            let Some(old) = older.get(&f.id) else {
+                shape.added.push(f.clone());
+                continue;
+            };
+            if old.deletion_file != f.deletion_file {
+                shape.deletions.push(((*old).clone(), f.clone()));
+            }
+            let mut same_deletions = f.clone();
+            same_deletions.deletion_file.clone_from(&old.deletion_file);
+            if same_deletions != **old {
+                shape.rewritten.push(f.clone());
+            }
+        }
+        shape.vanished = from.iter().filter(|f| !newer.contains(&f.id)).cloned().collect();
+        shape
+    }
 }
 
 /// The rows `to` changed against `from`, or `None` when the fast path does
@@ -39,32 +99,160 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     if !same_ref || v0 > v1 || !from.manifest.uses_stable_row_ids() || !to.manifest.uses_stable_row_ids() {
         return Ok(None);
     }
-    let err = |e: lance::Error| OmniError::storage(format!("reading the row delta of {} v{v0}..v{v1}", to.uri()), e);
-    let delta = to.delta().with_begin_version(v0).with_end_version(v1).build().map_err(err)?;
-    let (mut after, mut old_ids) = (Vec::new(), Vec::new());
-    let mut upserted = delta.get_upserted_rows().await.map_err(err)?;
-    while let Some(batch) = upserted.try_next().await.map_err(err)? {
-        let (ids, created) = (u64_column(&batch, "_rowid")?, u64_column(&batch, "_row_created_at_version")?);
-        // A row created at or before `from` was rewritten: its old image is
-        // taken below by its (stable) row id.
-        old_ids.extend((0..batch.num_rows()).filter(|i| created.value(*i) <= v0).map(|i| ids.value(i)));
-        after.push(without_system_columns(&batch)?);
+    let shape = Shape::of(&from.manifest.fragments, &to.manifest.fragments);
+    let (from_arc, to_arc) = (Arc::new(from.clone()), Arc::new(to.clone()));
+    let (mut before_addrs, mut after_addrs) = (Vec::new(), Vec::new());
+    for (old, new) in &shape.deletions {
+        let (was, is) = (deletion_vector(&from_arc, old).await?, deletion_vector(&to_arc, new).await?);
+        before_addrs.extend(is.iter().filter(|o| !was.contains(*o)).map(|o| address(old.id, o)));
+        after_addrs.extend(was.iter().filter(|o| !is.contains(*o)).map(|o| address(new.id, o)));
     }
-    let mut deleted = delta.get_deleted_row_ids().await.map_err(err)?;
-    while let Some(batch) = deleted.try_next().await.map_err(err)? {
-        let ids = u64_column(&batch, "_rowid")?;
-        old_ids.extend((0..ids.len()).map(|i| ids.value(i)));
+    let mut after = Vec::new();
+    if !shape.rewritten.is_empty() {
+        // Rows rewritten in place keep their address: the older image sits
+        // at the same one (when it was live there).
+        let filter = format!("{LAST_UPDATED} > {v0}");
+        for batch in scan_fragments(to, shape.rewritten.clone(), &[ROW_ADDR], Some(&filter)).await? {
+            before_addrs.extend(u64_column(&batch, ROW_ADDR)?.values().iter().copied());
+            after.push(without_system_columns(&batch)?);
+        }
     }
-    old_ids.sort_unstable();
-    old_ids.dedup();
-    let mut before = Vec::new();
-    for chunk in old_ids.chunks(8192) {
-        before.push(from.take_rows(chunk, from.schema().clone()).await.map_err(err)?);
-    }
+    moved_rows(from, to, &shape, v0, &mut after, &mut before_addrs).await?;
+    after.extend(take(&to_arc, after_addrs).await?);
+    let before = take(&from_arc, before_addrs).await?;
     Ok(Some(RowDelta { after, before }))
 }
 
-fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a arrow_array::UInt64Array> {
+/// The newer images of the added fragments' rows into `after`, and the
+/// addresses of the vanished fragments' rows into `before_addrs`, less the
+/// rows that moved unchanged between them (a compaction).
+async fn moved_rows(
+    from: &Dataset,
+    to: &Dataset,
+    shape: &Shape,
+    v0: u64,
+    after: &mut Vec<RecordBatch>,
+    before_addrs: &mut Vec<u64>,
+) -> Result<()> {
+    if shape.added.is_empty() && shape.vanished.is_empty() {
+        return Ok(());
+    }
+    let added = if shape.added.is_empty() {
+        Vec::new()
+    } else {
+        scan_fragments(to, shape.added.clone(), &[ROW_ID, LAST_UPDATED], None).await?
+    };
+    if shape.vanished.is_empty() {
+        for batch in &added {
+            after.push(without_system_columns(batch)?);
+        }
+        return Ok(());
+    }
+    // A row that moved unchanged kept its stable row id and its last-update
+    // version (any write bumps the version); only rows last updated at or
+    // before `v0` can have.
+    let old = scan_system_columns(from, shape.vanished.clone()).await?;
+    let mut old_versions: HashMap<u64, u64> = HashMap::new();
+    for batch in &old {
+        let (ids, versions) = (u64_column(batch, ROW_ID)?, u64_column(batch, LAST_UPDATED)?);
+        old_versions.extend(ids.values().iter().copied().zip(versions.values().iter().copied()));
+    }
+    let mut cancelled: HashSet<u64> = HashSet::new();
+    for batch in &added {
+        let (ids, versions) = (u64_column(batch, ROW_ID)?, u64_column(batch, LAST_UPDATED)?);
+        let keep: BooleanArray = ids
+            .values()
+            .iter()
+            .zip(versions.values())
+            .map(|(id, v)| {
+                let unchanged = *v <= v0 && old_versions.get(id) == Some(v);
+                if unchanged {
+                    cancelled.insert(*id);
+                }
+                Some(!unchanged)
+            })
+            .collect();
+        let kept = arrow::compute::filter_record_batch(batch, &keep).map_err(|e| storage_err(to, e))?;
+        if kept.num_rows() > 0 {
+            after.push(without_system_columns(&kept)?);
+        }
+    }
+    for batch in &old {
+        let (ids, addrs) = (u64_column(batch, ROW_ID)?, u64_column(batch, ROW_ADDR)?);
+        before_addrs
+            .extend(ids.values().iter().zip(addrs.values()).filter(|(id, _)| !cancelled.contains(id)).map(|(_, a)| *a));
+    }
+    Ok(())
+}
+
+fn storage_err(ds: &Dataset, e: impl std::fmt::Display) -> OmniError {
+    OmniError::storage(format!("reading the row delta of {} v{}", ds.uri(), ds.version().version), e)
+}
+
+/// A row address: the fragment id in the high half, the offset in the low.
+fn address(fragment: u64, offset: u32) -> u64 {
+    (fragment << 32) | u64::from(offset)
+}
+
+async fn deletion_vector(ds: &Arc<Dataset>, fragment: &Fragment) -> Result<Arc<DeletionVector>> {
+    let file = FileFragment::new(ds.clone(), fragment.clone());
+    Ok(file.get_deletion_vector().await.map_err(|e| storage_err(ds, e))?.unwrap_or_default())
+}
+
+/// The live rows of `fragments` of `ds`: every column, with the system
+/// columns `extra`, those matching `filter`.
+async fn scan_fragments(
+    ds: &Dataset,
+    fragments: Vec<Fragment>,
+    extra: &[&str],
+    filter: Option<&str>,
+) -> Result<Vec<RecordBatch>> {
+    let mut columns: Vec<&str> = ds.schema().fields.iter().map(|f| f.name.as_str()).collect();
+    columns.extend_from_slice(extra);
+    collect(ds, fragments, &columns, filter).await
+}
+
+/// The stable row id, address and last-update version of the live rows of
+/// `fragments` of `ds`, without their values.
+async fn scan_system_columns(ds: &Dataset, fragments: Vec<Fragment>) -> Result<Vec<RecordBatch>> {
+    collect(ds, fragments, &[ROW_ID, ROW_ADDR, LAST_UPDATED], None).await
+}
+
+async fn collect(
+    ds: &Dataset,
+    fragments: Vec<Fragment>,
+    columns: &[&str],
+    filter: Option<&str>,
+) -> Result<Vec<RecordBatch>> {
+    let scan = async {
+        let mut scanner = ds.scan();
+        scanner.with_fragments(fragments);
+        scanner.project(columns)?;
+        if let Some(filter) = filter {
+            scanner.filter(filter)?;
+        }
+        scanner.try_into_stream().await?.try_collect::<Vec<_>>().await
+    };
+    scan.await.map_err(|e| storage_err(ds, e))
+}
+
+/// The rows of `ds` at `addrs` (sorted, deduplicated), every column.
+async fn take(ds: &Arc<Dataset>, mut addrs: Vec<u64>) -> Result<Vec<RecordBatch>> {
+    addrs.sort_unstable();
+    addrs.dedup();
+    let mut out = Vec::new();
+    for chunk in addrs.chunks(TAKE_CHUNK) {
+        let take = async {
+            let projection =
+                ProjectionRequest::Schema(Arc::new(ds.schema().clone())).into_projection_plan(ds.clone())?;
+            TakeBuilder::try_new_from_addresses(ds.clone(), chunk.to_vec(), Arc::new(projection))?.execute().await
+        };
+        out.push(take.await.map_err(|e| storage_err(ds, e))?);
+    }
+    Ok(out)
+}
+
+fn u64_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a UInt64Array> {
     batch
         .column_by_name(name)
         .and_then(|c| c.as_primitive_opt::<UInt64Type>())
