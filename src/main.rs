@@ -43,11 +43,14 @@ fn stdout_failed(e: std::io::Error) -> ! {
     std::process::exit(141);
 }
 
+#[path = "cli/address.rs"]
+mod address;
 #[path = "cli/changes.rs"]
 mod changes_cli;
 #[path = "cli/history.rs"]
 mod history_cli;
 
+use address::{GraphArg, NamedGraphArg};
 use clap::{Parser, Subcommand};
 use omnigraph::engine::storage::durability;
 use omnigraph::{
@@ -56,8 +59,11 @@ use omnigraph::{
 };
 
 #[derive(Parser)]
-#[command(name = "omnigraph", version, about = "A typed property-graph database on Lance")]
+#[command(name = "omnigraph", version, disable_version_flag = true, about = "A typed property-graph database on Lance")]
 struct Cli {
+    /// Print the version.
+    #[arg(short = 'v', visible_short_alias = 'V', long = "version", action = clap::ArgAction::Version)]
+    version: Option<bool>,
     /// A storage option KEY=VALUE for object-store graphs (repeatable; e.g.
     /// aws_endpoint=http://127.0.0.1:9000, allow_http=true). Overrides the
     /// AWS_* environment.
@@ -75,6 +81,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print the version and the storage format this build reads and writes.
+    Version,
     /// Create a graph from a .pg schema.
     Init {
         /// The .pg schema file.
@@ -83,8 +91,9 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Where to create the graph (directory or s3:// URI).
-        graph: String,
+        /// Where to create the graph (directory, file:// or s3:// URI).
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Show every table's version and row count at a branch head.
     Snapshot {
@@ -94,8 +103,8 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Load a JSONL file as one atomic commit.
     Load {
@@ -113,10 +122,11 @@ enum Command {
         from: Option<String>,
         #[command(flatten)]
         write: WriteArgs,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Run a .gq read query at a branch head or a commit.
+    #[command(alias = "read")]
     Query {
         #[command(flatten)]
         source: SourceArgs,
@@ -129,9 +139,12 @@ enum Command {
         /// Read the head of this branch (default main).
         #[arg(long, conflicts_with = "commit")]
         branch: Option<String>,
-        /// Read at this commit (time travel).
-        #[arg(long)]
+        /// Read at this commit (time travel; any ref).
+        #[arg(long, conflicts_with = "snapshot")]
         commit: Option<String>,
+        /// Read at this ref (the reference's spelling of --commit).
+        #[arg(long, value_name = "REF", conflicts_with = "branch")]
+        snapshot: Option<String>,
         /// table, json, jsonl or csv.
         #[arg(long, default_value = "table")]
         format: String,
@@ -140,10 +153,11 @@ enum Command {
         json: bool,
         #[command(flatten)]
         limits: ReadLimitArgs,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        at: NamedGraphArg,
     },
     /// Run a .gq mutation as one atomic commit.
+    #[command(alias = "change")]
     Mutate {
         #[command(flatten)]
         source: SourceArgs,
@@ -152,8 +166,8 @@ enum Command {
         params: Option<String>,
         #[command(flatten)]
         write: WriteArgs,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        at: NamedGraphArg,
     },
     /// Serve graphs over HTTP.
     Serve {
@@ -230,8 +244,8 @@ enum Command {
         /// Write to this file instead of stdout.
         #[arg(long)]
         out: Option<String>,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Inspect recovery: pending sidecars and the audit log.
     Recovery {
@@ -256,8 +270,8 @@ enum Command {
         /// Print JSON (the fields of `POST /graphs/{id}/optimize`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Remove old versions no retained commit reads (version GC). Without
     /// --confirm, only prints what it would remove.
@@ -274,8 +288,8 @@ enum Command {
         /// Print JSON (the fields of `POST /graphs/{id}/cleanup`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Classify (and with --confirm publish) Lance HEAD drift no write recorded.
     Repair {
@@ -288,8 +302,8 @@ enum Command {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Create, list and delete graph branches.
     Branch {
@@ -328,8 +342,8 @@ enum Command {
         from: String,
         /// The ref diffed to.
         to: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Follow a branch's changes: `changes poll` for the blocks after a
     /// cursor, `changes baseline` for a snapshot to start from.
@@ -431,6 +445,18 @@ struct SourceArgs {
 }
 
 impl SourceArgs {
+    /// The query's name (positional `NAME` or `--name`, one of them) and
+    /// the graph, from a command's `[NAME] [GRAPH]` and address flags.
+    fn name_at<'a>(&'a self, at: &'a NamedGraphArg) -> Result<(Option<&'a str>, &'a str)> {
+        let (positional, graph) = at.resolve()?;
+        match (positional, self.name.as_deref()) {
+            (Some(a), Some(b)) if a != b => {
+                Err(OmniError::BadRequest(format!("the query is named twice (`{a}` and --name `{b}`): pass one")))
+            }
+            (a, b) => Ok((a.or(b), graph)),
+        }
+    }
+
     fn text(&self) -> Result<String> {
         match (&self.query, &self.expr) {
             (Some(path), _) => read_file(path),
@@ -477,8 +503,8 @@ enum IndexCommand {
         /// Print JSON (the fields of `POST /graphs/{id}/indexes/ensure`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// How much of its table each index covers at a branch's head: rows
     /// written since a build are scanned beside the index until `optimize`,
@@ -490,8 +516,8 @@ enum IndexCommand {
         /// Print JSON (the fields of `GET /graphs/{id}/indexes`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
@@ -505,8 +531,8 @@ enum RecoveryCommand {
         /// Print JSON: {"pending": [...], "audit": [...]}.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
@@ -522,16 +548,16 @@ enum BranchCommand {
         json: bool,
         /// The new branch's name (`/`-separated segments of letters, digits, `.`, `-`, `_`).
         name: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Every live branch, main first.
     List {
         /// Print JSON: {"branches": [...]}.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Merge a branch's head into another (default main): one merge commit
     /// on the target, or nothing when it is up to date. Conflicts are listed
@@ -554,8 +580,8 @@ enum BranchCommand {
         json: bool,
         /// The branch merged.
         source: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Delete a branch and every table fork made for it.
     Delete {
@@ -564,8 +590,8 @@ enum BranchCommand {
         json: bool,
         /// The branch.
         name: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
@@ -582,8 +608,8 @@ enum CommitCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// The entities a commit changed against its first parent (the
     /// reference's `commit changes`): every page unless `--page-token` asks
@@ -602,8 +628,8 @@ enum CommitCommand {
         json: bool,
         /// A commit id, or any ref.
         commit: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// One commit.
     Show {
@@ -612,8 +638,8 @@ enum CommitCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
@@ -633,19 +659,20 @@ enum TagCommand {
         json: bool,
         /// The tag's name.
         name: String,
-        /// `REF GRAPH`, or only `GRAPH` (the tag names main's head).
-        #[arg(value_name = "[REF] GRAPH")]
-        first: String,
-        #[arg(hide = true)]
-        second: Option<String>,
+        /// The commit tagged (any ref; default main's head), or the graph
+        /// when only one more positional is given.
+        #[arg(value_name = "REF")]
+        first: Option<String>,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Every tag, by name.
     List {
         /// Print JSON: {"tags": [...]}.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Delete a tag.
     Delete {
@@ -654,8 +681,8 @@ enum TagCommand {
         json: bool,
         /// The tag.
         name: String,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
@@ -672,8 +699,8 @@ enum SchemaCommand {
         /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Make a .pg schema main's schema, as one commit.
     Apply {
@@ -689,8 +716,8 @@ enum SchemaCommand {
         /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Print the accepted .pg source.
     #[command(alias = "get")]
@@ -698,15 +725,36 @@ enum SchemaCommand {
         /// Print JSON (source, identity and the compiled catalog).
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 
 /// Stack size of every runtime worker thread.
 const WORKER_STACK_BYTES: usize = 16 * 1024 * 1024;
 
+/// The reference's deprecated spellings `read` and `change` run as `query`
+/// and `mutate`, with one warning line on stderr.
+fn warn_deprecated_alias(args: &[String]) {
+    let mut it = args.iter().skip(1);
+    while let Some(arg) = it.next() {
+        let new = match arg.as_str() {
+            "--storage-option" | "--durability" => {
+                it.next();
+                continue;
+            }
+            a if a.starts_with('-') => continue,
+            "read" => "query",
+            "change" => "mutate",
+            _ => return,
+        };
+        eprintln!("warning: `omnigraph {arg}` is deprecated; use `omnigraph {new}`");
+        return;
+    }
+}
+
 fn main() -> ExitCode {
+    warn_deprecated_alias(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"))
@@ -790,7 +838,7 @@ impl Command {
             | Command::Optimize { json, .. }
             | Command::Index { command: IndexCommand::Ensure { json, .. } | IndexCommand::Status { json, .. } }
             | Command::Cleanup { json, .. } => *json,
-            Command::Serve { .. } | Command::Export { .. } => false,
+            Command::Serve { .. } | Command::Export { .. } | Command::Version => false,
             Command::Branch {
                 command:
                     BranchCommand::Create { json, .. }
@@ -822,7 +870,7 @@ impl Command {
 /// Stream an export to `out` (or stdout); a summary line goes to stderr.
 async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Option<&str>) -> Result<()> {
     use std::io::Write;
-    let g = read_only(graph).await?;
+    let g = read_only(&GraphArg::at(graph)).await?;
     let export = g.export(target, types).await?;
     let mut sink: Box<dyn Write> = match out {
         Some(path) => Box::new(std::io::BufWriter::new(
@@ -844,8 +892,12 @@ async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Opt
     Ok(())
 }
 
-async fn read_only(graph: &str) -> Result<Graph> {
-    Omnigraph::open_with(graph, OpenMode::ReadOnly).await
+async fn read_only(graph: &GraphArg) -> Result<Graph> {
+    Omnigraph::open_with(graph.uri()?, OpenMode::ReadOnly).await
+}
+
+async fn open(graph: &GraphArg) -> Result<Graph> {
+    Omnigraph::open(graph.uri()?).await
 }
 
 fn read_file(path: &str) -> Result<String> {
@@ -876,7 +928,7 @@ async fn run(command: Command) -> Result<Outcome> {
 async fn run_branch(command: BranchCommand) -> Result<()> {
     match command {
         BranchCommand::Create { from, json, name, graph } => {
-            let g = Omnigraph::open(&graph).await?;
+            let g = open(&graph).await?;
             let info = g.branch_create(&name, &from).await?;
             if json {
                 return print_json(&wire::branch_created_json(&info, &from, g.root().uri()));
@@ -896,7 +948,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             Ok(())
         }
         BranchCommand::Merge { into, delete_branch, dry_run, actor, json, source, graph } => {
-            let g = if dry_run { read_only(&graph).await? } else { Omnigraph::open(&graph).await? };
+            let g = if dry_run { read_only(&graph).await? } else { open(&graph).await? };
             let opts = omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
             let result = g.branch_merge(&source, &into, &opts).await?;
             if json {
@@ -906,7 +958,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             Ok(())
         }
         BranchCommand::Delete { json, name, graph } => {
-            let g = Omnigraph::open(&graph).await?;
+            let g = open(&graph).await?;
             let deleted = g.branch_delete(&name).await?;
             if json {
                 return print_json(&wire::branch_deleted_json(&deleted, g.root().uri()));
@@ -930,12 +982,14 @@ fn print_change(c: &omnigraph::Change) {
 
 async fn run_tag(command: TagCommand) -> Result<()> {
     match command {
-        TagCommand::Create { message, actor, json, name, first, second } => {
-            let (target, graph) = match &second {
-                Some(graph) => (Some(first.as_str()), graph),
-                None => (None, &first),
+        TagCommand::Create { message, actor, json, name, first, graph } => {
+            // Without a flag, one positional after NAME is the graph, two are REF and GRAPH.
+            let (target, graph) = match (graph.by_flag() || graph.positional().is_some(), first.as_deref()) {
+                (true, first) => (first, graph),
+                (false, Some(only)) => (None, GraphArg::at(only)),
+                (false, None) => (None, graph),
             };
-            let g = Omnigraph::open(graph).await?;
+            let g = open(&graph).await?;
             let tag = g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?;
             if json {
                 return print_json(&wire::tag_json(&tag));
@@ -954,7 +1008,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
             Ok(())
         }
         TagCommand::Delete { json, name, graph } => {
-            let tag = Omnigraph::open(&graph).await?.tag_delete(&name).await?;
+            let tag = open(&graph).await?.tag_delete(&name).await?;
             if json {
                 return print_json(&wire::tag_json(&tag));
             }
@@ -1110,9 +1164,14 @@ fn print_merge(result: &omnigraph::MergeResult) {
 
 async fn run_command(command: Command) -> Result<()> {
     match command {
+        Command::Version => {
+            outln!("omnigraph {}", env!("CARGO_PKG_VERSION"));
+            outln!("internal-schema {}", omnigraph::engine::manifest::rows::STAMP);
+            Ok(())
+        }
         Command::Init { schema, json, graph } => {
             let source = read_file(&schema)?;
-            let g = Omnigraph::init(&graph, &source).await?;
+            let g = Omnigraph::init(graph.uri()?, &source).await?;
             let snap = g.snapshot("main").await?;
             let warnings = schema_warnings(&schema, &source, !json);
             if json {
@@ -1125,7 +1184,7 @@ async fn run_command(command: Command) -> Result<()> {
         }
         Command::Export { branch, commit, types, out, graph } => {
             let target = ReadTarget::of(commit, branch);
-            run_export(&graph, &target, &types, out.as_deref()).await
+            run_export(graph.uri()?, &target, &types, out.as_deref()).await
         }
         Command::Snapshot { branch, json, graph } => {
             let snap = read_only(&graph).await?.snapshot(&branch).await?;
@@ -1204,7 +1263,7 @@ async fn run_command(command: Command) -> Result<()> {
         }
         Command::Load { data, mode, quiet, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
-            let g = Omnigraph::open(&graph).await?;
+            let g = open(&graph).await?;
             if let Some(base) = &from
                 && g.ensure_branch(&write.branch, base).await?
                 && !write.json
@@ -1234,35 +1293,37 @@ async fn run_command(command: Command) -> Result<()> {
             }
             print_write(&out)
         }
-        Command::Query { source, params, params_file, branch, commit, format, json, limits, graph } => {
+        Command::Query { source, params, params_file, branch, commit, snapshot, format, json, limits, at } => {
+            let (name, graph) = source.name_at(&at)?;
             let text = source.text()?;
             let params = match params_file {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
                 None => parse_params(params.as_deref())?,
             };
-            let target = ReadTarget::of(commit, branch);
+            let target = ReadTarget::of(commit.or(snapshot), branch);
             let format = if json { "json".to_string() } else { format };
-            let g = read_only(&graph).await?;
-            let result = g.query_limited(&text, source.name.as_deref(), params, &target, limits.limits()).await?;
+            let g = read_only(&GraphArg::at(graph)).await?;
+            let result = g.query_limited(&text, name, params, &target, limits.limits()).await?;
             let target = match &target {
                 ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
                 ReadTarget::Commit(c) => serde_json::json!({ "snapshot": c }),
             };
-            print_result(&result, &format, source.name.as_deref(), target)
+            print_result(&result, &format, name, target)
         }
-        Command::Mutate { source, params, write, graph } => {
+        Command::Mutate { source, params, write, at } => {
+            let (name, graph) = source.name_at(&at)?;
             let text = source.text()?;
             let params = parse_params(params.as_deref())?;
-            let g = Omnigraph::open(&graph).await?;
-            let out = g.mutate(&text, source.name.as_deref(), params, &write.options()).await?;
+            let g = open(&GraphArg::at(graph)).await?;
+            let out = g.mutate(&text, name, params, &write.options()).await?;
             if write.json {
-                return print_json(&wire::mutation_json(&out, &write.branch, source.name.as_deref()));
+                return print_json(&wire::mutation_json(&out, &write.branch, name));
             }
             print_write(&out)
         }
         Command::Recovery { command: RecoveryCommand::List { read_only, json, graph } } => {
             let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
-            let status = Omnigraph::open_with(&graph, mode).await?.recovery_status().await?;
+            let status = Omnigraph::open_with(graph.uri()?, mode).await?.recovery_status().await?;
             if json {
                 return print_json(&status);
             }
@@ -1296,7 +1357,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Index { command: IndexCommand::Ensure { branch, actor, json, graph } } => {
-            let report = Omnigraph::open(&graph).await?.ensure_indices(&branch, actor.as_deref()).await?;
+            let report = open(&graph).await?.ensure_indices(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
             }
@@ -1312,7 +1373,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Optimize { branch, actor, json, graph } => {
-            let report = Omnigraph::open(&graph).await?.optimize(&branch, actor.as_deref()).await?;
+            let report = open(&graph).await?.optimize(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
             }
@@ -1320,7 +1381,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Cleanup { keep, older_than, confirm, json, graph } => {
-            let report = Omnigraph::open(&graph).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
+            let report = open(&graph).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
             if json {
                 return print_json(&report);
             }
@@ -1328,7 +1389,7 @@ async fn run_command(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Repair { confirm, force, json, graph } => {
-            let report = Omnigraph::open(&graph).await?.repair(confirm, force).await?;
+            let report = open(&graph).await?.repair(confirm, force).await?;
             if json {
                 return print_json(&report);
             }
@@ -1401,7 +1462,7 @@ async fn run_command(command: Command) -> Result<()> {
         Command::Schema { command: SchemaCommand::Apply { schema, allow_data_loss, actor, json, graph } } => {
             let source = read_file(&schema)?;
             schema_warnings(&schema, &source, !json);
-            let graph = Omnigraph::open(&graph).await?;
+            let graph = open(&graph).await?;
             let report = graph.schema_apply(&source, allow_data_loss, actor.as_deref()).await?;
             print_schema_report(&report, json)
         }
@@ -1457,7 +1518,7 @@ async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option
             schema_warnings(&pg, &text, !json);
             omnigraph::engine::schema_store::SchemaState::compile(&text)?.catalog
         }
-        (None, Some(g)) => read_only(&g).await?.schema().await?.catalog.clone(),
+        (None, Some(g)) => read_only(&GraphArg::at(&g)).await?.schema().await?.catalog.clone(),
         (None, None) => return Err(OmniError::BadRequest("lint needs --schema FILE or a GRAPH".into())),
     };
     let report = omnigraph::engine::lint::lint(&catalog, query, &source);

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use omnigraph::{BaselineHandshake, DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniError, Result};
 
+use super::address::GraphArg;
 use super::{print_json, read_only};
 
 /// The filter flags every feed command takes.
@@ -63,8 +64,8 @@ pub enum ChangesCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
     /// Write an exact snapshot of a branch to FILE (atomically: the file is
     /// whole or absent), then print the cursor that resumes the feed after
@@ -81,8 +82,8 @@ pub enum ChangesCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// The graph.
-        graph: String,
+        #[command(flatten)]
+        graph: GraphArg,
     },
 }
 

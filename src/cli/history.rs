@@ -3,6 +3,7 @@
 
 use omnigraph::{Blame, EntityHistory, Result};
 
+use super::address::GraphArg;
 use super::{print_json, read_only};
 
 /// The entity a `history` or `blame` is about, and where.
@@ -19,8 +20,8 @@ pub struct EntityArgs {
     type_name: String,
     /// The entity's id.
     id: String,
-    /// The graph.
-    graph: String,
+    #[command(flatten)]
+    graph: GraphArg,
 }
 
 /// `history TYPE ID`: the commits that changed it, newest first.

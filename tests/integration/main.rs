@@ -35,6 +35,7 @@ mod memory;
 mod merge;
 mod publisher;
 mod queries;
+mod reference_cli;
 mod refs;
 #[path = "../support/s3.rs"]
 mod s3;

@@ -1,0 +1,122 @@
+//! The reference implementation's documented command lines, run unchanged
+//! as real processes (tests/fixtures/reference_cli/commands.txt), and the
+//! addressing forms' bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/reference_cli");
+
+/// One documented session: its name and its `(expected status, line)`s
+/// (`None`: a setup step, which must succeed).
+struct Session {
+    name: String,
+    lines: Vec<(Option<i32>, String)>,
+}
+
+fn sessions() -> Vec<Session> {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/commands.txt")).expect("commands.txt");
+    let mut out: Vec<Session> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if let Some(name) = line.strip_prefix("== ") {
+            out.push(Session { name: name.to_string(), lines: Vec::new() });
+            continue;
+        }
+        let (status, command) = line.split_once(' ').expect("STATUS COMMAND");
+        let status = if status == "+" { None } else { Some(status.parse().expect("an exit status")) };
+        out.last_mut().expect("a session first").lines.push((status, command.to_string()));
+    }
+    out
+}
+
+/// `line` run by a shell in `dir`, `omnigraph` being this build's binary.
+fn run(dir: &Path, line: &str) -> Output {
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let line = line.strip_prefix("omnigraph ").map(|rest| format!("'{bin}' {rest}")).expect("an omnigraph line");
+    Command::new("bash").arg("-c").arg(line).current_dir(dir).env("OMNIGRAPH_HOME", dir).output().expect("bash")
+}
+
+/// Main's head commit, read as a script would (`commit list --json`).
+fn head_commit(dir: &Path) -> String {
+    let out = run(dir, "omnigraph commit list graph.omni --json");
+    let commits: serde_json::Value = serde_json::from_slice(&out.stdout).expect("commit list JSON");
+    commits[0]["graph_commit_id"].as_str().expect("a head commit").to_string()
+}
+
+#[test]
+fn every_documented_command_line_runs_as_printed() {
+    let (mut failures, mut ran) = (Vec::new(), 0);
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for session in sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for entry in std::fs::read_dir(FIXTURES).expect("fixtures") {
+            let path = entry.expect("entry").path();
+            std::fs::copy(&path, dir.path().join(path.file_name().expect("name"))).expect("copy");
+        }
+        for (want, line) in &session.lines {
+            let line = if line.contains("<commit-id>") {
+                line.replace("<commit-id>", &head_commit(dir.path()))
+            } else {
+                line.clone()
+            };
+            let out = run(dir.path(), &line);
+            let got = out.status.code().unwrap_or(-1);
+            if got != want.unwrap_or(0) {
+                let err = String::from_utf8_lossy(&out.stderr).lines().take(3).collect::<Vec<_>>().join(" / ");
+                failures.push(format!("{}: `{line}` exited {got}, not {}: {err}", session.name, want.unwrap_or(0)));
+            }
+            ran += usize::from(want.is_some());
+            outputs.push((line, String::from_utf8_lossy(&out.stdout).to_string()));
+        }
+        if session.name.ends_with("cli/index.md") {
+            let exported = std::fs::read_to_string(dir.path().join("people.jsonl")).expect("the export");
+            // Main's people: the inline insert is there, the branch's load is not.
+            assert!(exported.contains("\"Inline\"") && !exported.contains("\"Dan\""), "{exported}");
+        }
+    }
+    assert!(failures.is_empty(), "{} of {ran} lines failed:\n{}", failures.len(), failures.join("\n"));
+    assert_eq!(ran, 42, "every documented line ran");
+    let output = |needle: &str| {
+        let found = outputs.iter().find(|(l, _)| l.contains(needle));
+        found.map(|(_, o)| o.clone()).unwrap_or_else(|| panic!("no line with `{needle}`"))
+    };
+    assert!(output("omnigraph version").starts_with("omnigraph "), "{}", output("omnigraph version"));
+    let engineers = output("find_people --query");
+    assert!(engineers.contains("Alice") && !engineers.contains("Bob"), "{engineers}");
+    assert!(output("--query queries.gq get_person").contains("Alice"));
+    let employees = output("query list_employees");
+    assert!(employees.contains("Alice") && employees.contains("Acme"), "{employees}");
+    assert!(output("branch list --uri").contains("feature-x"));
+}
+
+/// Each addressing mistake is one line naming the fix, with the usage
+/// status (2), never a panic.
+#[test]
+fn addressing_mistakes_are_usage_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["schema.pg", "queries.gq"] {
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
+    }
+    assert!(run(dir.path(), "omnigraph init --schema schema.pg g").status.success());
+    let cases = [
+        ("omnigraph snapshot g --store g", "cannot be used with"),
+        ("omnigraph snapshot --store g --uri g", "cannot be used multiple times"),
+        ("omnigraph snapshot", "no graph given"),
+        ("omnigraph branch list", "no graph given"),
+        ("omnigraph query --query queries.gq get_person g --store g", "given twice"),
+        ("omnigraph query --query queries.gq", "no graph given"),
+        ("omnigraph query get_person --name find_people --query queries.gq --store g", "named twice"),
+    ];
+    for (line, says) in cases {
+        let out = run(dir.path(), line);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "`{line}`: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "`{line}`: {err}");
+    }
+    // The deprecated spellings run, with one warning line.
+    let read = run(dir.path(), r#"omnigraph read --query queries.gq get_person --params '{"name":"x"}' g"#);
+    let err = String::from_utf8_lossy(&read.stderr);
+    assert!(read.status.success() && err.contains("`omnigraph read` is deprecated"), "{err}");
+    let v = run(dir.path(), "omnigraph -v");
+    assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), format!("omnigraph {}", env!("CARGO_PKG_VERSION")));
+}
