@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::manifest::rows::CommitRow;
 use crate::engine::manifest::{BranchId, ManifestView, TableEntry, TableUpdate};
 use crate::engine::schema_store::SchemaState;
 use lance::Dataset;
@@ -261,6 +262,9 @@ impl PreparedTable {
 pub struct WriteOutcome {
     /// The commit created; `None` for a write with no effect.
     pub commit_id: Option<String>,
+    /// That commit as published (`None` with `commit_id`).
+    #[serde(skip)]
+    pub commit: Option<CommitRow>,
     /// Node entities affected.
     pub nodes_affected: u64,
     /// Edge entities affected.

@@ -127,8 +127,14 @@ pub fn mutation_json(out: &WriteOutcome, branch: &str, query_name: Option<&str>)
         "graph_commit_id": out.commit_id, "commit_id": out.commit_id, "branch": branch, "query_name": query_name,
         "affected_nodes": out.nodes_affected, "affected_edges": out.edges_affected,
         "nodes_affected": out.nodes_affected, "edges_affected": out.edges_affected,
-        "tables": out.tables,
+        "tables": out.tables, "commit": published(out),
     })
+}
+
+/// The commit a write published, as `commit show` prints it (`null` for a
+/// write with no effect).
+fn published(out: &WriteOutcome) -> Value {
+    out.commit.as_ref().map_or(Value::Null, |c| commit_json(&CommitInfo::from(c)))
 }
 
 /// A load's answer (`IngestOutput`) into the graph at `uri`: `tables[]`
@@ -149,7 +155,7 @@ pub fn load_json(out: &WriteOutcome, uri: &str, mode: &str, branch: &str) -> Val
         "uri": uri, "mode": mode, "branch": branch, "graph_commit_id": out.commit_id, "commit_id": out.commit_id,
         "affected_nodes": out.nodes_affected, "affected_edges": out.edges_affected,
         "nodes_affected": out.nodes_affected, "edges_affected": out.edges_affected,
-        "tables": tables,
+        "tables": tables, "commit": published(out),
     })
 }
 

@@ -296,6 +296,7 @@ impl Op {
 fn commit_only(commit_id: Option<String>) -> omnigraph::WriteOutcome {
     omnigraph::WriteOutcome {
         commit_id,
+        commit: None,
         nodes_affected: 0,
         edges_affected: 0,
         tables: vec![],

@@ -86,6 +86,12 @@ async fn a_group_commits_each_member_in_order_and_refuses_a_failing_one_alone() 
     assert_eq!(newest, want);
     let versions: BTreeSet<u64> = chain[..4].iter().map(|c| c.manifest_version).collect();
     assert_eq!(versions.len(), 1, "one publish for the group: {chain:?}");
+    // Each member's answer carries its own commit row, as the history has it.
+    for (i, id) in [0, 1, 5, 8].into_iter().zip(&committed) {
+        let row = out[i].as_ref().ok().and_then(|o| o.commit.clone()).expect("member commit row");
+        let recorded = chain.iter().find(|c| &c.commit_id == id).expect("in the chain");
+        assert_eq!(omnigraph::CommitInfo::from(&row), *recorded, "member {i}");
+    }
 
     let main = ReadTarget::Branch("main".into());
     let people =

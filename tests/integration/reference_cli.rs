@@ -120,3 +120,34 @@ fn addressing_mistakes_are_usage_errors() {
     let v = run(dir.path(), "omnigraph -v");
     assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), format!("omnigraph {}", env!("CARGO_PKG_VERSION")));
 }
+
+/// An effectful load or mutation answers with the commit it published
+/// (as `commit show` prints it), a write that matched nothing with
+/// `"commit": null`.
+#[test]
+fn writes_answer_with_their_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["schema.pg", "people.jsonl"] {
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
+    }
+    assert!(run(dir.path(), "omnigraph init --schema schema.pg graph.omni").status.success());
+    let json = |line: &str| -> serde_json::Value {
+        let out = run(dir.path(), line);
+        assert!(out.status.success(), "`{line}`: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let before = head_commit(dir.path());
+    let load = json("omnigraph load --data people.jsonl --mode merge --json graph.omni");
+    assert_eq!(load["commit"]["graph_commit_id"], load["graph_commit_id"], "{load}");
+    assert_eq!(load["commit"]["parent_commit_id"], serde_json::json!(before), "{load}");
+    let shown = json(&format!("omnigraph commit show {} --json graph.omni", head_commit(dir.path())));
+    assert_eq!(load["commit"], shown, "the commit as `commit show` prints it");
+    let update =
+        r#"omnigraph mutate --json -e 'query q() { update Person set { age: 1 } where name = "Alice" }' graph.omni"#;
+    let changed = json(update);
+    assert_eq!(changed["commit"]["parent_commit_id"], load["graph_commit_id"], "{changed}");
+    let none = json(
+        r#"omnigraph mutate --json -e 'query q() { update Person set { age: 1 } where name = "Nobody" }' graph.omni"#,
+    );
+    assert!(none["commit"].is_null() && none["graph_commit_id"].is_null(), "{none}");
+}

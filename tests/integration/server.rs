@@ -176,6 +176,7 @@ async fn every_route_answers_its_success_path() {
     assert_eq!((st, c["actor"].clone()), (200, json!("alice")), "the actor comes from the token");
     assert_eq!((c["graph_commit_id"].clone(), c["actor_id"].clone()), (json!(commit), json!("alice")));
     assert_eq!((c["graph_branch"].clone(), c["parent_commit_id"].clone()), (json!("main"), json!(head)));
+    assert_eq!(out["commit"], c, "a mutation answers with its commit, as GET /commits/{{id}} shows it");
     let (st, list) = get(&s, "/graphs/g/commits?branch=main").await;
     assert_eq!((st, list["commits"][0]["commit_id"].clone()), (200, json!(commit)));
 

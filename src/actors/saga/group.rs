@@ -262,6 +262,7 @@ async fn run(
 /// tables it touched.
 fn outcome(done: &Finished, lineage: Lineage, effect: MemberEffect) -> WriteOutcome {
     WriteOutcome {
+        commit: done.commits.iter().find(|c| c.commit_id == lineage.commit_id).cloned(),
         commit_id: Some(lineage.commit_id),
         nodes_affected: effect.nodes_affected,
         edges_affected: effect.edges_affected,

@@ -28,6 +28,7 @@ use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{Lease, LeaseMode, LeaseSet};
 use crate::actors::runtime::{LiveOp, Runtime};
 use crate::engine::branch_name::MAIN;
+use crate::engine::manifest::rows::CommitRow;
 use crate::engine::manifest::{Lineage, Precondition, PublishRequest, TableUpdate};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::{CommittedTxn, StagedTxn, table};
@@ -473,13 +474,14 @@ impl<'a> Confirmed<'a> {
         };
         let out = async {
             let lease = leases.require(&ChildKey::Branch(at.branch.to_string()))?;
-            at.rt.publish(request, lease).await?;
+            let published = at.rt.publish(request, lease).await?;
             saga_failpoint!(at.kind, "after_publish");
-            Ok::<_, OmniError>(())
+            Ok::<_, OmniError>(published.commit)
         }
         .await;
-        out.map_err(|e| at.after_arm(e))?;
-        Ok(Published { at, counts, landed, leases, sidecar, _live })
+        let commit = out.map_err(|e| at.after_arm(e))?;
+        let commits = at.lineage.commit_rows(at.branch, commit.parent, commit.manifest_version);
+        Ok(Published { at, counts, landed, commits, leases, sidecar, _live })
     }
 }
 
@@ -508,6 +510,7 @@ pub struct Published<'a> {
     at: Attempt<'a>,
     counts: Counts,
     landed: Vec<TableUpdate>,
+    commits: Vec<CommitRow>,
     leases: LeaseSet,
     sidecar: ConfirmedSidecar,
     _live: LiveOp,
@@ -526,7 +529,7 @@ impl Published<'_> {
     /// releasing them: for a writer whose work goes on under the same gates
     /// after the publish (optimize's `__manifest` compaction).
     pub async fn finish_holding(self) -> Result<(Finished, LeaseSet)> {
-        let Published { at, counts, landed, leases, sidecar, _live } = self;
+        let Published { at, counts, landed, commits, leases, sidecar, _live } = self;
         if let Some(target) = &at.schema {
             let span = info_span!("saga.promote", operation_id = %at.operation_id());
             async {
@@ -543,6 +546,7 @@ impl Published<'_> {
         at.rt.written(at.branch, &counts.rows_written);
         let done = Finished {
             commit_id: at.lineage.commit_id,
+            commits,
             nodes_affected: counts.nodes,
             edges_affected: counts.edges,
             tables: landed,
@@ -557,6 +561,8 @@ impl Published<'_> {
 pub struct Finished {
     /// The commit published.
     pub commit_id: String,
+    /// The commit rows published: the attempt's, then a group's members'.
+    pub commits: Vec<CommitRow>,
     /// Node entities affected.
     pub nodes_affected: u64,
     /// Edge entities affected.

@@ -132,6 +132,7 @@ where
     let armed = prepared.lease().await?.revalidate().await?.arm(intent.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     Ok(WriteOutcome {
+        commit: done.commits.into_iter().find(|c| c.commit_id == done.commit_id),
         commit_id: Some(done.commit_id),
         nodes_affected: done.nodes_affected,
         edges_affected: done.edges_affected,

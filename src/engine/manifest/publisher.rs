@@ -112,6 +112,39 @@ pub struct Lineage {
     pub group: Vec<MemberCommit>,
 }
 
+impl Lineage {
+    /// The commit rows this lineage publishes on `branch` after `parent`, at
+    /// `manifest_version`: its own, then each group member's, each the
+    /// child of the one before.
+    pub fn commit_rows(&self, branch: &str, parent: Option<String>, manifest_version: u64) -> Vec<CommitRow> {
+        let mut rows = vec![CommitRow {
+            commit_id: self.commit_id.clone(),
+            parent,
+            merged_parent: self.merged_parent.clone(),
+            actor: self.actor.clone(),
+            created_at_us: self.created_at_us,
+            manifest_version,
+            branch: branch.to_string(),
+            schema_change: self.schema.as_ref().map(|s| s.change.clone()),
+        }];
+        let mut parent = &self.commit_id;
+        for m in &self.group {
+            rows.push(CommitRow {
+                commit_id: m.commit_id.clone(),
+                parent: Some(parent.clone()),
+                merged_parent: None,
+                actor: m.actor.clone(),
+                created_at_us: m.created_at_us,
+                manifest_version,
+                branch: branch.to_string(),
+                schema_change: None,
+            });
+            parent = &m.commit_id;
+        }
+        rows
+    }
+}
+
 /// A later member of a group commit: its own commit in the chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemberCommit {
@@ -347,30 +380,7 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
         }));
     }
     let parent = view.state.effective_head(&req.branch).map(|c| c.commit_id.clone());
-    out.push(ManifestRow::Commit(CommitRow {
-        commit_id: req.lineage.commit_id.clone(),
-        parent,
-        merged_parent: req.lineage.merged_parent.clone(),
-        actor: req.lineage.actor.clone(),
-        created_at_us: req.lineage.created_at_us,
-        manifest_version: view.version + 1,
-        branch: req.branch.clone(),
-        schema_change: req.lineage.schema.as_ref().map(|s| s.change.clone()),
-    }));
-    let mut parent = &req.lineage.commit_id;
-    for m in &req.lineage.group {
-        out.push(ManifestRow::Commit(CommitRow {
-            commit_id: m.commit_id.clone(),
-            parent: Some(parent.clone()),
-            merged_parent: None,
-            actor: m.actor.clone(),
-            created_at_us: m.created_at_us,
-            manifest_version: view.version + 1,
-            branch: req.branch.clone(),
-            schema_change: None,
-        }));
-        parent = &m.commit_id;
-    }
+    out.extend(req.lineage.commit_rows(&req.branch, parent, view.version + 1).into_iter().map(ManifestRow::Commit));
     let head_commit_id = req.lineage.head_commit_id().to_string();
     out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id }));
     Ok(out)
