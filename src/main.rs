@@ -49,6 +49,8 @@ mod address;
 mod changes_cli;
 #[path = "cli/history.rs"]
 mod history_cli;
+#[path = "cli/write_target.rs"]
+mod write_target;
 
 use address::{GraphArg, NamedGraphArg};
 use clap::{Parser, Subcommand};
@@ -57,6 +59,7 @@ use omnigraph::{
     CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
     WriteOptions, WriteOutcome, result_rows, wire,
 };
+use write_target::WriteTarget;
 
 #[derive(Parser)]
 #[command(name = "omnigraph", version, disable_version_flag = true, about = "A typed property-graph database on Lance")]
@@ -75,6 +78,13 @@ struct Cli {
     /// docs/storage.md, "Durability".
     #[arg(long, global = true, value_name = "fsync|none", value_parser = durability_arg)]
     durability: Option<omnigraph::Durability>,
+    /// No target echo and no progress on stderr.
+    #[arg(long, short = 'q', global = true)]
+    quiet: bool,
+    /// Consent to a destructive write on a remote graph (an overwrite load,
+    /// a branch delete, a confirmed cleanup) without a prompt.
+    #[arg(long, global = true)]
+    yes: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -114,9 +124,6 @@ enum Command {
         /// append (strict insert), merge (upsert) or overwrite (replace each touched type).
         #[arg(long)]
         mode: String,
-        /// No progress on stderr.
-        #[arg(long, short)]
-        quiet: bool,
         /// Create `--branch` from this branch first if it does not exist.
         #[arg(long)]
         from: Option<String>,
@@ -790,7 +797,14 @@ fn main() -> ExitCode {
             (Ok(options), Ok(durability)) => {
                 omnigraph::engine::storage::config::set_defaults(options);
                 durability::set_default(durability);
-                run(cli.command).await
+                match cli.command.write_target() {
+                    Ok(Some(t)) => match t.announce(cli.quiet, cli.yes) {
+                        Ok(()) => run(cli.command, cli.quiet).await,
+                        Err(e) => Err(e),
+                    },
+                    Ok(None) => run(cli.command, cli.quiet).await,
+                    Err(e) => Err(e),
+                }
             }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
@@ -828,6 +842,37 @@ fn main() -> ExitCode {
 }
 
 impl Command {
+    /// The graph this command writes, if it writes ([`WriteTarget`]).
+    fn write_target(&self) -> Result<Option<WriteTarget<'_>>> {
+        fn t<'a>(command: &'static str, graph: &'a GraphArg, destructive: bool) -> Result<Option<WriteTarget<'a>>> {
+            Ok(Some(WriteTarget { command, uri: graph.uri()?, destructive }))
+        }
+        match self {
+            Command::Init { graph, .. } => t("init", graph, false),
+            Command::Load { mode, graph, .. } => t("load", graph, mode == "overwrite"),
+            Command::Mutate { at, .. } => {
+                let (_, uri) = at.resolve()?;
+                Ok(Some(WriteTarget { command: "mutate", uri, destructive: false }))
+            }
+            Command::Branch { command: BranchCommand::Create { graph, .. } } => t("branch create", graph, false),
+            Command::Branch { command: BranchCommand::Merge { dry_run: false, graph, .. } } => {
+                t("branch merge", graph, false)
+            }
+            Command::Branch { command: BranchCommand::Delete { graph, .. } } => t("branch delete", graph, true),
+            Command::Tag { command: TagCommand::Create { first, graph, .. } } => {
+                let (_, uri) = graph.after_optional(first.as_deref())?;
+                Ok(Some(WriteTarget { command: "tag create", uri, destructive: false }))
+            }
+            Command::Tag { command: TagCommand::Delete { graph, .. } } => t("tag delete", graph, false),
+            Command::Schema { command: SchemaCommand::Apply { graph, .. } } => t("schema apply", graph, false),
+            Command::Index { command: IndexCommand::Ensure { graph, .. } } => t("index ensure", graph, false),
+            Command::Optimize { graph, .. } => t("optimize", graph, false),
+            Command::Cleanup { confirm: true, graph, .. } => t("cleanup", graph, true),
+            Command::Repair { confirm: true, graph, .. } => t("repair", graph, false),
+            _ => Ok(None),
+        }
+    }
+
     fn json(&self) -> bool {
         match self {
             Command::Init { json, .. } | Command::Snapshot { json, .. } | Command::Lint { json, .. } => *json,
@@ -918,11 +963,11 @@ enum Outcome {
     Reported(u8),
 }
 
-async fn run(command: Command) -> Result<Outcome> {
+async fn run(command: Command, quiet: bool) -> Result<Outcome> {
     if let Command::Lint { query, schema, json, graph } = command {
         return run_lint(&query, schema, json, graph).await;
     }
-    run_command(command).await.map(|()| Outcome::Done)
+    run_command(command, quiet).await.map(|()| Outcome::Done)
 }
 
 async fn run_branch(command: BranchCommand) -> Result<()> {
@@ -983,13 +1028,8 @@ fn print_change(c: &omnigraph::Change) {
 async fn run_tag(command: TagCommand) -> Result<()> {
     match command {
         TagCommand::Create { message, actor, json, name, first, graph } => {
-            // Without a flag, one positional after NAME is the graph, two are REF and GRAPH.
-            let (target, graph) = match (graph.by_flag() || graph.positional().is_some(), first.as_deref()) {
-                (true, first) => (first, graph),
-                (false, Some(only)) => (None, GraphArg::at(only)),
-                (false, None) => (None, graph),
-            };
-            let g = open(&graph).await?;
+            let (target, uri) = graph.after_optional(first.as_deref())?;
+            let g = open(&GraphArg::at(uri)).await?;
             let tag = g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?;
             if json {
                 return print_json(&wire::tag_json(&tag));
@@ -1162,7 +1202,7 @@ fn print_merge(result: &omnigraph::MergeResult) {
     }
 }
 
-async fn run_command(command: Command) -> Result<()> {
+async fn run_command(command: Command, quiet: bool) -> Result<()> {
     match command {
         Command::Version => {
             outln!("omnigraph {}", env!("CARGO_PKG_VERSION"));
@@ -1261,7 +1301,7 @@ async fn run_command(command: Command) -> Result<()> {
             let c = read_only(&graph).await?.commit(&id).await?;
             if json { print_json(&wire::commit_json(&c)) } else { print_commit(&c) }
         }
-        Command::Load { data, mode, quiet, from, write, graph } => {
+        Command::Load { data, mode, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
             let g = open(&graph).await?;
             if let Some(base) = &from

@@ -21,16 +21,15 @@ impl GraphArg {
         self.store.as_deref().or(self.graph.as_deref()).ok_or_else(missing)
     }
 
-    /// Whether the graph came as a flag (so a command's positionals are all
-    /// its own).
-    pub fn by_flag(&self) -> bool {
-        self.store.is_some()
-    }
-
-    /// The positional `GRAPH`, when the graph came as a flag instead: the
-    /// command's own optional positional that clap placed there.
-    pub fn positional(&self) -> Option<&str> {
-        self.graph.as_deref()
+    /// `[REF] GRAPH` after a command's own positionals (`tag create NAME
+    /// [REF] GRAPH`), `first` being the positional before `GRAPH`: without
+    /// a flag, one positional is the graph and two are the ref and the
+    /// graph. The ref (if any) and the graph's URI.
+    pub fn after_optional<'a>(&'a self, first: Option<&'a str>) -> Result<(Option<&'a str>, &'a str)> {
+        match (self.store.is_some() || self.graph.is_some(), first) {
+            (false, Some(only)) => Ok((None, only)),
+            (_, first) => Ok((first, self.uri()?)),
+        }
     }
 
     /// A graph named by `uri` (no flag).

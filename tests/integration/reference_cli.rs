@@ -151,3 +151,33 @@ fn writes_answer_with_their_commit() {
     );
     assert!(none["commit"].is_null() && none["graph_commit_id"].is_null(), "{none}");
 }
+
+/// Every write says where it goes on stderr (`--quiet` silences it); a
+/// destructive write on a remote graph is refused without `--yes` when no
+/// terminal can answer, before anything is read or written.
+#[test]
+fn writes_echo_their_target_and_remote_destruction_needs_consent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["schema.pg", "people.jsonl"] {
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
+    }
+    let init = run(dir.path(), "omnigraph init --schema schema.pg g");
+    assert_eq!(String::from_utf8_lossy(&init.stderr).lines().next(), Some("omnigraph init → g (direct, local)"));
+    let load = run(dir.path(), "omnigraph load --data people.jsonl --mode overwrite --store g");
+    let err = String::from_utf8_lossy(&load.stderr);
+    assert!(load.status.success() && err.contains("omnigraph load → g (direct, local)"), "{err}");
+    let quiet = run(dir.path(), "omnigraph load --data people.jsonl --mode merge --quiet g");
+    assert!(quiet.status.success() && quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
+    let read = run(dir.path(), "omnigraph snapshot g");
+    assert!(read.stderr.is_empty(), "a read echoes nothing: {}", String::from_utf8_lossy(&read.stderr));
+    for line in [
+        "omnigraph branch delete feature s3://bucket/g",
+        "omnigraph load --data people.jsonl --mode overwrite s3://bucket/g",
+        "omnigraph cleanup --keep 1 --confirm --store s3://bucket/g",
+    ] {
+        let out = run(dir.path(), &format!("{line} < /dev/null"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "`{line}`: {err}");
+        assert!(err.contains("(direct, remote)") && err.contains("pass --yes"), "`{line}`: {err}");
+    }
+}

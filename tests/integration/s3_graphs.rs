@@ -105,7 +105,7 @@ fn the_cli_uses_the_standard_aws_environment_or_storage_options() {
     let data = format!("{}/examples/social.jsonl", env!("CARGO_MANIFEST_DIR"));
     let env = s3::env(server);
     ok(&omnigraph(&["init", "--schema", &schema, &loc], &env), "init with the AWS environment");
-    ok(&omnigraph(&["load", "--data", &data, "--mode", "overwrite", &loc], &env), "load");
+    ok(&omnigraph(&["load", "--data", &data, "--mode", "overwrite", "--yes", &loc], &env), "load");
     let snap: Value =
         serde_json::from_str(&ok(&omnigraph(&["snapshot", "--json", &loc], &env), "snapshot")).expect("snapshot json");
     assert_eq!(snap["storage_stamp"], 4, "the stamp is read from the bucket: {snap}");
