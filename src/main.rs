@@ -91,9 +91,20 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Print a shell completion script (source it, or install it where the
+    /// shell loads completions).
+    #[command(
+        after_help = "Example:\n  omnigraph completions bash > ~/.local/share/bash-completion/completions/omnigraph"
+    )]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
     /// Print the version and the storage format this build reads and writes.
+    #[command(after_help = "Example:\n  omnigraph version")]
     Version,
     /// Create a graph from a .pg schema.
+    #[command(after_help = "Example:\n  omnigraph init --schema schema.pg graph.omni")]
     Init {
         /// The .pg schema file.
         #[arg(long)]
@@ -106,6 +117,7 @@ enum Command {
         graph: GraphArg,
     },
     /// Show every table's version and row count at a branch head.
+    #[command(after_help = "Example:\n  omnigraph snapshot graph.omni --branch main --json")]
     Snapshot {
         /// Graph branch.
         #[arg(long, default_value = "main")]
@@ -117,6 +129,9 @@ enum Command {
         graph: GraphArg,
     },
     /// Load a JSONL file as one atomic commit.
+    #[command(
+        after_help = "Example:\n  omnigraph load --data people.jsonl --mode merge --branch review --from main graph.omni"
+    )]
     Load {
         /// The JSONL file (`-` for stdin).
         #[arg(long)]
@@ -134,6 +149,9 @@ enum Command {
     },
     /// Run a .gq read query at a branch head or a commit.
     #[command(alias = "read")]
+    #[command(
+        after_help = "Example:\n  omnigraph query get_person --query queries.gq --params '{\"name\":\"Alice\"}' --store graph.omni"
+    )]
     Query {
         #[command(flatten)]
         source: SourceArgs,
@@ -165,6 +183,9 @@ enum Command {
     },
     /// Run a .gq mutation as one atomic commit.
     #[command(alias = "change")]
+    #[command(
+        after_help = "Example:\n  omnigraph mutate --store graph.omni -e 'query add($n: String) { insert Person { name: $n } }' --params '{\"n\":\"Ada\"}'"
+    )]
     Mutate {
         #[command(flatten)]
         source: SourceArgs,
@@ -177,6 +198,7 @@ enum Command {
         at: NamedGraphArg,
     },
     /// Serve graphs over HTTP.
+    #[command(after_help = "Example:\n  omnigraph serve --bind 127.0.0.1:8080 --graph knowledge=graph.omni")]
     Serve {
         /// Address to bind (port 0 picks one and prints it).
         #[arg(long, default_value = "127.0.0.1:8080")]
@@ -238,6 +260,7 @@ enum Command {
         index_lag_rows: u64,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
+    #[command(after_help = "Example:\n  omnigraph export graph.omni --branch main --type Person > people.jsonl")]
     Export {
         /// Branch to export (default main).
         #[arg(long, conflicts_with = "commit")]
@@ -255,11 +278,13 @@ enum Command {
         graph: GraphArg,
     },
     /// Inspect recovery: pending sidecars and the audit log.
+    #[command(after_help = "Example:\n  omnigraph recovery list --json graph.omni")]
     Recovery {
         #[command(subcommand)]
         command: RecoveryCommand,
     },
     /// Indexes: build the ones the schema asks for.
+    #[command(after_help = "Example:\n  omnigraph index status graph.omni")]
     Index {
         #[command(subcommand)]
         command: IndexCommand,
@@ -267,6 +292,7 @@ enum Command {
     /// Compact a branch's tables and `__manifest` into few fragments: one
     /// maintenance commit (none when nothing needed it), then build missing
     /// indexes; queries answer the same.
+    #[command(after_help = "Example:\n  omnigraph optimize --json graph.omni")]
     Optimize {
         /// Graph branch to optimize.
         #[arg(long, default_value = "main")]
@@ -282,6 +308,7 @@ enum Command {
     },
     /// Remove old versions no retained commit reads (version GC). Without
     /// --confirm, only prints what it would remove.
+    #[command(after_help = "Example:\n  omnigraph cleanup --keep 10 --older-than 7d --confirm graph.omni")]
     Cleanup {
         /// Keep the newest N commits of every branch readable (time travel).
         #[arg(long)]
@@ -299,6 +326,7 @@ enum Command {
         graph: GraphArg,
     },
     /// Classify (and with --confirm publish) Lance HEAD drift no write recorded.
+    #[command(after_help = "Example:\n  omnigraph repair --json graph.omni")]
     Repair {
         /// Publish verified maintenance drift.
         #[arg(long)]
@@ -313,16 +341,19 @@ enum Command {
         graph: GraphArg,
     },
     /// Create, list and delete graph branches.
+    #[command(after_help = "Example:\n  omnigraph branch create review --from main graph.omni")]
     Branch {
         #[command(subcommand)]
         command: BranchCommand,
     },
     /// Inspect the commit graph.
+    #[command(after_help = "Example:\n  omnigraph commit list --branch main --limit 5 graph.omni")]
     Commit {
         #[command(subcommand)]
         command: CommitCommand,
     },
     /// What changed between two refs, entity by entity.
+    #[command(after_help = "Example:\n  omnigraph diff main~1 main --stat graph.omni")]
     Diff {
         /// Counts per type only.
         #[arg(long)]
@@ -354,6 +385,7 @@ enum Command {
     },
     /// Follow a branch's changes: `changes poll` for the blocks after a
     /// cursor, `changes baseline` for a snapshot to start from.
+    #[command(after_help = "Example:\n  omnigraph changes poll --start beginning --wait 30 --json graph.omni")]
     Changes {
         #[command(subcommand)]
         command: changes_cli::ChangesCommand,
@@ -361,6 +393,7 @@ enum Command {
     /// The commits on a branch that changed one entity, newest first
     /// (`--json`: {entries: [{graph_commit_id, actor_id, authored_at, op,
     /// before, after}]}).
+    #[command(after_help = "Example:\n  omnigraph history Person Alice --property age graph.omni")]
     History {
         /// Only commits that changed this property.
         #[arg(long)]
@@ -374,17 +407,20 @@ enum Command {
     /// For each property of an entity, the commit that last set it
     /// (`--json`: {type, id, properties: [{property, graph_commit_id,
     /// actor_id, authored_at}]}).
+    #[command(after_help = "Example:\n  omnigraph blame Person Alice graph.omni")]
     Blame {
         #[command(flatten)]
         entity: history_cli::EntityArgs,
     },
     /// Create, list and delete tags: immutable names for commits.
+    #[command(after_help = "Example:\n  omnigraph tag create v1 main -m \"first release\" graph.omni")]
     Tag {
         #[command(subcommand)]
         command: TagCommand,
     },
     /// Compile every query in a .gq file against a schema or a graph's schema.
     #[command(alias = "check")]
+    #[command(after_help = "Example:\n  omnigraph lint --query queries.gq --schema schema.pg --json")]
     Lint {
         /// The .gq file.
         #[arg(long)]
@@ -400,6 +436,7 @@ enum Command {
         graph: Option<String>,
     },
     /// Inspect the accepted schema.
+    #[command(after_help = "Example:\n  omnigraph schema plan --schema next.pg graph.omni")]
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
@@ -500,6 +537,7 @@ impl WriteArgs {
 enum IndexCommand {
     /// Build every index the schema derives that a branch's tables lack, as
     /// one commit (none when nothing is missing).
+    #[command(after_help = "Example:\n  omnigraph index ensure --branch main graph.omni")]
     Ensure {
         /// Graph branch.
         #[arg(long, default_value = "main")]
@@ -516,6 +554,7 @@ enum IndexCommand {
     /// How much of its table each index covers at a branch's head: rows
     /// written since a build are scanned beside the index until `optimize`,
     /// `index ensure` or the daemon's background fold covers them.
+    #[command(after_help = "Example:\n  omnigraph index status --json graph.omni")]
     Status {
         /// Graph branch.
         #[arg(long, default_value = "main")]
@@ -531,6 +570,7 @@ enum IndexCommand {
 #[derive(Subcommand)]
 enum RecoveryCommand {
     /// Pending sidecars (after a recovery sweep, unless --read-only) and the audit log.
+    #[command(after_help = "Example:\n  omnigraph recovery list --read-only graph.omni")]
     List {
         /// Do not run the read-write recovery sweep first.
         #[arg(long = "read-only")]
@@ -546,6 +586,7 @@ enum RecoveryCommand {
 #[derive(Subcommand)]
 enum BranchCommand {
     /// Create a branch at the current head of another (default main).
+    #[command(after_help = "Example:\n  omnigraph branch create --from main feature-x --store graph.omni")]
     Create {
         /// The branch to start from.
         #[arg(long, default_value = "main")]
@@ -559,6 +600,7 @@ enum BranchCommand {
         graph: GraphArg,
     },
     /// Every live branch, main first.
+    #[command(after_help = "Example:\n  omnigraph branch list --uri graph.omni")]
     List {
         /// Print JSON: {"branches": [...]}.
         #[arg(long)]
@@ -569,6 +611,7 @@ enum BranchCommand {
     /// Merge a branch's head into another (default main): one merge commit
     /// on the target, or nothing when it is up to date. Conflicts are listed
     /// together and nothing is written.
+    #[command(after_help = "Example:\n  omnigraph branch merge feature-x --into main --delete-branch graph.omni")]
     Merge {
         /// The branch that receives the merge.
         #[arg(long = "into", default_value = "main")]
@@ -591,6 +634,7 @@ enum BranchCommand {
         graph: GraphArg,
     },
     /// Delete a branch and every table fork made for it.
+    #[command(after_help = "Example:\n  omnigraph branch delete feature-x graph.omni")]
     Delete {
         /// Print JSON.
         #[arg(long)]
@@ -605,6 +649,7 @@ enum BranchCommand {
 #[derive(Subcommand)]
 enum CommitCommand {
     /// Commits reachable from a branch head (or any ref), newest first.
+    #[command(after_help = "Example:\n  omnigraph commit list graph.omni --branch main --json")]
     List {
         /// A branch, or any ref: a tag, a commit id, `main~2`, `a...b`.
         #[arg(long, default_value = "main")]
@@ -621,6 +666,7 @@ enum CommitCommand {
     /// The entities a commit changed against its first parent (the
     /// reference's `commit changes`): every page unless `--page-token` asks
     /// for one.
+    #[command(after_help = "Example:\n  omnigraph commit changes main --kind node --op update graph.omni")]
     Changes {
         #[command(flatten)]
         filter: changes_cli::FilterArgs,
@@ -639,6 +685,7 @@ enum CommitCommand {
         graph: GraphArg,
     },
     /// One commit.
+    #[command(after_help = "Example:\n  omnigraph commit show main~1 --json graph.omni")]
     Show {
         /// A commit id, or any ref (a tag, `main~2`, `a...b`; a branch: its head).
         id: String,
@@ -654,6 +701,7 @@ enum CommitCommand {
 enum TagCommand {
     /// Name a commit: `tag create NAME [REF] GRAPH` (REF: any ref, default
     /// main's head). A tag is immutable and keeps its commit through cleanup.
+    #[command(after_help = "Example:\n  omnigraph tag create v1 main -m \"first release\" graph.omni")]
     Create {
         /// A message kept with the tag.
         #[arg(short = 'm', long)]
@@ -674,6 +722,7 @@ enum TagCommand {
         graph: GraphArg,
     },
     /// Every tag, by name.
+    #[command(after_help = "Example:\n  omnigraph tag list --json graph.omni")]
     List {
         /// Print JSON: {"tags": [...]}.
         #[arg(long)]
@@ -682,6 +731,7 @@ enum TagCommand {
         graph: GraphArg,
     },
     /// Delete a tag.
+    #[command(after_help = "Example:\n  omnigraph tag delete v1 graph.omni")]
     Delete {
         /// Print JSON (the deleted tag).
         #[arg(long)]
@@ -696,6 +746,7 @@ enum TagCommand {
 #[derive(Subcommand)]
 enum SchemaCommand {
     /// Print the steps applying a .pg schema would take (writes nothing).
+    #[command(after_help = "Example:\n  omnigraph schema plan --schema next.pg --json graph.omni")]
     Plan {
         /// The target .pg schema file.
         #[arg(long)]
@@ -710,6 +761,7 @@ enum SchemaCommand {
         graph: GraphArg,
     },
     /// Make a .pg schema main's schema, as one commit.
+    #[command(after_help = "Example:\n  omnigraph schema apply --schema next.pg graph.omni")]
     Apply {
         /// The target .pg schema file.
         #[arg(long)]
@@ -728,6 +780,7 @@ enum SchemaCommand {
     },
     /// Print the accepted .pg source.
     #[command(alias = "get")]
+    #[command(after_help = "Example:\n  omnigraph schema show graph.omni")]
     Show {
         /// Print JSON (source, identity and the compiled catalog).
         #[arg(long)]
@@ -883,7 +936,7 @@ impl Command {
             | Command::Optimize { json, .. }
             | Command::Index { command: IndexCommand::Ensure { json, .. } | IndexCommand::Status { json, .. } }
             | Command::Cleanup { json, .. } => *json,
-            Command::Serve { .. } | Command::Export { .. } | Command::Version => false,
+            Command::Serve { .. } | Command::Export { .. } | Command::Version | Command::Completions { .. } => false,
             Command::Branch {
                 command:
                     BranchCommand::Create { json, .. }
@@ -1204,6 +1257,13 @@ fn print_merge(result: &omnigraph::MergeResult) {
 
 async fn run_command(command: Command, quiet: bool) -> Result<()> {
     match command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "omnigraph", &mut out);
+            out!("{}", String::from_utf8_lossy(&out));
+            Ok(())
+        }
         Command::Version => {
             outln!("omnigraph {}", env!("CARGO_PKG_VERSION"));
             outln!("internal-schema {}", omnigraph::engine::manifest::rows::STAMP);

@@ -39,6 +39,7 @@ pub enum ChangesCommand {
     /// Poll a branch's change feed: one block per commit after the place
     /// given, oldest first. Fetches every page of the poll and prints once,
     /// after the terminal page: {blocks, cursor, caught_up}.
+    #[command(after_help = "Example:\n  omnigraph changes poll --cursor \"$CURSOR\" --wait 30 --json graph.omni")]
     Poll {
         /// The branch followed.
         #[arg(long, default_value = "main")]
@@ -70,6 +71,7 @@ pub enum ChangesCommand {
     /// Write an exact snapshot of a branch to FILE (atomically: the file is
     /// whole or absent), then print the cursor that resumes the feed after
     /// it: {snapshot_commit_id, resume_cursor}.
+    #[command(after_help = "Example:\n  omnigraph changes baseline --out snapshot.jsonl --branch main graph.omni")]
     Baseline {
         /// The NDJSON file to write (the format `load` reads).
         #[arg(long)]

@@ -181,3 +181,52 @@ fn writes_echo_their_target_and_remote_destruction_needs_consent() {
         assert!(err.contains("(direct, remote)") && err.contains("pass --yes"), "`{line}`: {err}");
     }
 }
+
+/// The subcommands a `--help` lists under `Commands:` (without `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    let Some(start) = help.find("Commands:\n") else { return Vec::new() };
+    help[start + "Commands:\n".len()..]
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every command and subcommand's `--help` ends with an example; a
+/// mistyped command or flag names the closest one; completions come for
+/// bash, zsh and fish and know the commands.
+#[test]
+fn help_has_examples_typos_get_suggestions_and_shells_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let help = |path: &str| {
+        let out = run(dir.path(), &format!("omnigraph {path} --help"));
+        assert!(out.status.success(), "`{path} --help`");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let (mut seen, mut missing) = (0, Vec::new());
+    let mut queue: Vec<String> = subcommands(&help(""));
+    assert!(queue.len() > 20, "{queue:?}");
+    while let Some(path) = queue.pop() {
+        let text = help(&path);
+        let children = subcommands(&text);
+        queue.extend(children.iter().map(|c| format!("{path} {c}")));
+        seen += 1;
+        if !text.contains("Example:\n  omnigraph ") {
+            missing.push(path);
+        }
+    }
+    assert!(missing.is_empty(), "{} of {seen} commands lack an example: {missing:?}", missing.len());
+    for (typo, tip) in [("qurey", "'query'"), ("query --pramas x", "'--params'"), ("brnch", "'branch'")] {
+        let out = run(dir.path(), &format!("omnigraph {typo}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(2) && err.contains("similar") && err.contains(tip), "{typo}: {err}");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let out = run(dir.path(), &format!("omnigraph completions {shell}"));
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && script.contains("omnigraph") && script.contains("changes"), "{shell}");
+    }
+    assert_eq!(run(dir.path(), "omnigraph completions tcsh").status.code(), Some(2));
+}
