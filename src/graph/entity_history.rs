@@ -182,10 +182,7 @@ impl Graph {
         let mut after = diff::entity_at(self.root(), this.as_ref(), id).await?;
         loop {
             let parent = match &row.parent {
-                Some(p) => Some(match view.state.commits()?.get(p) {
-                    Some(c) => c.clone(),
-                    None => self.find_commit(p).await?,
-                }),
+                Some(p) => Some(self.commit_in(&view, p).await?),
                 None => None,
             };
             let before_pin = match &parent {

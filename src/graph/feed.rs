@@ -234,17 +234,13 @@ impl Graph {
         from: &str,
         stop: Option<&str>,
     ) -> Result<(Vec<CommitRow>, bool)> {
-        let commits = view.state.commits()?;
         let mut out = Vec::new();
         let mut next = Some(from.to_string());
         while let Some(id) = next {
             if stop == Some(id.as_str()) {
                 return Ok((out, true));
             }
-            let row = match commits.get(&id) {
-                Some(c) => c.clone(),
-                None => self.find_commit(&id).await?,
-            };
+            let row = self.commit_in(view, &id).await?;
             next = row.parent.clone();
             out.push(row);
         }
@@ -323,10 +319,7 @@ impl Graph {
             let view = ManifestView { state: std::sync::Arc::new(empty), ..this.view.clone() };
             return Ok(ReadAt { view, commit_id: String::new(), at_head: false });
         };
-        let parent_row = match branch.state.commits()?.get(parent) {
-            Some(c) => c.clone(),
-            None => self.find_commit(parent).await?,
-        };
+        let parent_row = self.commit_in(branch, parent).await?;
         let view = self.commit_view(&parent_row).await?;
         Ok(ReadAt { view, commit_id: parent.clone(), at_head: false })
     }

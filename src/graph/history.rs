@@ -110,6 +110,16 @@ impl Graph {
         self.resolve_commit(target).await.map(|c| CommitInfo::from(&c))
     }
 
+    /// Commit `id` from `view`'s history when it holds it (a branch's own
+    /// first parents, the usual case), else from whichever live branch
+    /// recorded it ([`Self::find_commit`]).
+    pub(super) async fn commit_in(&self, view: &ManifestView, id: &str) -> Result<CommitRow> {
+        match view.state.commits()?.get(id) {
+            Some(c) => Ok(c.clone()),
+            None => self.find_commit(id).await,
+        }
+    }
+
     /// Find commit `id`: main first, then every live branch.
     pub(super) async fn find_commit(&self, id: &str) -> Result<CommitRow> {
         if let Some(c) = self.rt.history_view(MAIN).await?.state.commits()?.get(id) {

@@ -62,7 +62,7 @@ impl Graph {
                 if *n == 0 {
                     return Ok(Resolved::Commit(start));
                 }
-                let commits = self.rt.history_view(&start.branch).await?.state.commits()?.clone();
+                let view = self.rt.history_view(&start.branch).await?;
                 let mut at = start;
                 for step in 0..*n {
                     let Some(parent) = at.parent.clone() else {
@@ -70,10 +70,7 @@ impl Graph {
                             "ref `{text}`: `{inner}` has only {step} first-parent ancestors"
                         )));
                     };
-                    at = match commits.get(&parent) {
-                        Some(c) => c.clone(),
-                        None => self.find_commit(&parent).await?,
-                    };
+                    at = self.commit_in(&view, &parent).await?;
                 }
                 Ok(Resolved::Commit(at))
             }
@@ -160,10 +157,7 @@ impl Graph {
     /// The commit row a tag names (its record says where it was made).
     async fn tagged_commit(&self, tag: &Tag) -> Result<CommitRow> {
         let view = self.rt.history_view(&tag.branch).await?;
-        match view.state.commits()?.get(&tag.graph_commit_id) {
-            Some(c) => Ok(c.clone()),
-            None => self.find_commit(&tag.graph_commit_id).await,
-        }
+        self.commit_in(&view, &tag.graph_commit_id).await
     }
 
     /// The manifest, commit and head-ness a read of `target` uses.
