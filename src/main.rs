@@ -49,16 +49,15 @@ mod address;
 mod changes_cli;
 #[path = "cli/history.rs"]
 mod history_cli;
+#[path = "cli/remote.rs"]
+mod remote;
 #[path = "cli/write_target.rs"]
 mod write_target;
 
 use address::{GraphArg, NamedGraphArg};
 use clap::{Parser, Subcommand};
 use omnigraph::engine::storage::durability;
-use omnigraph::{
-    CommitInfo, Graph, LoadMode, OmniError, Omnigraph, OpenMode, QueryResult, ReadTarget, Result, Snapshot,
-    WriteOptions, WriteOutcome, result_rows, wire,
-};
+use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, OpenMode, ReadTarget, Result, WriteOptions, wire};
 use write_target::WriteTarget;
 
 #[derive(Parser)]
@@ -99,6 +98,12 @@ enum Command {
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// The graphs a running daemon serves.
+    #[command(after_help = "Example:\n  omnigraph graphs list --server http://127.0.0.1:8080")]
+    Graphs {
+        #[command(subcommand)]
+        command: GraphsCommand,
     },
     /// Print the version and the storage format this build reads and writes.
     #[command(after_help = "Example:\n  omnigraph version")]
@@ -493,11 +498,16 @@ impl SourceArgs {
     /// the graph, from a command's `[NAME] [GRAPH]` and address flags.
     fn name_at<'a>(&'a self, at: &'a NamedGraphArg) -> Result<(Option<&'a str>, &'a str)> {
         let (positional, graph) = at.resolve()?;
+        Ok((self.one_name(positional)?, graph))
+    }
+
+    /// The query's name from a positional `NAME` or `--name` (one of them).
+    fn one_name<'a>(&'a self, positional: Option<&'a str>) -> Result<Option<&'a str>> {
         match (positional, self.name.as_deref()) {
             (Some(a), Some(b)) if a != b => {
                 Err(OmniError::BadRequest(format!("the query is named twice (`{a}` and --name `{b}`): pass one")))
             }
-            (a, b) => Ok((a.or(b), graph)),
+            (a, b) => Ok(a.or(b)),
         }
     }
 
@@ -531,6 +541,20 @@ impl WriteArgs {
     fn options(&self) -> WriteOptions {
         WriteOptions { branch: self.branch.clone(), actor: self.actor.clone(), if_commit: self.if_commit.clone() }
     }
+}
+
+#[derive(Subcommand)]
+enum GraphsCommand {
+    /// Every graph the server at --server serves: `{graphs: [{graph_id, uri}]}`.
+    #[command(after_help = "Example:\n  omnigraph graphs list --server http://127.0.0.1:8080 --json")]
+    List {
+        /// The daemon's URL.
+        #[arg(long, value_name = "URL")]
+        server: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -898,14 +922,17 @@ impl Command {
     /// The graph this command writes, if it writes ([`WriteTarget`]).
     fn write_target(&self) -> Result<Option<WriteTarget<'_>>> {
         fn t<'a>(command: &'static str, graph: &'a GraphArg, destructive: bool) -> Result<Option<WriteTarget<'a>>> {
-            Ok(Some(WriteTarget { command, uri: graph.uri()?, destructive }))
+            Ok(Some(WriteTarget { command, uri: graph.uri()?.into(), via: "direct", destructive }))
         }
         match self {
             Command::Init { graph, .. } => t("init", graph, false),
             Command::Load { mode, graph, .. } => t("load", graph, mode == "overwrite"),
             Command::Mutate { at, .. } => {
-                let (_, uri) = at.resolve()?;
-                Ok(Some(WriteTarget { command: "mutate", uri, destructive: false }))
+                let (uri, via) = match at.remote()? {
+                    Some((_, remote)) => (remote.describe().into(), "server"),
+                    None => (at.resolve()?.1.into(), "direct"),
+                };
+                Ok(Some(WriteTarget { command: "mutate", uri, via, destructive: false }))
             }
             Command::Branch { command: BranchCommand::Create { graph, .. } } => t("branch create", graph, false),
             Command::Branch { command: BranchCommand::Merge { dry_run: false, graph, .. } } => {
@@ -914,7 +941,7 @@ impl Command {
             Command::Branch { command: BranchCommand::Delete { graph, .. } } => t("branch delete", graph, true),
             Command::Tag { command: TagCommand::Create { first, graph, .. } } => {
                 let (_, uri) = graph.after_optional(first.as_deref())?;
-                Ok(Some(WriteTarget { command: "tag create", uri, destructive: false }))
+                Ok(Some(WriteTarget { command: "tag create", uri: uri.into(), via: "direct", destructive: false }))
             }
             Command::Tag { command: TagCommand::Delete { graph, .. } } => t("tag delete", graph, false),
             Command::Schema { command: SchemaCommand::Apply { graph, .. } } => t("schema apply", graph, false),
@@ -937,6 +964,7 @@ impl Command {
             | Command::Index { command: IndexCommand::Ensure { json, .. } | IndexCommand::Status { json, .. } }
             | Command::Cleanup { json, .. } => *json,
             Command::Serve { .. } | Command::Export { .. } | Command::Version | Command::Completions { .. } => false,
+            Command::Graphs { command: GraphsCommand::List { json, .. } } => *json,
             Command::Branch {
                 command:
                     BranchCommand::Create { json, .. }
@@ -1264,6 +1292,16 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             out!("{}", String::from_utf8_lossy(&out));
             Ok(())
         }
+        Command::Graphs { command: GraphsCommand::List { server, json } } => {
+            let answer = remote::Remote::new(&server, None)?.graphs().await?;
+            if json {
+                return print_json(&answer);
+            }
+            for g in answer["graphs"].as_array().into_iter().flatten() {
+                outln!("{}  {}", text(g, "graph_id"), text(g, "uri"));
+            }
+            Ok(())
+        }
         Command::Version => {
             outln!("omnigraph {}", env!("CARGO_PKG_VERSION"));
             outln!("internal-schema {}", omnigraph::engine::manifest::rows::STAMP);
@@ -1287,13 +1325,24 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             run_export(graph.uri()?, &target, &types, out.as_deref()).await
         }
         Command::Snapshot { branch, json, graph } => {
-            let snap = read_only(&graph).await?.snapshot(&branch).await?;
-            if json { print_json(&wire::snapshot_json(&snap)) } else { print_snapshot(&snap) }
+            let answer = match graph.remote()? {
+                Some(remote) => remote.get("/snapshot", &[("branch", branch)]).await?,
+                None => wire::snapshot_json(&read_only(&graph).await?.snapshot(&branch).await?),
+            };
+            if json { print_json(&answer) } else { print_snapshot(&answer) }
         }
         Command::Commit { command: CommitCommand::List { branch, limit, json, graph } } => {
-            let commits = read_only(&graph).await?.commits(&branch, limit).await?;
+            let commits: Vec<serde_json::Value> = match graph.remote()? {
+                Some(remote) => {
+                    let mut query = vec![("branch", branch)];
+                    query.extend(limit.map(|n| ("limit", n.to_string())));
+                    let answer = remote.get("/commits", &query).await?;
+                    answer["commits"].as_array().cloned().unwrap_or_default()
+                }
+                None => read_only(&graph).await?.commits(&branch, limit).await?.iter().map(wire::commit_json).collect(),
+            };
             if json {
-                return print_json(&commits.iter().map(wire::commit_json).collect::<Vec<_>>());
+                return print_json(&commits);
             }
             commits.iter().for_each(print_commit_line);
             Ok(())
@@ -1358,8 +1407,11 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
-            let c = read_only(&graph).await?.commit(&id).await?;
-            if json { print_json(&wire::commit_json(&c)) } else { print_commit(&c) }
+            let answer = match graph.remote()? {
+                Some(remote) => remote.get(&format!("/commits/{}", url_segment(&id)), &[]).await?,
+                None => wire::commit_json(&read_only(&graph).await?.commit(&id).await?),
+            };
+            if json { print_json(&answer) } else { print_commit(&answer) }
         }
         Command::Load { data, mode, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
@@ -1388,38 +1440,54 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 eprintln!();
             }
             let out = out?;
-            if write.json {
-                return print_json(&wire::load_json(&out, g.root().uri(), mode.as_str(), &write.branch));
-            }
-            print_write(&out)
+            let answer = wire::load_json(&out, g.root().uri(), mode.as_str(), &write.branch);
+            if write.json { print_json(&answer) } else { print_write(&answer) }
         }
         Command::Query { source, params, params_file, branch, commit, snapshot, format, json, limits, at } => {
-            let (name, graph) = source.name_at(&at)?;
             let text = source.text()?;
             let params = match params_file {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
                 None => parse_params(params.as_deref())?,
             };
-            let target = ReadTarget::of(commit.or(snapshot), branch);
             let format = if json { "json".to_string() } else { format };
+            let at_ref = commit.or(snapshot);
+            if let Some((positional, remote)) = at.remote()? {
+                let name = source.one_name(positional)?;
+                let body = serde_json::json!({
+                    "query": text, "name": name, "params": params, "branch": branch, "snapshot": at_ref,
+                });
+                let answer = remote.post("/query", &body, &[]).await?;
+                return print_result(&wire::ReadOutput::from_json(&answer)?, &format);
+            }
+            let (name, graph) = source.name_at(&at)?;
+            let target = ReadTarget::of(at_ref, branch);
             let g = read_only(&GraphArg::at(graph)).await?;
             let result = g.query_limited(&text, name, params, &target, limits.limits()).await?;
             let target = match &target {
                 ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
                 ReadTarget::Commit(c) => serde_json::json!({ "snapshot": c }),
             };
-            print_result(&result, &format, name, target)
+            print_result(&wire::read_output(&result, name, target), &format)
         }
         Command::Mutate { source, params, write, at } => {
-            let (name, graph) = source.name_at(&at)?;
             let text = source.text()?;
             let params = parse_params(params.as_deref())?;
-            let g = open(&GraphArg::at(graph)).await?;
-            let out = g.mutate(&text, name, params, &write.options()).await?;
-            if write.json {
-                return print_json(&wire::mutation_json(&out, &write.branch, name));
-            }
-            print_write(&out)
+            let answer = if let Some((positional, remote)) = at.remote()? {
+                let name = source.one_name(positional)?;
+                let body = serde_json::json!({ "query": text, "name": name, "params": params, "branch": write.branch });
+                match &write.if_commit {
+                    Some(id) => {
+                        remote.post("/mutate/if-graph-commit", &body, &[("Omnigraph-If-Graph-Commit", id)]).await?
+                    }
+                    None => remote.post("/mutate", &body, &[]).await?,
+                }
+            } else {
+                let (name, graph) = source.name_at(&at)?;
+                let g = open(&GraphArg::at(graph)).await?;
+                let out = g.mutate(&text, name, params, &write.options()).await?;
+                wire::mutation_json(&out, &write.branch, name)
+            };
+            if write.json { print_json(&answer) } else { print_write(&answer) }
         }
         Command::Recovery { command: RecoveryCommand::List { read_only, json, graph } } => {
             let mode = if read_only { OpenMode::ReadOnly } else { OpenMode::ReadWrite };
@@ -1579,35 +1647,57 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
     }
 }
 
-fn print_snapshot(s: &Snapshot) -> Result<()> {
-    outln!("branch:  {}", s.branch);
-    outln!("head:    {}", s.head_commit_id.as_deref().unwrap_or("-"));
-    outln!("stamp:   {}", s.storage_stamp);
-    outln!("durability: {}", s.durability);
-    let width = s.tables.iter().map(|t| t.table_key.len()).max().unwrap_or(5).max(5);
+/// A text field of a wire answer, `-` when absent or null.
+fn text<'a>(v: &'a serde_json::Value, field: &str) -> &'a str {
+    v[field].as_str().unwrap_or("-")
+}
+
+/// A snapshot (as `GET /snapshot` answers it), for people.
+fn print_snapshot(s: &serde_json::Value) -> Result<()> {
+    outln!("branch:  {}", text(s, "branch"));
+    outln!("head:    {}", text(s, "head_commit_id"));
+    outln!("stamp:   {}", s["storage_stamp"]);
+    outln!("durability: {}", text(s, "durability"));
+    let tables = s["tables"].as_array().cloned().unwrap_or_default();
+    let width = tables.iter().map(|t| text(t, "table_key").len()).max().unwrap_or(5).max(5);
     outln!("{:<width$}  {:>8}  {:>10}  stored on", "table", "version", "rows");
-    for t in &s.tables {
-        let on = t.table_branch.as_deref().unwrap_or("main");
-        outln!("{:<width$}  {:>8}  {:>10}  {on}", t.table_key, t.version, t.row_count);
+    for t in &tables {
+        let on = t["table_branch"].as_str().unwrap_or("main");
+        let (version, rows) = (t["version"].to_string(), t["row_count"].to_string());
+        outln!("{:<width$}  {:>8}  {:>10}  {on}", text(t, "table_key"), version, rows);
     }
     Ok(())
 }
 
-fn print_commit_line(c: &CommitInfo) {
-    outln!("{}  {}  {}  {}", c.commit_id, c.created_at, c.actor.as_deref().unwrap_or("-"), c.branch);
+/// One commit (as `GET /commits/{id}` answers it) on one line.
+fn print_commit_line(c: &serde_json::Value) {
+    let (id, at, actor, branch) =
+        (text(c, "commit_id"), text(c, "created_at_iso"), text(c, "actor"), text(c, "branch"));
+    outln!("{id}  {at}  {actor}  {branch}");
 }
 
-fn print_commit(c: &CommitInfo) -> Result<()> {
-    outln!("commit:   {}", c.commit_id);
-    outln!("parent:   {}", c.parent_commit_id.as_deref().unwrap_or("-"));
-    if let Some(m) = &c.merged_parent_commit_id {
+/// One commit (as `GET /commits/{id}` answers it), for people.
+fn print_commit(c: &serde_json::Value) -> Result<()> {
+    outln!("commit:   {}", text(c, "commit_id"));
+    outln!("parent:   {}", text(c, "parent_commit_id"));
+    if let Some(m) = c["merged_parent_commit_id"].as_str() {
         outln!("merged:   {m}");
     }
-    outln!("actor:    {}", c.actor.as_deref().unwrap_or("-"));
-    outln!("created:  {}", c.created_at);
-    outln!("branch:   {}", c.branch);
-    outln!("manifest: v{}", c.manifest_version);
+    outln!("actor:    {}", text(c, "actor"));
+    outln!("created:  {}", text(c, "created_at_iso"));
+    outln!("branch:   {}", text(c, "branch"));
+    outln!("manifest: v{}", c["manifest_version"]);
     Ok(())
+}
+
+/// `s` as one URL path segment (a ref may hold `/` and `~`).
+fn url_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option<String>) -> Result<Outcome> {
@@ -1664,10 +1754,11 @@ fn parse_params(text: Option<&str>) -> Result<serde_json::Map<String, serde_json
     }
 }
 
-fn print_write(out: &WriteOutcome) -> Result<()> {
-    outln!("nodes affected: {}", out.nodes_affected);
-    outln!("edges affected: {}", out.edges_affected);
-    outln!("commit:         {}", out.commit_id.as_deref().unwrap_or("none (no effect)"));
+/// A write's answer (`load` or `mutate`, as the HTTP body has it), for people.
+fn print_write(answer: &serde_json::Value) -> Result<()> {
+    outln!("nodes affected: {}", answer["affected_nodes"]);
+    outln!("edges affected: {}", answer["affected_edges"]);
+    outln!("commit:         {}", answer["graph_commit_id"].as_str().unwrap_or("none (no effect)"));
     Ok(())
 }
 
@@ -1679,35 +1770,35 @@ fn cell_text(v: &serde_json::Value) -> String {
     }
 }
 
-/// Print a read's result; JSON rows keep their projection order.
-fn print_result(r: &QueryResult, format: &str, name: Option<&str>, target: serde_json::Value) -> Result<()> {
-    let rows = result_rows(r);
+/// Print a read's answer (as `POST /query` gives it, from the engine or
+/// from a server); JSON rows keep their projection order.
+fn print_result(out: &wire::ReadOutput, format: &str) -> Result<()> {
+    let cells = |row: &wire::OrderedRow| -> Vec<String> { row.0.iter().map(|(_, v)| cell_text(v)).collect() };
     match format {
-        "json" => print_json(&wire::read_output(r, name, target)),
+        "json" => print_json(out),
         "jsonl" => {
-            for row in wire::ordered_rows(r) {
-                outln!("{}", serde_json::to_string(&row).map_err(|e| OmniError::Internal(e.to_string()))?);
+            for row in &out.rows {
+                outln!("{}", serde_json::to_string(row).map_err(|e| OmniError::Internal(e.to_string()))?);
             }
             Ok(())
         }
         "csv" => {
-            let esc =
-                |s: String| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s };
-            outln!("{}", r.columns.iter().map(|c| esc(c.clone())).collect::<Vec<_>>().join(","));
-            for row in &rows {
-                let cells: Vec<String> = r.columns.iter().map(|c| esc(cell_text(&row[c]))).collect();
-                outln!("{}", cells.join(","));
+            let esc = |s: &str| {
+                if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+            };
+            outln!("{}", out.columns.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
+            for row in &out.rows {
+                outln!("{}", cells(row).iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
             }
             Ok(())
         }
         "table" => {
-            let cells: Vec<Vec<String>> =
-                rows.iter().map(|row| r.columns.iter().map(|c| cell_text(&row[c])).collect()).collect();
-            let widths: Vec<usize> = r
+            let rows: Vec<Vec<String>> = out.rows.iter().map(cells).collect();
+            let widths: Vec<usize> = out
                 .columns
                 .iter()
                 .enumerate()
-                .map(|(i, c)| cells.iter().map(|row| row[i].chars().count()).max().unwrap_or(0).max(c.chars().count()))
+                .map(|(i, c)| rows.iter().map(|row| row[i].chars().count()).max().unwrap_or(0).max(c.chars().count()))
                 .collect();
             let line = |vals: Vec<String>| {
                 vals.iter()
@@ -1718,12 +1809,12 @@ fn print_result(r: &QueryResult, format: &str, name: Option<&str>, target: serde
                     .trim_end()
                     .to_string()
             };
-            outln!("{}", line(r.columns.clone()));
+            outln!("{}", line(out.columns.clone()));
             outln!("{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()));
-            for row in cells {
+            for row in rows {
                 outln!("{}", line(row));
             }
-            outln!("({} rows at commit {})", rows.len(), r.graph_commit_id);
+            outln!("({} rows at commit {})", out.row_count, out.graph_commit_id);
             Ok(())
         }
         other => Err(OmniError::BadRequest(format!("unknown format `{other}`: use table, json, jsonl or csv"))),

@@ -4,6 +4,8 @@
 
 use omnigraph::{OmniError, Result};
 
+use super::remote::Remote;
+
 /// The graph a command addresses.
 #[derive(clap::Args, Debug, Clone)]
 pub struct GraphArg {
@@ -13,12 +15,46 @@ pub struct GraphArg {
     /// The graph: a directory, file:// or s3:// URI (or --store / --uri).
     #[arg(value_name = "GRAPH")]
     graph: Option<String>,
+    #[command(flatten)]
+    server: ServerArg,
+}
+
+/// `--server URL [--graph ID]`: a running daemon instead of storage.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServerArg {
+    /// Send the command to a running `omnigraph serve` at this URL.
+    #[arg(id = "server_url", long = "server", value_name = "URL")]
+    url: Option<String>,
+    /// The graph's id on that server (default `default`).
+    #[arg(id = "server_graph", long = "graph", value_name = "ID", requires = "server_url")]
+    id: Option<String>,
+}
+
+impl ServerArg {
+    /// The daemon, when `--server` was given.
+    pub fn remote(&self) -> Result<Option<Remote>> {
+        self.url.as_deref().map(|url| Remote::new(url, self.id.as_deref())).transpose()
+    }
 }
 
 impl GraphArg {
-    /// The graph's URI: whichever spelling was given.
+    /// The graph's URI: whichever spelling was given. A command that
+    /// reaches storage only refuses `--server` here.
     pub fn uri(&self) -> Result<&str> {
+        if self.server.url.is_some() {
+            return Err(OmniError::BadRequest(
+                "this command works on the graph's storage (--server reaches a daemon for query, mutate, snapshot and commit list/show): name the graph with GRAPH, --store or --uri".into(),
+            ));
+        }
         self.store.as_deref().or(self.graph.as_deref()).ok_or_else(missing)
+    }
+
+    /// The daemon, when the graph was named by `--server`.
+    pub fn remote(&self) -> Result<Option<Remote>> {
+        if self.server.url.is_some() && (self.store.is_some() || self.graph.is_some()) {
+            return Err(twice());
+        }
+        self.server.remote()
     }
 
     /// `[REF] GRAPH` after a command's own positionals (`tag create NAME
@@ -34,8 +70,12 @@ impl GraphArg {
 
     /// A graph named by `uri` (no flag).
     pub fn at(uri: &str) -> GraphArg {
-        GraphArg { store: None, graph: Some(uri.to_string()) }
+        GraphArg { store: None, graph: Some(uri.to_string()), server: ServerArg::default() }
     }
+}
+
+fn twice() -> OmniError {
+    OmniError::BadRequest("the graph is given twice (--server and storage): pass one".into())
 }
 
 fn missing() -> OmniError {
@@ -54,9 +94,25 @@ pub struct NamedGraphArg {
     /// query, or --name) and the graph (unless --store / --uri).
     #[arg(value_name = "NAME|GRAPH", num_args = 0..=2)]
     positionals: Vec<String>,
+    #[command(flatten)]
+    server: ServerArg,
 }
 
 impl NamedGraphArg {
+    /// The daemon, when the graph was named by `--server` (then the one
+    /// positional is the query's name).
+    pub fn remote(&self) -> Result<Option<(Option<&str>, Remote)>> {
+        let Some(remote) = self.server.remote()? else { return Ok(None) };
+        match self.positionals.as_slice() {
+            [] => Ok(Some((None, remote))),
+            _ if self.store.is_some() => Err(twice()),
+            [name] => Ok(Some((Some(name.as_str()), remote))),
+            _ => Err(OmniError::BadRequest(
+                "with --server, the graph is on the server: give only the query's name positionally".into(),
+            )),
+        }
+    }
+
     /// The query name the positionals give (if any) and the graph's URI.
     pub fn resolve(&self) -> Result<(Option<&str>, &str)> {
         let p: Vec<&str> = self.positionals.iter().map(String::as_str).collect();

@@ -11,8 +11,10 @@ use omnigraph::{OmniError, Result};
 pub struct WriteTarget<'a> {
     /// The command as typed (`load`, `branch delete`, …).
     pub command: &'static str,
-    /// The graph's URI.
-    pub uri: &'a str,
+    /// The graph's URI (or the server's URL and graph id).
+    pub uri: std::borrow::Cow<'a, str>,
+    /// `direct` (storage) or `server` (a daemon).
+    pub via: &'static str,
     /// Whether it destroys data a commit cannot bring back (an overwrite
     /// load, a branch delete, a confirmed cleanup).
     pub destructive: bool,
@@ -26,8 +28,8 @@ pub fn is_local(uri: &str) -> bool {
 impl WriteTarget<'_> {
     /// The echo line: `omnigraph load → URI (direct, local|remote)`.
     pub fn line(&self) -> String {
-        let place = if is_local(self.uri) { "local" } else { "remote" };
-        format!("omnigraph {} → {} (direct, {place})", self.command, self.uri)
+        let place = if is_local(&self.uri) { "local" } else { "remote" };
+        format!("omnigraph {} → {} ({}, {place})", self.command, self.uri, self.via)
     }
 
     /// Echo the target (unless `quiet`) and, for a destructive write on a
@@ -37,7 +39,7 @@ impl WriteTarget<'_> {
         if !quiet {
             eprintln!("{}", self.line());
         }
-        if !self.destructive || is_local(self.uri) || yes {
+        if !self.destructive || is_local(&self.uri) || yes {
             return Ok(());
         }
         let refused = || {

@@ -62,6 +62,29 @@ pub struct ReadOutput {
     pub graph_commit_id: String,
 }
 
+impl ReadOutput {
+    /// A read's answer as `POST /query` sent it, each row back in the order
+    /// of `columns` (a parsed JSON object has lost it).
+    pub fn from_json(v: &Value) -> crate::protocol::Result<ReadOutput> {
+        let bad = || crate::protocol::OmniError::Internal(format!("a query answer without columns and rows: {v}"));
+        let columns: Vec<String> = serde_json::from_value(v["columns"].clone()).map_err(|_| bad())?;
+        let rows: Vec<OrderedRow> = v["rows"]
+            .as_array()
+            .ok_or_else(bad)?
+            .iter()
+            .map(|r| OrderedRow(columns.iter().map(|c| (c.clone(), r[c].clone())).collect()))
+            .collect();
+        Ok(ReadOutput {
+            query_name: v["query_name"].as_str().map(str::to_string),
+            target: v["target"].clone(),
+            row_count: rows.len(),
+            rows,
+            columns,
+            graph_commit_id: v["graph_commit_id"].as_str().ok_or_else(bad)?.to_string(),
+        })
+    }
+}
+
 /// The answer to a read of `target` (`{"branch": …}` or `{"snapshot": …}`).
 pub fn read_output(r: &QueryResult, query_name: Option<&str>, target: Value) -> ReadOutput {
     let rows = ordered_rows(r);

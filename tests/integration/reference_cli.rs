@@ -230,3 +230,92 @@ fn help_has_examples_typos_get_suggestions_and_shells_complete() {
     }
     assert_eq!(run(dir.path(), "omnigraph completions tcsh").status.code(), Some(2));
 }
+
+/// `line` with the daemon's token in the environment.
+fn run_with_token(dir: &Path, line: &str) -> Output {
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let line = line.strip_prefix("omnigraph ").map(|rest| format!("'{bin}' {rest}")).expect("an omnigraph line");
+    Command::new("bash")
+        .arg("-c")
+        .arg(line)
+        .current_dir(dir)
+        .env("OMNIGRAPH_HOME", dir)
+        .env("OMNIGRAPH_BEARER_TOKEN", crate::server::TOKEN)
+        .output()
+        .expect("bash")
+}
+
+/// The same reads, run on the graph's storage and through a daemon serving
+/// it (`--server URL --graph g`), print the same bytes, before and after
+/// writes sent through the daemon; the daemon's errors come back typed.
+#[test]
+fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in ["schema.pg", "people.jsonl", "queries.gq"] {
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
+    }
+    let graph = dir.path().join("g").to_string_lossy().to_string();
+    assert!(run(dir.path(), &format!("omnigraph init --schema schema.pg -q {graph}")).status.success());
+    assert!(run(dir.path(), &format!("omnigraph load --data people.jsonl --mode merge -q {graph}")).status.success());
+    let daemon_dir = tempfile::tempdir().expect("tempdir");
+    let server = crate::server::spawn(daemon_dir, graph.clone(), &[], &[]);
+    let remote = format!("--server {} --graph g", server.base);
+    let reads = [
+        "snapshot",
+        "snapshot --json",
+        "commit list",
+        "commit list --json --limit 2",
+        "commit show main",
+        "commit show main~1 --json",
+        r#"query get_person --query queries.gq --params '{"name":"Alice"}'"#,
+        r#"query get_person --query queries.gq --params '{"name":"Alice"}' --json"#,
+        "query find_people --query queries.gq --params '{\"title\":\"Engineer\"}' --format csv",
+        "query find_people --query queries.gq --params '{\"title\":\"Engineer\"}' --format jsonl",
+        "query --query queries.gq --name get_person --params '{\"name\":\"Bob\"}' --snapshot main~1",
+    ];
+    let compare = |round: &str| {
+        for read in reads {
+            let direct = run(dir.path(), &format!("omnigraph {read} --store {graph}"));
+            let served = run_with_token(dir.path(), &format!("omnigraph {read} {remote}"));
+            let (a, b) = (String::from_utf8_lossy(&direct.stdout), String::from_utf8_lossy(&served.stdout));
+            assert!(direct.status.success(), "{round} `{read}`: {}", String::from_utf8_lossy(&direct.stderr));
+            assert!(served.status.success(), "{round} `{read}` --server: {}", String::from_utf8_lossy(&served.stderr));
+            assert_eq!(a, b, "{round}: `{read}` prints the same bytes on storage and through the server");
+        }
+    };
+    compare("after the load");
+    let m = r#"omnigraph mutate --json -e 'query m($n: String) { insert Person { name: $n, title: "Engineer" } }' --params '{"n":"Dee"}'"#;
+    let out = run_with_token(dir.path(), &format!("{m} {remote}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("(server, remote)"), "{err}");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(answer["commit"]["actor_id"], "alice", "written by the token's actor: {answer}");
+    compare("after a write through the server");
+    // A lost --if-commit race: exit 4 with the server's precondition body.
+    let stale = run_with_token(dir.path(), &format!("{m} --if-commit 01STALE {remote}"));
+    assert_eq!(stale.status.code(), Some(4), "{}", String::from_utf8_lossy(&stale.stderr));
+    let body: serde_json::Value = serde_json::from_slice(&stale.stdout).expect("the error body");
+    assert_eq!(body["precondition_failure"]["expected"], "01STALE", "{body}");
+    // A 4xx and a refused token: the server's typed error, exit 2 and 1.
+    let bad = run_with_token(dir.path(), &format!("omnigraph query -e 'query q( {{' {remote}"));
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+    let denied = run(dir.path(), &format!("omnigraph snapshot {remote}"));
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(denied.status.code() == Some(1) && err.contains("unauthorized"), "{err}");
+    let graphs = run_with_token(dir.path(), &format!("omnigraph graphs list --server {} --json", server.base));
+    let listed: serde_json::Value = serde_json::from_slice(&graphs.stdout).expect("graphs JSON");
+    assert_eq!(listed["graphs"][0]["graph_id"], "g", "{listed}");
+    // Mistakes: two addresses, a storage-only command, a server that is down.
+    for (line, code, says) in [
+        (format!("omnigraph snapshot --store {graph} {remote}"), 2, "given twice"),
+        (format!("omnigraph optimize {remote}"), 2, "storage"),
+        (format!("omnigraph cleanup --keep 1 {remote}"), 2, "storage"),
+        ("omnigraph snapshot --server http://127.0.0.1:1".to_string(), 1, "cannot reach the server"),
+        ("omnigraph snapshot --server 127.0.0.1:1".to_string(), 2, "http://"),
+    ] {
+        let out = run_with_token(dir.path(), &line);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "`{line}`: {err}");
+        assert!(err.contains(says) && err.trim().lines().count() == 1 && !err.contains("panicked"), "`{line}`: {err}");
+    }
+}

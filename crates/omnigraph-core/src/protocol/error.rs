@@ -166,6 +166,23 @@ pub enum OmniError {
     /// A bug or an invariant violation.
     #[error("internal error: {0}")]
     Internal(String),
+
+    /// A daemon answered a request with this error (the CLI as its client):
+    /// its status and its JSON body, passed on as they came.
+    #[error("{}", remote_message(body))]
+    Remote {
+        /// The HTTP status.
+        status: u16,
+        /// The `{error, code, …}` body.
+        body: serde_json::Value,
+    },
+}
+
+fn remote_message(body: &serde_json::Value) -> String {
+    match body.get("error").and_then(|e| e.as_str()) {
+        Some(text) => text.to_string(),
+        None => format!("the server answered {body}"),
+    }
 }
 
 impl OmniError {
@@ -194,6 +211,7 @@ impl OmniError {
             OmniError::ResourceLimitExceeded { .. } => 413,
             OmniError::RecoveryRequired { .. } | OmniError::ActorUnavailable(_) => 503,
             OmniError::UnsupportedStorage(_) | OmniError::Storage { .. } | OmniError::Internal(_) => 500,
+            OmniError::Remote { status, .. } => *status,
         }
     }
 
@@ -214,14 +232,17 @@ impl OmniError {
     /// The process exit code the CLI uses for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            OmniError::PreconditionFailed { .. } => 4,
-            OmniError::BadRequest(_) | OmniError::Compile { .. } => 2,
+            OmniError::PreconditionFailed { .. } | OmniError::Remote { status: 412, .. } => 4,
+            OmniError::BadRequest(_) | OmniError::Compile { .. } | OmniError::Remote { status: 400, .. } => 2,
             _ => 1,
         }
     }
 
     /// The JSON body `{error, code, <typed detail>}` shared by HTTP and `--json`.
     pub fn to_json(&self) -> serde_json::Value {
+        if let OmniError::Remote { body, .. } = self {
+            return body.clone();
+        }
         let mut body = serde_json::json!({ "error": self.to_string(), "code": self.code() });
         let detail = match self {
             OmniError::Compile { file, diag } => serde_json::json!({
