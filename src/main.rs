@@ -541,6 +541,20 @@ impl WriteArgs {
     fn options(&self) -> WriteOptions {
         WriteOptions { branch: self.branch.clone(), actor: self.actor.clone(), if_commit: self.if_commit.clone() }
     }
+
+    /// Refuse what a daemon decides itself: the actor is its token's, and
+    /// (for `load`) it takes no head precondition.
+    fn check_remote(&self, command: &str, if_commit_ok: bool) -> Result<()> {
+        if self.actor.is_some() {
+            return Err(OmniError::BadRequest(format!(
+                "{command} --as: through a server the actor is the one its token names; drop --as"
+            )));
+        }
+        if self.if_commit.is_some() && !if_commit_ok {
+            return Err(OmniError::BadRequest(format!("{command} --if-commit does not run through a server")));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Subcommand)]
@@ -921,12 +935,24 @@ fn main() -> ExitCode {
 impl Command {
     /// The graph this command writes, if it writes ([`WriteTarget`]).
     fn write_target(&self) -> Result<Option<WriteTarget<'_>>> {
+        // A write on the graph's storage (refusing --server).
         fn t<'a>(command: &'static str, graph: &'a GraphArg, destructive: bool) -> Result<Option<WriteTarget<'a>>> {
             Ok(Some(WriteTarget { command, uri: graph.uri()?.into(), via: "direct", destructive }))
         }
+        // A write that also runs through a daemon.
+        fn either<'a>(
+            command: &'static str,
+            graph: &'a GraphArg,
+            destructive: bool,
+        ) -> Result<Option<WriteTarget<'a>>> {
+            match graph.remote()? {
+                Some(r) => Ok(Some(WriteTarget { command, uri: r.describe().into(), via: "server", destructive })),
+                None => t(command, graph, destructive),
+            }
+        }
         match self {
             Command::Init { graph, .. } => t("init", graph, false),
-            Command::Load { mode, graph, .. } => t("load", graph, mode == "overwrite"),
+            Command::Load { mode, graph, .. } => either("load", graph, mode == "overwrite"),
             Command::Mutate { at, .. } => {
                 let (uri, via) = match at.remote()? {
                     Some((_, remote)) => (remote.describe().into(), "server"),
@@ -934,11 +960,11 @@ impl Command {
                 };
                 Ok(Some(WriteTarget { command: "mutate", uri, via, destructive: false }))
             }
-            Command::Branch { command: BranchCommand::Create { graph, .. } } => t("branch create", graph, false),
+            Command::Branch { command: BranchCommand::Create { graph, .. } } => either("branch create", graph, false),
             Command::Branch { command: BranchCommand::Merge { dry_run: false, graph, .. } } => {
-                t("branch merge", graph, false)
+                either("branch merge", graph, false)
             }
-            Command::Branch { command: BranchCommand::Delete { graph, .. } } => t("branch delete", graph, true),
+            Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
             Command::Tag { command: TagCommand::Create { first, graph, .. } } => {
                 let (_, uri) = graph.after_optional(first.as_deref())?;
                 Ok(Some(WriteTarget { command: "tag create", uri: uri.into(), via: "direct", destructive: false }))
@@ -1054,42 +1080,63 @@ async fn run(command: Command, quiet: bool) -> Result<Outcome> {
 async fn run_branch(command: BranchCommand) -> Result<()> {
     match command {
         BranchCommand::Create { from, json, name, graph } => {
-            let g = open(&graph).await?;
-            let info = g.branch_create(&name, &from).await?;
+            let answer = match graph.remote()? {
+                Some(r) => r.post("/branches", &serde_json::json!({ "name": name, "from": from }), &[]).await?,
+                None => {
+                    let g = open(&graph).await?;
+                    wire::branch_created_json(&g.branch_create(&name, &from).await?, &from, g.root().uri())
+                }
+            };
             if json {
-                return print_json(&wire::branch_created_json(&info, &from, g.root().uri()));
+                return print_json(&answer);
             }
-            outln!("created branch {name} from {from} at {}", info.head_commit_id.as_deref().unwrap_or("-"));
+            outln!("created branch {name} from {from} at {}", text(&answer, "head_commit_id"));
             Ok(())
         }
         BranchCommand::List { json, graph } => {
-            let branches = read_only(&graph).await?.branch_list().await?;
+            let branches = match graph.remote()? {
+                Some(r) => r.get("/branches", &[]).await?["details"].clone(),
+                None => serde_json::json!(read_only(&graph).await?.branch_list().await?),
+            };
             if json {
                 return print_json(&serde_json::json!({ "branches": branches }));
             }
-            for b in &branches {
-                let from = b.from.as_deref().map(|f| format!("  (from {f})")).unwrap_or_default();
-                outln!("{:<32} {}{from}", b.name, b.head_commit_id.as_deref().unwrap_or("-"));
+            for b in branches.as_array().into_iter().flatten() {
+                let from = b["from"].as_str().map(|f| format!("  (from {f})")).unwrap_or_default();
+                outln!("{:<32} {}{from}", text(b, "name"), text(b, "head_commit_id"));
             }
             Ok(())
         }
         BranchCommand::Merge { into, delete_branch, dry_run, actor, json, source, graph } => {
-            let g = if dry_run { read_only(&graph).await? } else { open(&graph).await? };
-            let opts = omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
-            let result = g.branch_merge(&source, &into, &opts).await?;
-            if json {
-                return print_json(&wire::merge_json(&result, actor.as_deref()));
-            }
-            print_merge(&result);
-            Ok(())
+            let answer = match graph.remote()? {
+                Some(r) => {
+                    let body = serde_json::json!({
+                        "source": source, "target": into, "delete_branch": delete_branch, "dry_run": dry_run,
+                    });
+                    r.post("/branches/merge", &body, &[]).await?
+                }
+                None => {
+                    let g = if dry_run { read_only(&graph).await? } else { open(&graph).await? };
+                    let opts =
+                        omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
+                    wire::merge_json(&g.branch_merge(&source, &into, &opts).await?, actor.as_deref())
+                }
+            };
+            if json { print_json(&answer) } else { print_merge(&answer) }
         }
         BranchCommand::Delete { json, name, graph } => {
-            let g = open(&graph).await?;
-            let deleted = g.branch_delete(&name).await?;
+            let answer = match graph.remote()? {
+                Some(r) => r.delete(&format!("/branches/{}", url_segment(&name))).await?,
+                None => {
+                    let g = open(&graph).await?;
+                    wire::branch_deleted_json(&g.branch_delete(&name).await?, g.root().uri())
+                }
+            };
             if json {
-                return print_json(&wire::branch_deleted_json(&deleted, g.root().uri()));
+                return print_json(&answer);
             }
-            outln!("deleted branch {name} ({} table forks reclaimed)", deleted.forks_reclaimed.len());
+            let forks = answer["forks_reclaimed"].as_array().map_or(0, Vec::len);
+            outln!("deleted branch {name} ({forks} table forks reclaimed)");
             Ok(())
         }
     }
@@ -1261,26 +1308,27 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
     );
 }
 
-fn print_merge(result: &omnigraph::MergeResult) {
-    let r = &result.report;
-    let what = if r.dry_run { "would merge" } else { "merged" };
-    match &r.graph_commit_id {
-        _ if r.outcome == omnigraph::MergeOutcome::AlreadyUpToDate => {
-            outln!("{} is already up to date with {}", r.target, r.source)
-        }
-        Some(commit) => outln!("{what} {} into {} ({}): commit {commit}", r.source, r.target, r.outcome.as_str()),
-        None => outln!("{what} {} into {} ({})", r.source, r.target, r.outcome.as_str()),
+/// A merge's answer (as `POST /branches/merge` gives it), for people.
+fn print_merge(m: &serde_json::Value) -> Result<()> {
+    let (source, target, outcome) = (text(m, "source"), text(m, "target"), text(m, "outcome"));
+    let what = if m["dry_run"] == true { "would merge" } else { "merged" };
+    match m["graph_commit_id"].as_str() {
+        _ if outcome == "already_up_to_date" => outln!("{target} is already up to date with {source}"),
+        Some(commit) => outln!("{what} {source} into {target} ({outcome}): commit {commit}"),
+        None => outln!("{what} {source} into {target} ({outcome})"),
     }
-    for t in &r.tables {
-        let how = if t.adopted { ", adopted" } else { "" };
-        outln!("  {:<24} +{} ~{} -{}{how}", t.table_key, t.inserted, t.updated, t.deleted);
+    for t in m["tables"].as_array().into_iter().flatten() {
+        let how = if t["adopted"] == true { ", adopted" } else { "" };
+        let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
+        outln!("  {key:<24} +{ins} ~{upd} -{del}{how}");
     }
-    if result.branch_deleted == Some(true) {
-        outln!("deleted branch {}", r.source);
+    if m["branch_deleted"] == true {
+        outln!("deleted branch {source}");
     }
-    if let Some(e) = &result.branch_delete_error {
-        eprintln!("warning: merged, but branch {} was not deleted: {e}", r.source);
+    if let Some(e) = m["branch_delete_error"].as_str() {
+        eprintln!("warning: merged, but branch {source} was not deleted: {e}");
     }
+    Ok(())
 }
 
 async fn run_command(command: Command, quiet: bool) -> Result<()> {
@@ -1415,6 +1463,21 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         }
         Command::Load { data, mode, from, write, graph } => {
             let mode: LoadMode = mode.parse()?;
+            if let Some(remote) = graph.remote()? {
+                write.check_remote("load", false)?;
+                let bytes = if data == "-" {
+                    let mut buf = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+                        .map_err(|e| OmniError::BadRequest(format!("cannot read stdin: {e}")))?;
+                    buf
+                } else {
+                    std::fs::read(&data).map_err(|e| OmniError::BadRequest(format!("cannot read {data}: {e}")))?
+                };
+                let mut query = vec![("branch", write.branch.clone()), ("mode", mode.as_str().to_string())];
+                query.extend(from.map(|f| ("from", f)));
+                let answer = remote.post_bytes("/load/ndjson", &query, "application/x-ndjson", bytes).await?;
+                return if write.json { print_json(&answer) } else { print_write(&answer) };
+            }
             let g = open(&graph).await?;
             if let Some(base) = &from
                 && g.ensure_branch(&write.branch, base).await?
@@ -1473,6 +1536,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             let text = source.text()?;
             let params = parse_params(params.as_deref())?;
             let answer = if let Some((positional, remote)) = at.remote()? {
+                write.check_remote("mutate", true)?;
                 let name = source.one_name(positional)?;
                 let body = serde_json::json!({ "query": text, "name": name, "params": params, "branch": write.branch });
                 match &write.if_commit {

@@ -56,6 +56,23 @@ impl Remote {
         self.answer(req).await
     }
 
+    /// `DELETE /graphs/{id}{tail}`.
+    pub async fn delete(&self, tail: &str) -> Result<Value> {
+        self.answer(self.http.delete(self.url(tail))).await
+    }
+
+    /// `POST /graphs/{id}{tail}?query` with raw bytes of `content_type`.
+    pub async fn post_bytes(
+        &self,
+        tail: &str,
+        query: &[(&str, String)],
+        content_type: &str,
+        data: Vec<u8>,
+    ) -> Result<Value> {
+        let req = self.http.post(self.url(tail)).query(query).header("content-type", content_type).body(data);
+        self.answer(req).await
+    }
+
     /// `GET /graphs`: every graph the daemon serves.
     pub async fn graphs(&self) -> Result<Value> {
         self.answer(self.http.get(format!("{}/graphs", self.base))).await
@@ -65,8 +82,11 @@ impl Remote {
         if let Some(token) = &self.token {
             req = req.bearer_auth(token);
         }
-        let unreachable =
-            |e: reqwest::Error| OmniError::ActorUnavailable(format!("cannot reach the server at {}: {e}", self.base));
+        // A transport failure reads like the daemon's own 503: exit 1.
+        let unreachable = |e: reqwest::Error| {
+            let error = format!("cannot reach the server at {}: {}", self.base, root_cause(&e));
+            OmniError::Remote { status: 503, body: serde_json::json!({ "error": error, "code": "unavailable" }) }
+        };
         let response = req.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
         let text = response.text().await.map_err(unreachable)?;

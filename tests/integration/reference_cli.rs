@@ -272,6 +272,8 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         "query find_people --query queries.gq --params '{\"title\":\"Engineer\"}' --format csv",
         "query find_people --query queries.gq --params '{\"title\":\"Engineer\"}' --format jsonl",
         "query --query queries.gq --name get_person --params '{\"name\":\"Bob\"}' --snapshot main~1",
+        "branch list",
+        "branch list --json",
     ];
     let compare = |round: &str| {
         for read in reads {
@@ -291,6 +293,24 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(answer["commit"]["actor_id"], "alice", "written by the token's actor: {answer}");
     compare("after a write through the server");
+    // Branches and a load, through the daemon.
+    let json_of = |line: &str| -> serde_json::Value {
+        let out = run_with_token(dir.path(), &format!("{line} {remote}"));
+        assert!(out.status.success(), "`{line}`: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let created = json_of("omnigraph branch create --from main side --json");
+    assert_eq!(created["name"], "side", "{created}");
+    let loaded = json_of("omnigraph load --data people.jsonl --mode merge --branch side --json");
+    assert_eq!(loaded["branch"], "side", "{loaded}");
+    compare("with a branch");
+    let merged = json_of("omnigraph branch merge side --into main --json");
+    assert!(merged["outcome"].is_string(), "{merged}");
+    let deleted = json_of("omnigraph branch delete side --json --yes");
+    assert_eq!(deleted["name"], "side", "{deleted}");
+    compare("after a merge and a delete");
+    let as_bob = run_with_token(dir.path(), &format!("{m} --as bob {remote}"));
+    assert_eq!(as_bob.status.code(), Some(2), "{}", String::from_utf8_lossy(&as_bob.stderr));
     // A lost --if-commit race: exit 4 with the server's precondition body.
     let stale = run_with_token(dir.path(), &format!("{m} --if-commit 01STALE {remote}"));
     assert_eq!(stale.status.code(), Some(4), "{}", String::from_utf8_lossy(&stale.stderr));
