@@ -29,11 +29,32 @@ fn sessions() -> Vec<Session> {
     out
 }
 
-/// `line` run by a shell in `dir`, `omnigraph` being this build's binary.
-fn run(dir: &Path, line: &str) -> Output {
+/// `line` run by a shell in `dir` with `env`, `omnigraph` being this
+/// build's binary.
+fn run_env(dir: &Path, line: &str, env: &[(&str, &str)]) -> Output {
     let bin = env!("CARGO_BIN_EXE_omnigraph");
     let line = line.strip_prefix("omnigraph ").map(|rest| format!("'{bin}' {rest}")).expect("an omnigraph line");
-    Command::new("bash").arg("-c").arg(line).current_dir(dir).env("OMNIGRAPH_HOME", dir).output().expect("bash")
+    let mut command = Command::new("bash");
+    command.arg("-c").arg(line).current_dir(dir).env("OMNIGRAPH_HOME", dir);
+    command.envs(env.iter().copied()).output().expect("bash")
+}
+
+fn run(dir: &Path, line: &str) -> Output {
+    run_env(dir, line, &[])
+}
+
+/// `line` with the daemon's token in the environment.
+fn run_with_token(dir: &Path, line: &str) -> Output {
+    run_env(dir, line, &[("OMNIGRAPH_BEARER_TOKEN", crate::server::TOKEN)])
+}
+
+/// A fresh directory holding the fixture `files`.
+fn with_files(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for f in files {
+        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
+    }
+    dir
 }
 
 /// Main's head commit, read as a script would (`commit list --json`).
@@ -93,10 +114,7 @@ fn every_documented_command_line_runs_as_printed() {
 /// status (2), never a panic.
 #[test]
 fn addressing_mistakes_are_usage_errors() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for f in ["schema.pg", "queries.gq"] {
-        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
-    }
+    let dir = with_files(&["schema.pg", "queries.gq"]);
     assert!(run(dir.path(), "omnigraph init --schema schema.pg g").status.success());
     let cases = [
         ("omnigraph snapshot g --store g", "cannot be used with"),
@@ -126,10 +144,7 @@ fn addressing_mistakes_are_usage_errors() {
 /// `"commit": null`.
 #[test]
 fn writes_answer_with_their_commit() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for f in ["schema.pg", "people.jsonl"] {
-        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
-    }
+    let dir = with_files(&["schema.pg", "people.jsonl"]);
     assert!(run(dir.path(), "omnigraph init --schema schema.pg graph.omni").status.success());
     let json = |line: &str| -> serde_json::Value {
         let out = run(dir.path(), line);
@@ -157,10 +172,7 @@ fn writes_answer_with_their_commit() {
 /// terminal can answer, before anything is read or written.
 #[test]
 fn writes_echo_their_target_and_remote_destruction_needs_consent() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for f in ["schema.pg", "people.jsonl"] {
-        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
-    }
+    let dir = with_files(&["schema.pg", "people.jsonl"]);
     let init = run(dir.path(), "omnigraph init --schema schema.pg g");
     assert_eq!(String::from_utf8_lossy(&init.stderr).lines().next(), Some("omnigraph init → g (direct, local)"));
     let load = run(dir.path(), "omnigraph load --data people.jsonl --mode overwrite --store g");
@@ -231,29 +243,12 @@ fn help_has_examples_typos_get_suggestions_and_shells_complete() {
     assert_eq!(run(dir.path(), "omnigraph completions tcsh").status.code(), Some(2));
 }
 
-/// `line` with the daemon's token in the environment.
-fn run_with_token(dir: &Path, line: &str) -> Output {
-    let bin = env!("CARGO_BIN_EXE_omnigraph");
-    let line = line.strip_prefix("omnigraph ").map(|rest| format!("'{bin}' {rest}")).expect("an omnigraph line");
-    Command::new("bash")
-        .arg("-c")
-        .arg(line)
-        .current_dir(dir)
-        .env("OMNIGRAPH_HOME", dir)
-        .env("OMNIGRAPH_BEARER_TOKEN", crate::server::TOKEN)
-        .output()
-        .expect("bash")
-}
-
 /// The same reads, run on the graph's storage and through a daemon serving
 /// it (`--server URL --graph g`), print the same bytes, before and after
 /// writes sent through the daemon; the daemon's errors come back typed.
 #[test]
 fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for f in ["schema.pg", "people.jsonl", "queries.gq"] {
-        std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
-    }
+    let dir = with_files(&["schema.pg", "people.jsonl", "queries.gq"]);
     let graph = dir.path().join("g").to_string_lossy().to_string();
     assert!(run(dir.path(), &format!("omnigraph init --schema schema.pg -q {graph}")).status.success());
     assert!(run(dir.path(), &format!("omnigraph load --data people.jsonl --mode merge -q {graph}")).status.success());

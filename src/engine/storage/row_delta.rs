@@ -218,6 +218,7 @@ async fn scan_system_columns(ds: &Dataset, fragments: Vec<Fragment>) -> Result<V
     collect(ds, fragments, &[ROW_ID, ROW_ADDR, LAST_UPDATED], None).await
 }
 
+/// The live rows of `fragments` of `ds` that match `filter`, as `columns`.
 async fn collect(
     ds: &Dataset,
     fragments: Vec<Fragment>,
