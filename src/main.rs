@@ -1308,6 +1308,52 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
     );
 }
 
+/// Every page of commit `commit`'s changes through a daemon (one page when
+/// `page_token` names it).
+async fn commit_changes_remote(
+    remote: &remote::Remote,
+    commit: &str,
+    filter: &changes_cli::FilterArgs,
+    page_token: Option<String>,
+    limit: Option<usize>,
+) -> Result<omnigraph::CommitChanges> {
+    let tail = format!("/commits/{}/changes", url_segment(commit));
+    let all_pages = page_token.is_none();
+    let mut query = filter.query();
+    query.extend(limit.map(|n| ("limit", n.to_string())));
+    let get = |token: Option<String>| {
+        let mut q = query.clone();
+        q.extend(token.map(|t| ("page_token", t)));
+        let tail = &tail;
+        async move { remote.get(tail, &q).await.and_then(changes_cli::from_answer::<omnigraph::CommitChanges>) }
+    };
+    let mut page = get(page_token).await?;
+    while let Some(next) = page.next_page_token.take().filter(|_| all_pages) {
+        let more = get(Some(next)).await?;
+        page.changes.extend(more.changes);
+        page.next_page_token = more.next_page_token;
+    }
+    Ok(page)
+}
+
+/// One commit's changes, for people.
+fn print_commit_changes(page: &omnigraph::CommitChanges) -> Result<()> {
+    let c = &page.cause;
+    outln!(
+        "commit {} on {} (parent {})",
+        c.graph_commit_id,
+        c.authored_branch,
+        c.parent_commit_id.as_deref().unwrap_or("-")
+    );
+    for e in &page.changes {
+        outln!("{:?} {} {} {}", e.op, e.kind, e.entity_type.name, e.id);
+    }
+    if let Some(t) = &page.next_page_token {
+        outln!("more: --page-token {t}");
+    }
+    Ok(())
+}
+
 /// A merge's answer (as `POST /branches/merge` gives it), for people.
 fn print_merge(m: &serde_json::Value) -> Result<()> {
     let (source, target, outcome) = (text(m, "source"), text(m, "target"), text(m, "outcome"));
@@ -1401,6 +1447,10 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         Command::History { property, limit, entity } => history_cli::history(entity, property.as_deref(), limit).await,
         Command::Blame { entity } => history_cli::blame(entity).await,
         Command::Commit { command: CommitCommand::Changes { filter, page_token, limit, json, commit, graph } } => {
+            if let Some(remote) = graph.remote()? {
+                let page = commit_changes_remote(&remote, &commit, &filter, page_token, limit).await?;
+                return if json { print_json(&page) } else { print_commit_changes(&page) };
+            }
             let filter = filter.filter()?;
             let g = read_only(&graph).await?;
             let mut page = g.commit_changes(&commit, &filter, page_token.as_deref(), limit).await?;
@@ -1412,23 +1462,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                     page.next_page_token = more.next_page_token;
                 }
             }
-            if json {
-                return print_json(&page);
-            }
-            let c = &page.cause;
-            outln!(
-                "commit {} on {} (parent {})",
-                c.graph_commit_id,
-                c.authored_branch,
-                c.parent_commit_id.as_deref().unwrap_or("-")
-            );
-            for e in &page.changes {
-                outln!("{:?} {} {} {}", e.op, e.kind, e.entity_type.name, e.id);
-            }
-            if let Some(t) = &page.next_page_token {
-                outln!("more: --page-token {t}");
-            }
-            Ok(())
+            if json { print_json(&page) } else { print_commit_changes(&page) }
         }
         Command::Diff { stat, types, kind, ops, page_token, limit, json, from, to, graph } => {
             let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;

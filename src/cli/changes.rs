@@ -8,6 +8,7 @@ use clap::Subcommand;
 use omnigraph::{BaselineHandshake, DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniError, Result};
 
 use super::address::GraphArg;
+use super::remote::Remote;
 use super::{print_json, read_only};
 
 /// The filter flags every feed command takes.
@@ -25,6 +26,12 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The flags as the HTTP API's `kind=&type=&op=` parameters.
+    pub fn query(&self) -> Vec<(&'static str, String)> {
+        let named = [("kind", &self.kinds), ("type", &self.types), ("op", &self.ops)];
+        named.into_iter().flat_map(|(key, values)| values.iter().map(move |v| (key, v.clone()))).collect()
+    }
+
     /// The filter the flags ask for.
     pub fn filter(self) -> Result<DiffFilter> {
         let ops = self.ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
@@ -102,6 +109,20 @@ impl ChangesCommand {
 pub async fn run(command: ChangesCommand) -> Result<()> {
     match command {
         ChangesCommand::Poll { branch, cursor, start, page_token, wait, limit, filter, json, graph } => {
+            if let Some(remote) = graph.remote()? {
+                let mut query = filter.query();
+                query.push(("branch", branch));
+                query.extend(limit.map(|n| ("limit", n.to_string())));
+                query.extend(wait.map(|w| ("wait", w.to_string())));
+                let first = match (cursor, start, page_token.clone()) {
+                    (Some(c), _, _) => ("cursor", c),
+                    (_, _, Some(t)) => ("page_token", t),
+                    (_, Some(s), _) => ("start", s),
+                    (None, None, None) => ("start", "now".to_string()),
+                };
+                let page = poll_remote(&remote, &query, first, page_token.is_none()).await?;
+                return if json { print_json(&page) } else { print_page(&page) };
+            }
             let from = match (cursor, start, page_token.clone()) {
                 (Some(c), _, _) => FeedFrom::Cursor(c),
                 (_, _, Some(t)) => FeedFrom::PageToken(t),
@@ -128,6 +149,32 @@ pub async fn run(command: ChangesCommand) -> Result<()> {
             if json { print_json(&baseline.handshake) } else { print_handshake(&baseline.handshake, &out) }
         }
     }
+}
+
+/// One poll through a daemon (`GET /changes` with `query` and the place
+/// `first`), every page of it when `all_pages`.
+async fn poll_remote(
+    remote: &Remote,
+    query: &[(&'static str, String)],
+    first: (&'static str, String),
+    all_pages: bool,
+) -> Result<FeedPage> {
+    let poll = |place: (&'static str, String)| {
+        let mut q = query.to_vec();
+        q.push(place);
+        async move { remote.get("/changes", &q).await.and_then(from_answer::<FeedPage>) }
+    };
+    let mut page = poll(first).await?;
+    while let Some(next) = page.next_page_token.take().filter(|_| all_pages) {
+        let more = poll(("page_token", next)).await?;
+        append(&mut page, more);
+    }
+    Ok(page)
+}
+
+/// A typed answer from a server's JSON body.
+pub fn from_answer<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T> {
+    serde_json::from_value(v).map_err(|e| OmniError::Internal(format!("an answer of another shape: {e}")))
 }
 
 /// Add the next page of a poll to `page`: a block the last page ended

@@ -192,7 +192,7 @@ impl Graph {
 }
 
 /// The commit a block of changes belongs to (the reference's cause block).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeCause {
     /// The commit.
     pub graph_commit_id: String,
@@ -227,7 +227,7 @@ impl ChangeCause {
 
 /// A type as the reference names it: a stable id (kept across a rename) and
 /// its name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeType {
     /// Stable type id.
     pub id: String,
@@ -236,7 +236,7 @@ pub struct ChangeType {
 }
 
 /// An edge's ends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeEndpoints {
     /// Source node id.
     pub from: String,
@@ -245,7 +245,7 @@ pub struct ChangeEndpoints {
 }
 
 /// One entity image: its properties (without `id`), and an edge's ends.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChangeImage {
     /// Every non-null property.
     pub properties: serde_json::Map<String, serde_json::Value>,
@@ -274,8 +274,32 @@ pub struct EntityChange {
     pub after: Option<ChangeImage>,
 }
 
+/// An [`EntityChange`] as an answer carries it (its `kind` owned).
+#[derive(Deserialize)]
+struct EntityChangeWire {
+    kind: String,
+    #[serde(rename = "type")]
+    entity_type: ChangeType,
+    id: String,
+    op: Op,
+    before: Option<ChangeImage>,
+    after: Option<ChangeImage>,
+}
+
+impl<'de> Deserialize<'de> for EntityChange {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<EntityChange, D::Error> {
+        let w = EntityChangeWire::deserialize(d)?;
+        let kind = match w.kind.as_str() {
+            "node" => "node",
+            "edge" => "edge",
+            other => return Err(serde::de::Error::custom(format!("an entity kind `{other}`: expected node or edge"))),
+        };
+        Ok(EntityChange { kind, entity_type: w.entity_type, id: w.id, op: w.op, before: w.before, after: w.after })
+    }
+}
+
 /// One page of a commit's changes: `{cause, changes, next_page_token?}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommitChanges {
     /// The commit.
     pub cause: ChangeCause,

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::diff::{ChangeCause, DEFAULT_PAGE, EntityChange, MAX_PAGE};
 use super::refs::ReadAt;
@@ -57,7 +57,7 @@ pub struct FeedRequest {
 }
 
 /// One commit's block: `{cause, changes}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChangeBlock {
     /// The commit.
     pub cause: ChangeCause,
@@ -66,7 +66,7 @@ pub struct ChangeBlock {
 }
 
 /// One poll's answer: `{blocks, next_page_token?, cursor?, caught_up?}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FeedPage {
     /// Blocks, oldest first; the last may be partial when
     /// `next_page_token` is set.

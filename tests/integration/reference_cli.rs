@@ -269,6 +269,10 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         "query --query queries.gq --name get_person --params '{\"name\":\"Bob\"}' --snapshot main~1",
         "branch list",
         "branch list --json",
+        "commit changes main",
+        "commit changes main --json --kind node",
+        "changes poll --start beginning",
+        "changes poll --start beginning --json --limit 2",
     ];
     let compare = |round: &str| {
         for read in reads {
