@@ -65,14 +65,14 @@ impl Graph {
                     members.push(w);
                     answers.push(Answer::Later(rx));
                 }
-                Err(e) => answers.push(Answer::Now(Err(e))),
+                Err(e) => answers.push(Answer::Refused(e)),
             }
         }
         group::commit_together(&self.rt, &opts.branch, members).await?;
         let mut out = Vec::with_capacity(answers.len());
         for a in answers {
             out.push(match a {
-                Answer::Now(r) => r,
+                Answer::Refused(e) => Err(e),
                 Answer::Later(rx) => {
                     rx.await.unwrap_or_else(|_| Err(OmniError::Internal("a group member went unanswered".into())))
                 }
@@ -123,7 +123,9 @@ pub struct MutationRequest {
 }
 
 enum Answer {
-    Now(Result<WriteOutcome>),
+    /// Refused before it was queued.
+    Refused(OmniError),
+    /// Queued: its answer comes from the group commit.
     Later(tokio::sync::oneshot::Receiver<Result<WriteOutcome>>),
 }
 
