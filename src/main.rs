@@ -1024,12 +1024,7 @@ async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Opt
     use std::io::Write;
     let g = read_only(&GraphArg::at(graph)).await?;
     let export = g.export(target, types).await?;
-    let mut sink: Box<dyn Write> = match out {
-        Some(path) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(path).map_err(|e| OmniError::BadRequest(format!("cannot write {path}: {e}")))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
+    let mut sink = export_sink(out)?;
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
     let (summary, written) = tokio::join!(export.run(tx), async {
         while let Some(chunk) = rx.recv().await {
@@ -1041,6 +1036,31 @@ async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Opt
     let summary = summary?;
     let rows: u64 = summary.rows.values().sum();
     eprintln!("exported {rows} rows from {} tables", summary.rows.len());
+    Ok(())
+}
+
+/// A file to write (`--out`) or stdout, buffered.
+fn export_sink(out: Option<&str>) -> Result<Box<dyn std::io::Write>> {
+    Ok(match out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).map_err(|e| OmniError::BadRequest(format!("cannot write {path}: {e}")))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    })
+}
+
+/// Copy a daemon's export stream to `out` (or stdout), chunk by chunk; a
+/// summary line goes to stderr, as for an export from storage.
+async fn export_remote(remote: &remote::Remote, mut response: reqwest::Response, out: Option<&str>) -> Result<()> {
+    use std::io::Write;
+    let mut sink = export_sink(out)?;
+    let mut rows = 0u64;
+    while let Some(chunk) = response.chunk().await.map_err(|e| remote.unreachable(&e))? {
+        rows += chunk.iter().filter(|b| **b == b'\n').count() as u64;
+        sink.write_all(&chunk).map_err(|e| OmniError::BadRequest(format!("writing the export: {e}")))?;
+    }
+    sink.flush().map_err(|e| OmniError::BadRequest(format!("writing the export: {e}")))?;
+    eprintln!("exported {rows} rows");
     Ok(())
 }
 
@@ -1415,6 +1435,11 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Export { branch, commit, types, out, graph } => {
+            if let Some(remote) = graph.remote()? {
+                let body = serde_json::json!({ "branch": branch, "snapshot": commit, "type_names": types });
+                let response = remote.post_streamed("/export", &body).await?;
+                return export_remote(&remote, response, out.as_deref()).await;
+            }
             let target = ReadTarget::of(commit, branch);
             run_export(graph.uri()?, &target, &types, out.as_deref()).await
         }

@@ -78,22 +78,44 @@ impl Remote {
         self.answer(self.http.get(format!("{}/graphs", self.base))).await
     }
 
-    async fn answer(&self, mut req: reqwest::RequestBuilder) -> Result<Value> {
-        if let Some(token) = &self.token {
-            req = req.bearer_auth(token);
-        }
-        // A transport failure reads like the daemon's own 503: exit 1.
-        let unreachable = |e: reqwest::Error| {
-            let error = format!("cannot reach the server at {}: {}", self.base, root_cause(&e));
-            OmniError::Remote { status: 503, body: serde_json::json!({ "error": error, "code": "unavailable" }) }
-        };
-        let response = req.send().await.map_err(unreachable)?;
+    async fn answer(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+        let response = self.send(req).await?;
         let status = response.status().as_u16();
-        let text = response.text().await.map_err(unreachable)?;
+        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
         let body: Value = serde_json::from_str(&text).unwrap_or_else(
             |_| serde_json::json!({ "error": format!("the server answered {status}: {text}"), "code": "internal" }),
         );
-        if (200..300).contains(&status) { Ok(body) } else { Err(OmniError::Remote { status, body }) }
+        Ok(body)
+    }
+
+    /// `POST /graphs/{id}{tail}` answered with a stream (an export): the
+    /// response, read chunk by chunk by the caller.
+    pub async fn post_streamed(&self, tail: &str, body: &Value) -> Result<reqwest::Response> {
+        self.send(self.http.post(self.url(tail)).json(body)).await
+    }
+
+    /// Send `req` with the token; a status other than 2xx is the server's
+    /// typed error.
+    async fn send(&self, mut req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let response = req.send().await.map_err(|e| self.unreachable(&e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
+        let body: Value = serde_json::from_str(&text).unwrap_or_else(
+            |_| serde_json::json!({ "error": format!("the server answered {status}: {text}"), "code": "internal" }),
+        );
+        Err(OmniError::Remote { status, body })
+    }
+
+    /// A transport failure, read like the daemon's own 503 (exit 1).
+    pub fn unreachable(&self, e: &reqwest::Error) -> OmniError {
+        let error = format!("cannot reach the server at {}: {}", self.base, root_cause(e));
+        OmniError::Remote { status: 503, body: serde_json::json!({ "error": error, "code": "unavailable" }) }
     }
 }
 

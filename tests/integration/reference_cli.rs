@@ -273,6 +273,8 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         "commit changes main --json --kind node",
         "changes poll --start beginning",
         "changes poll --start beginning --json --limit 2",
+        "export --branch main",
+        "export --type Person --commit main~1",
     ];
     let compare = |round: &str| {
         for read in reads {
