@@ -965,11 +965,14 @@ impl Command {
                 either("branch merge", graph, false)
             }
             Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
-            Command::Tag { command: TagCommand::Create { first, graph, .. } } => {
-                let (_, uri) = graph.after_optional(first.as_deref())?;
-                Ok(Some(WriteTarget { command: "tag create", uri: uri.into(), via: "direct", destructive: false }))
-            }
-            Command::Tag { command: TagCommand::Delete { graph, .. } } => t("tag delete", graph, false),
+            Command::Tag { command: TagCommand::Create { first, graph, .. } } => match graph.remote()? {
+                Some(_) => either("tag create", graph, false),
+                None => {
+                    let (_, uri) = graph.after_optional(first.as_deref())?;
+                    Ok(Some(WriteTarget { command: "tag create", uri: uri.into(), via: "direct", destructive: false }))
+                }
+            },
+            Command::Tag { command: TagCommand::Delete { graph, .. } } => either("tag delete", graph, false),
             Command::Schema { command: SchemaCommand::Apply { graph, .. } } => t("schema apply", graph, false),
             Command::Index { command: IndexCommand::Ensure { graph, .. } } => t("index ensure", graph, false),
             Command::Optimize { graph, .. } => t("optimize", graph, false),
@@ -1176,31 +1179,50 @@ fn print_change(c: &omnigraph::Change) {
 async fn run_tag(command: TagCommand) -> Result<()> {
     match command {
         TagCommand::Create { message, actor, json, name, first, graph } => {
-            let (target, uri) = graph.after_optional(first.as_deref())?;
-            let g = open(&GraphArg::at(uri)).await?;
-            let tag = g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?;
+            let answer = match graph.remote()? {
+                Some(r) => {
+                    if actor.is_some() {
+                        return Err(OmniError::BadRequest(
+                            "tag create --as: through a server the actor is the one its token names; drop --as".into(),
+                        ));
+                    }
+                    r.post("/tags", &serde_json::json!({ "name": name, "ref": first, "message": message }), &[]).await?
+                }
+                None => {
+                    let (target, uri) = graph.after_optional(first.as_deref())?;
+                    let g = open(&GraphArg::at(uri)).await?;
+                    wire::tag_json(&g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?)
+                }
+            };
             if json {
-                return print_json(&wire::tag_json(&tag));
+                return print_json(&answer);
             }
-            outln!("tagged {} as {}", tag.graph_commit_id, tag.name);
+            outln!("tagged {} as {}", text(&answer, "graph_commit_id"), text(&answer, "name"));
             Ok(())
         }
         TagCommand::List { json, graph } => {
-            let tags = read_only(&graph).await?.tags().await?;
+            let answer = match graph.remote()? {
+                Some(r) => r.get("/tags", &[]).await?,
+                None => wire::tags_json(&read_only(&graph).await?.tags().await?),
+            };
             if json {
-                return print_json(&wire::tags_json(&tags));
+                return print_json(&answer);
             }
-            for t in &tags {
-                outln!("{:<32} {}  {}", t.name, t.graph_commit_id, t.message.as_deref().unwrap_or(""));
+            for t in answer["tags"].as_array().into_iter().flatten() {
+                let message = t["message"].as_str().unwrap_or("");
+                outln!("{:<32} {}  {message}", text(t, "name"), text(t, "graph_commit_id"));
             }
             Ok(())
         }
         TagCommand::Delete { json, name, graph } => {
-            let tag = open(&graph).await?.tag_delete(&name).await?;
+            let answer = match graph.remote()? {
+                Some(r) => r.delete(&format!("/tags/{}", url_segment(&name))).await?,
+                None => wire::tag_json(&open(&graph).await?.tag_delete(&name).await?),
+            };
             if json {
-                return print_json(&wire::tag_json(&tag));
+                return print_json(&answer);
             }
-            outln!("deleted tag {name} (was {})", tag.graph_commit_id);
+            outln!("deleted tag {name} (was {})", text(&answer, "graph_commit_id"));
             Ok(())
         }
     }

@@ -43,7 +43,7 @@ impl GraphArg {
     pub fn uri(&self) -> Result<&str> {
         if self.server.url.is_some() {
             return Err(OmniError::BadRequest(
-                "this command works on the graph's storage (--server reaches a daemon for query, mutate, load, export, snapshot, branch, commit and changes poll): name the graph with GRAPH, --store or --uri".into(),
+                "this command works on the graph's storage (--server reaches a daemon for query, mutate, load, export, snapshot, branch, tag, commit and changes poll): name the graph with GRAPH, --store or --uri".into(),
             ));
         }
         self.store.as_deref().or(self.graph.as_deref()).ok_or_else(missing)

@@ -275,6 +275,8 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         "changes poll --start beginning --json --limit 2",
         "export --branch main",
         "export --type Person --commit main~1",
+        "tag list",
+        "tag list --json",
     ];
     let compare = |round: &str| {
         for read in reads {
@@ -310,6 +312,10 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
     let deleted = json_of("omnigraph branch delete side --json --yes");
     assert_eq!(deleted["name"], "side", "{deleted}");
     compare("after a merge and a delete");
+    let tagged = json_of("omnigraph tag create v1 main~1 -m first --json");
+    assert_eq!((tagged["name"].as_str(), tagged["message"].as_str()), (Some("v1"), Some("first")), "{tagged}");
+    compare("with a tag");
+    assert_eq!(json_of("omnigraph tag delete v1 --json")["name"], "v1");
     let as_bob = run_with_token(dir.path(), &format!("{m} --as bob {remote}"));
     assert_eq!(as_bob.status.code(), Some(2), "{}", String::from_utf8_lossy(&as_bob.stderr));
     // A lost --if-commit race: exit 4 with the server's precondition body.
