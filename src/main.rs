@@ -1025,7 +1025,7 @@ impl Command {
 /// Stream an export to `out` (or stdout); a summary line goes to stderr.
 async fn run_export(graph: &str, target: &ReadTarget, types: &[String], out: Option<&str>) -> Result<()> {
     use std::io::Write;
-    let g = read_only(&GraphArg::at(graph)).await?;
+    let g = read_only(graph).await?;
     let export = g.export(target, types).await?;
     let mut sink = export_sink(out)?;
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
@@ -1067,12 +1067,8 @@ async fn export_remote(remote: &remote::Remote, mut response: reqwest::Response,
     Ok(())
 }
 
-async fn read_only(graph: &GraphArg) -> Result<Graph> {
-    Omnigraph::open_with(graph.uri()?, OpenMode::ReadOnly).await
-}
-
-async fn open(graph: &GraphArg) -> Result<Graph> {
-    Omnigraph::open(graph.uri()?).await
+async fn read_only(uri: &str) -> Result<Graph> {
+    Omnigraph::open_with(uri, OpenMode::ReadOnly).await
 }
 
 fn read_file(path: &str) -> Result<String> {
@@ -1106,7 +1102,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             let answer = match graph.remote()? {
                 Some(r) => r.post("/branches", &serde_json::json!({ "name": name, "from": from }), &[]).await?,
                 None => {
-                    let g = open(&graph).await?;
+                    let g = Omnigraph::open(graph.uri()?).await?;
                     wire::branch_created_json(&g.branch_create(&name, &from).await?, &from, g.root().uri())
                 }
             };
@@ -1119,7 +1115,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
         BranchCommand::List { json, graph } => {
             let branches = match graph.remote()? {
                 Some(r) => r.get("/branches", &[]).await?["details"].clone(),
-                None => serde_json::json!(read_only(&graph).await?.branch_list().await?),
+                None => serde_json::json!(read_only(graph.uri()?).await?.branch_list().await?),
             };
             if json {
                 return print_json(&serde_json::json!({ "branches": branches }));
@@ -1139,7 +1135,8 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
                     r.post("/branches/merge", &body, &[]).await?
                 }
                 None => {
-                    let g = if dry_run { read_only(&graph).await? } else { open(&graph).await? };
+                    let g =
+                        if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
                     let opts =
                         omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
                     wire::merge_json(&g.branch_merge(&source, &into, &opts).await?, actor.as_deref())
@@ -1151,7 +1148,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             let answer = match graph.remote()? {
                 Some(r) => r.delete(&format!("/branches/{}", url_segment(&name))).await?,
                 None => {
-                    let g = open(&graph).await?;
+                    let g = Omnigraph::open(graph.uri()?).await?;
                     wire::branch_deleted_json(&g.branch_delete(&name).await?, g.root().uri())
                 }
             };
@@ -1190,7 +1187,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
                 }
                 None => {
                     let (target, uri) = graph.after_optional(first.as_deref())?;
-                    let g = open(&GraphArg::at(uri)).await?;
+                    let g = Omnigraph::open(uri).await?;
                     wire::tag_json(&g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?)
                 }
             };
@@ -1203,7 +1200,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
         TagCommand::List { json, graph } => {
             let answer = match graph.remote()? {
                 Some(r) => r.get("/tags", &[]).await?,
-                None => wire::tags_json(&read_only(&graph).await?.tags().await?),
+                None => wire::tags_json(&read_only(graph.uri()?).await?.tags().await?),
             };
             if json {
                 return print_json(&answer);
@@ -1217,7 +1214,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
         TagCommand::Delete { json, name, graph } => {
             let answer = match graph.remote()? {
                 Some(r) => r.delete(&format!("/tags/{}", url_segment(&name))).await?,
-                None => wire::tag_json(&open(&graph).await?.tag_delete(&name).await?),
+                None => wire::tag_json(&Omnigraph::open(graph.uri()?).await?.tag_delete(&name).await?),
             };
             if json {
                 return print_json(&answer);
@@ -1468,7 +1465,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         Command::Snapshot { branch, json, graph } => {
             let answer = match graph.remote()? {
                 Some(remote) => remote.get("/snapshot", &[("branch", branch)]).await?,
-                None => wire::snapshot_json(&read_only(&graph).await?.snapshot(&branch).await?),
+                None => wire::snapshot_json(&read_only(graph.uri()?).await?.snapshot(&branch).await?),
             };
             if json { print_json(&answer) } else { print_snapshot(&answer) }
         }
@@ -1480,7 +1477,13 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                     let answer = remote.get("/commits", &query).await?;
                     answer["commits"].as_array().cloned().unwrap_or_default()
                 }
-                None => read_only(&graph).await?.commits(&branch, limit).await?.iter().map(wire::commit_json).collect(),
+                None => read_only(graph.uri()?)
+                    .await?
+                    .commits(&branch, limit)
+                    .await?
+                    .iter()
+                    .map(wire::commit_json)
+                    .collect(),
             };
             if json {
                 return print_json(&commits);
@@ -1499,7 +1502,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 return if json { print_json(&page) } else { print_commit_changes(&page) };
             }
             let filter = filter.filter()?;
-            let g = read_only(&graph).await?;
+            let g = read_only(graph.uri()?).await?;
             let mut page = g.commit_changes(&commit, &filter, page_token.as_deref(), limit).await?;
             if page_token.is_none() {
                 // Every page, into one answer.
@@ -1514,7 +1517,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         Command::Diff { stat, types, kind, ops, page_token, limit, json, from, to, graph } => {
             let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
             let filter = omnigraph::DiffFilter { types, kind, ops };
-            let g = read_only(&graph).await?;
+            let g = read_only(graph.uri()?).await?;
             if stat {
                 let d = g.diff_stats(&from, &to, &filter).await?;
                 if json {
@@ -1538,7 +1541,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let answer = match graph.remote()? {
                 Some(remote) => remote.get(&format!("/commits/{}", url_segment(&id)), &[]).await?,
-                None => wire::commit_json(&read_only(&graph).await?.commit(&id).await?),
+                None => wire::commit_json(&read_only(graph.uri()?).await?.commit(&id).await?),
             };
             if json { print_json(&answer) } else { print_commit(&answer) }
         }
@@ -1559,7 +1562,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 let answer = remote.post_bytes("/load/ndjson", &query, "application/x-ndjson", bytes).await?;
                 return if write.json { print_json(&answer) } else { print_write(&answer) };
             }
-            let g = open(&graph).await?;
+            let g = Omnigraph::open(graph.uri()?).await?;
             if let Some(base) = &from
                 && g.ensure_branch(&write.branch, base).await?
                 && !write.json
@@ -1605,7 +1608,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             }
             let (name, graph) = source.name_at(&at)?;
             let target = ReadTarget::of(at_ref, branch);
-            let g = read_only(&GraphArg::at(graph)).await?;
+            let g = read_only(graph).await?;
             let result = g.query_limited(&text, name, params, &target, limits.limits()).await?;
             let target = match &target {
                 ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
@@ -1628,7 +1631,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 }
             } else {
                 let (name, graph) = source.name_at(&at)?;
-                let g = open(&GraphArg::at(graph)).await?;
+                let g = Omnigraph::open(graph).await?;
                 let out = g.mutate(&text, name, params, &write.options()).await?;
                 wire::mutation_json(&out, &write.branch, name)
             };
@@ -1670,7 +1673,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Index { command: IndexCommand::Ensure { branch, actor, json, graph } } => {
-            let report = open(&graph).await?.ensure_indices(&branch, actor.as_deref()).await?;
+            let report = Omnigraph::open(graph.uri()?).await?.ensure_indices(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
             }
@@ -1678,7 +1681,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Index { command: IndexCommand::Status { branch, json, graph } } => {
-            let status = read_only(&graph).await?.index_status(&branch).await?;
+            let status = read_only(graph.uri()?).await?.index_status(&branch).await?;
             if json {
                 return print_json(&status);
             }
@@ -1686,7 +1689,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Optimize { branch, actor, json, graph } => {
-            let report = open(&graph).await?.optimize(&branch, actor.as_deref()).await?;
+            let report = Omnigraph::open(graph.uri()?).await?.optimize(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
             }
@@ -1694,7 +1697,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Cleanup { keep, older_than, confirm, json, graph } => {
-            let report = open(&graph).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
+            let report = Omnigraph::open(graph.uri()?).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
             if json {
                 return print_json(&report);
             }
@@ -1702,7 +1705,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Repair { confirm, force, json, graph } => {
-            let report = open(&graph).await?.repair(confirm, force).await?;
+            let report = Omnigraph::open(graph.uri()?).await?.repair(confirm, force).await?;
             if json {
                 return print_json(&report);
             }
@@ -1769,18 +1772,18 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
         Command::Schema { command: SchemaCommand::Plan { schema, allow_data_loss, json, graph } } => {
             let source = read_file(&schema)?;
             schema_warnings(&schema, &source, !json);
-            let report = read_only(&graph).await?.schema_plan(&source, allow_data_loss).await?;
+            let report = read_only(graph.uri()?).await?.schema_plan(&source, allow_data_loss).await?;
             print_schema_report(&report, json)
         }
         Command::Schema { command: SchemaCommand::Apply { schema, allow_data_loss, actor, json, graph } } => {
             let source = read_file(&schema)?;
             schema_warnings(&schema, &source, !json);
-            let graph = open(&graph).await?;
+            let graph = Omnigraph::open(graph.uri()?).await?;
             let report = graph.schema_apply(&source, allow_data_loss, actor.as_deref()).await?;
             print_schema_report(&report, json)
         }
         Command::Schema { command: SchemaCommand::Show { json, graph } } => {
-            let schema = read_only(&graph).await?.schema().await?;
+            let schema = read_only(graph.uri()?).await?.schema().await?;
             if json {
                 return print_json(&serde_json::json!({
                     "identity": schema.identity, "source": schema.source, "catalog": schema.catalog,
@@ -1853,7 +1856,7 @@ async fn run_lint(query: &str, schema: Option<String>, json: bool, graph: Option
             schema_warnings(&pg, &text, !json);
             omnigraph::engine::schema_store::SchemaState::compile(&text)?.catalog
         }
-        (None, Some(g)) => read_only(&GraphArg::at(&g)).await?.schema().await?.catalog.clone(),
+        (None, Some(g)) => read_only(&g).await?.schema().await?.catalog.clone(),
         (None, None) => return Err(OmniError::BadRequest("lint needs --schema FILE or a GRAPH".into())),
     };
     let report = omnigraph::engine::lint::lint(&catalog, query, &source);

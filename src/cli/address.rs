@@ -20,7 +20,7 @@ pub struct GraphArg {
 }
 
 /// `--server URL [--graph ID]`: a running daemon instead of storage.
-#[derive(clap::Args, Debug, Clone, Default)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct ServerArg {
     /// Send the command to a running `omnigraph serve` at this URL.
     #[arg(id = "server_url", long = "server", value_name = "URL")]
@@ -66,11 +66,6 @@ impl GraphArg {
             (false, Some(only)) => Ok((None, only)),
             (_, first) => Ok((first, self.uri()?)),
         }
-    }
-
-    /// A graph named by `uri` (no flag).
-    pub fn at(uri: &str) -> GraphArg {
-        GraphArg { store: None, graph: Some(uri.to_string()), server: ServerArg::default() }
     }
 }
 

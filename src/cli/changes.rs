@@ -131,7 +131,7 @@ pub async fn run(command: ChangesCommand) -> Result<()> {
             };
             let wait = wait.map(std::time::Duration::from_secs);
             let mut req = FeedRequest { branch: Some(branch), from, filter: filter.filter()?, limit, wait };
-            let g = read_only(&graph).await?;
+            let g = read_only(graph.uri()?).await?;
             let mut page = g.changes_poll(&req).await?;
             if page_token.is_none() {
                 while let Some(next) = page.next_page_token.take() {
@@ -143,7 +143,7 @@ pub async fn run(command: ChangesCommand) -> Result<()> {
             if json { print_json(&page) } else { print_page(&page) }
         }
         ChangesCommand::Baseline { out, branch, filter, json, graph } => {
-            let g = read_only(&graph).await?;
+            let g = read_only(graph.uri()?).await?;
             let baseline = g.changes_baseline(Some(&branch), &filter.filter()?).await?;
             write_atomically(&out, baseline.export).await?;
             if json { print_json(&baseline.handshake) } else { print_handshake(&baseline.handshake, &out) }

@@ -26,14 +26,14 @@ pub struct EntityArgs {
 
 /// `history TYPE ID`: the commits that changed it, newest first.
 pub async fn history(e: EntityArgs, property: Option<&str>, limit: Option<usize>) -> Result<()> {
-    let g = read_only(&e.graph).await?;
+    let g = read_only(e.graph.uri()?).await?;
     let h = g.entity_history(&e.type_name, &e.id, property, Some(&e.branch), limit).await?;
     if e.json { print_json(&h) } else { print_history(&h) }
 }
 
 /// `blame TYPE ID`: the commit that last set each property.
 pub async fn blame(e: EntityArgs) -> Result<()> {
-    let b = read_only(&e.graph).await?.blame(&e.type_name, &e.id, Some(&e.branch)).await?;
+    let b = read_only(e.graph.uri()?).await?.blame(&e.type_name, &e.id, Some(&e.branch)).await?;
     if e.json { print_json(&b) } else { print_blame(&b) }
 }
 

@@ -81,10 +81,7 @@ impl Remote {
     async fn answer(&self, req: reqwest::RequestBuilder) -> Result<Value> {
         let response = self.send(req).await?;
         let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
-        let body: Value = serde_json::from_str(&text).unwrap_or_else(
-            |_| serde_json::json!({ "error": format!("the server answered {status}: {text}"), "code": "internal" }),
-        );
+        let body = self.body(response, status).await?;
         Ok(body)
     }
 
@@ -105,11 +102,16 @@ impl Remote {
         if (200..300).contains(&status) {
             return Ok(response);
         }
-        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
-        let body: Value = serde_json::from_str(&text).unwrap_or_else(
-            |_| serde_json::json!({ "error": format!("the server answered {status}: {text}"), "code": "internal" }),
-        );
+        let body = self.body(response, status).await?;
         Err(OmniError::Remote { status, body })
+    }
+
+    /// A response's JSON body (a text that is not JSON, as an error body).
+    async fn body(&self, response: reqwest::Response, status: u16) -> Result<Value> {
+        let text = response.text().await.map_err(|e| self.unreachable(&e))?;
+        Ok(serde_json::from_str(&text).unwrap_or_else(
+            |_| serde_json::json!({ "error": format!("the server answered {status}: {text}"), "code": "internal" }),
+        ))
     }
 
     /// A transport failure, read like the daemon's own 503 (exit 1).

@@ -115,10 +115,7 @@ pub async fn load(root: &Root, branch: &str, version: Option<u64>) -> Result<Man
 /// [`load`]'s view of the branch.
 pub async fn load_at(root: &Root, branch: &str, version: u64) -> Result<ManifestView> {
     let dataset = open(root, branch, Some(version)).await?;
-    let state = match restore_checkpoint(&dataset).await? {
-        Some(state) => state,
-        None => fold(&dataset).await?,
-    };
+    let state = head_state(&dataset).await?;
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     Ok(ManifestView { version, dataset, branch: branch.to_string(), branch_id, state: Arc::new(state) })
 }
@@ -144,10 +141,7 @@ pub async fn load_cached(
     {
         return Ok(c.clone());
     }
-    let state = match if complete { None } else { restore_checkpoint(&dataset).await? } {
-        Some(state) => state,
-        None => fold(&dataset).await?,
-    };
+    let state = if complete { fold(&dataset).await? } else { head_state(&dataset).await? };
     let view = ManifestView {
         version: dataset.version().version,
         dataset,
@@ -211,6 +205,15 @@ pub async fn view_of(dataset: Arc<Dataset>, branch: &str) -> Result<ManifestView
     let state = Arc::new(fold(&dataset).await?);
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     Ok(ManifestView { version: dataset.version().version, dataset, branch: branch.to_string(), branch_id, state })
+}
+
+/// The head state of the dataset's version: restored from its checkpoint,
+/// or folded whole for a version written without one.
+async fn head_state(dataset: &Dataset) -> Result<ManifestState> {
+    match restore_checkpoint(dataset).await? {
+        Some(state) => Ok(state),
+        None => fold(dataset).await,
+    }
 }
 
 /// The complete state: every row of the dataset's version, folded.
