@@ -2,6 +2,7 @@
 //! effect: `@unique` and `@card`. (Row-level rules live in `validate`.)
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use lance::Dataset;
 use serde_json::Value;
@@ -18,7 +19,7 @@ use crate::protocol::{OmniError, Result};
 /// `rows` may not be held by a committed row that stays live (one that is
 /// neither among `rows` nor `replaced`). A tuple with a null is exempt.
 pub async fn unique_against_committed(
-    ds: &Dataset,
+    ds: &Arc<Dataset>,
     type_name: &str,
     uniques: &[Vec<String>],
     rows: &[EntityRow],

@@ -96,8 +96,7 @@ impl TableStage {
         };
         limit("entities staged", MAX_ENTITIES_PER_TABLE, (self.pending.len() + self.deleted.len()) as u64)?;
         if !self.deleted.is_empty() {
-            let list: Vec<String> = self.deleted.iter().map(|id| crate::engine::committed::sql_str(id)).collect();
-            return Ok(Some(StagePlan::Delete { predicate: format!("id IN ({})", list.join(", ")) }));
+            return Ok(Some(StagePlan::Delete { ids: self.deleted.iter().cloned().collect() }));
         }
         if self.pending.is_empty() {
             return Ok(None);

@@ -150,8 +150,8 @@ pub async fn prepare_chain(
             None => return Ok(None),
         }
     } else {
-        if let StagePlan::Delete { predicate } = &first
-            && table::count_matching(&ds, predicate).await? == 0
+        if let StagePlan::Delete { ids } = &first
+            && table::count_ids(&ds, ids).await? == 0
         {
             return Ok(None);
         }

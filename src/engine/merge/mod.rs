@@ -26,7 +26,7 @@ use lance::Dataset;
 use serde::Serialize;
 use tracing::{Instrument, info_span};
 
-use crate::engine::committed::{self, sql_str};
+use crate::engine::committed;
 use crate::engine::lang::catalog::Catalog;
 use crate::engine::layout;
 use crate::engine::manifest::{CommitRow, ManifestState, TableEntry, TableUpdate, merge_base};
@@ -234,10 +234,9 @@ pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<St
         if !changed_rows.is_empty() {
             plans.push(StagePlan::Merge { batches: changed_rows, mode: MergeMode::Upsert });
         }
-        let deleted: Vec<&String> = m.delta.deleted.iter().collect();
+        let deleted: Vec<String> = m.delta.deleted.iter().cloned().collect();
         for chunk in deleted.chunks(DELETE_CHUNK) {
-            let ids: Vec<String> = chunk.iter().map(|id| sql_str(id)).collect();
-            plans.push(StagePlan::Delete { predicate: format!("id IN ({})", ids.join(", ")) });
+            plans.push(StagePlan::Delete { ids: chunk.to_vec() });
         }
         let table =
             write_plan::prepare_chain(root, &m.table_key, &m.target, target_ref.clone(), m.target_ds, plans).await?;

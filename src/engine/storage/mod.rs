@@ -4,7 +4,9 @@
 //!   URIs share one code path) for the small files omnigraph owns.
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`index_fold`]: index coverage, and folding a table's unindexed rows into its indexes.
-//! - `key_probe`: proving a keyed write's ids absent through the `id` index.
+//! - `key_probe`: a keyed write's ids, and its rows by id.
+//! - [`row_locate`]: the live rows holding given values of an indexed
+//!   column, found through its index, not by reading the table.
 //! - [`config`]: the storage options shared by the root's store and Lance's.
 //! - [`durability`]: the synced local store every local write goes through.
 //! - [`staged`]: the staged and committed transaction types.
@@ -25,6 +27,7 @@ pub mod lineage;
 mod read_index_cache;
 pub mod root;
 pub mod row_delta;
+pub mod row_locate;
 pub mod staged;
 pub mod table;
 mod version_hint;

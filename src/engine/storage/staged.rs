@@ -63,10 +63,10 @@ pub enum StagePlan {
         /// The rows, in the table's schema.
         batches: Vec<arrow_array::RecordBatch>,
     },
-    /// A delete of the rows matching a Lance SQL predicate.
+    /// A delete of the rows with these ids.
     Delete {
-        /// The predicate.
-        predicate: String,
+        /// The ids.
+        ids: Vec<String>,
     },
     /// A replacement of the whole table (no batches = empty it).
     Overwrite {

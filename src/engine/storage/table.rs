@@ -10,10 +10,12 @@ use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchIterator};
 use arrow_schema::{Schema as ArrowSchema, SchemaRef};
+use datafusion::scalar::ScalarValue;
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::transaction::{Operation, Transaction, UpdateMap, UpdateMapEntry};
+use lance::dataset::scanner::RowAddrTreeMap;
+use lance::dataset::transaction::{Operation, Transaction, UpdateMap, UpdateMapEntry, UpdateMode};
 use lance::dataset::{
     CommitBuilder, DeleteBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
     WriteParams,
@@ -25,6 +27,7 @@ use super::guard::ExpectVersion;
 use super::io_hook;
 use super::key_probe;
 use super::lineage;
+use super::row_locate;
 use super::staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
 use crate::protocol::{OmniError, Result};
 
@@ -284,7 +287,15 @@ pub async fn scan_columns(ds: &Dataset, columns: &[&str]) -> Result<Vec<RecordBa
 
 /// Read every row matching a DataFusion expression at the dataset's
 /// checked-out version (`None` = all rows).
-pub async fn scan_expr(ds: &Dataset, filter: Option<datafusion::prelude::Expr>) -> Result<Vec<RecordBatch>> {
+pub async fn scan_expr(ds: &Arc<Dataset>, filter: Option<datafusion::prelude::Expr>) -> Result<Vec<RecordBatch>> {
+    // A key lookup (`c = v`, `c IN (…)`) on an indexed column reads the
+    // rows it finds, not the table.
+    if let Some((column, values)) = filter.as_ref().and_then(row_locate::key_filter)
+        && values.len() <= INDEX_PROBE_MAX_ROWS
+        && let Some(found) = row_locate::locate(ds, &column, &values, &[]).await?
+    {
+        return Ok(found.rows);
+    }
     let ctx = || format!("scanning {}", ds.uri());
     let mut scanner = ds.scan();
     if let Some(f) = filter {
@@ -305,7 +316,7 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
     match plan {
         StagePlan::Merge { batches, mode } => stage_keyed(ds, batches, mode, uuid).await.map(Some),
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
-        StagePlan::Delete { predicate } => stage_delete(ds, &predicate, uuid).await,
+        StagePlan::Delete { ids } => stage_delete(ds, &ids, uuid).await,
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
         StagePlan::Indices { specs, depth } => stage_indices(ds, &specs, depth, uuid).await,
         StagePlan::Configure => Ok(Some(stage_configure(ds, uuid))),
@@ -322,46 +333,113 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
     }
 }
 
-/// Number of rows matching a Lance SQL predicate at the checked-out version.
-pub async fn count_matching(ds: &Dataset, predicate: &str) -> Result<u64> {
-    let n = ds
-        .count_rows(Some(predicate.to_string()))
-        .await
-        .map_err(|e| OmniError::storage(format!("counting rows of {}", ds.uri()), e))?;
-    Ok(n as u64)
-}
+/// At most this many source rows find the rows they replace through the
+/// table's `id` index ([`row_locate::locate`]) and stage exactly those
+/// changes; a larger write (a bulk load) joins with Lance's merge-insert,
+/// whose cost a scan of the table is small beside.
+const INDEX_PROBE_MAX_ROWS: usize = 8192;
 
-/// At most this many source rows find their matches through the table's
-/// `id` index (a probe per key plus a scan of the fragments the index does
-/// not cover yet) instead of a join over the whole table.
-const INDEX_PROBE_MAX_ROWS: usize = 1024;
-
-/// Whether a merge-insert probes the `id` index: for a few rows that may
-/// insert (Lance joins every existing row otherwise: a one-row insert into a
-/// 1M-row table took 50 ms as a CLI process, 20 ms probing, as into an empty
-/// one). An update-only merge stays on the join: through the probe path a
-/// one-row key update measured slower (120 ms against 80 ms at 1M rows).
-/// Without an index Lance joins anyway.
-fn probes_by_index(mode: MergeMode, batches: &[RecordBatch]) -> bool {
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    !matches!(mode, MergeMode::UpdateOnly) && rows <= INDEX_PROBE_MAX_ROWS
-}
-
-/// Stage a keyed write of `batches`: an append when they may insert, are
-/// few, and [`key_probe::ids_absent`] proves none of their ids in the table
-/// at the pin (the exact commit holds the pin, so the proof holds at
-/// commit), else [`stage_merge_insert`].
+/// Stage a keyed write of `batches`. A few rows with distinct ids find the
+/// live rows holding their ids through the `id` index and a scan of only
+/// the fragments it does not cover, and stage exactly the change: an
+/// append when none exists, else one `Update` that deletes the rows they
+/// replace (deletion vectors) and appends the new images. The exact commit
+/// holds the pin, so what was found stays true at commit. Otherwise (no
+/// index, many rows, a repeated id, a strict insert that meets an id)
+/// Lance's merge-insert joins them, and reports what it refuses.
 async fn stage_keyed(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: MergeMode, uuid: &str) -> Result<StagedTxn> {
-    if probes_by_index(mode, &batches) {
-        let absent = match key_probe::distinct_ids(&batches) {
-            Some(ids) => key_probe::ids_absent(&ds, &ids).await? == Some(true),
-            None => false,
-        };
-        if absent {
-            return stage_write(ds, batches, WriteMode::Append, uuid).await;
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let ids = if rows <= INDEX_PROBE_MAX_ROWS { key_probe::distinct_ids(&batches) } else { None };
+    let Some(ids) = ids else { return stage_merge_insert(ds, batches, mode, uuid).await };
+    let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.to_string()))).collect();
+    let Some(found) = row_locate::locate(&ds, "id", &keys, &["id"]).await? else {
+        return stage_merge_insert(ds, batches, mode, uuid).await;
+    };
+    let batches = match mode {
+        MergeMode::StrictInsert if !found.is_empty() => return stage_merge_insert(ds, batches, mode, uuid).await,
+        MergeMode::UpdateOnly => key_probe::only_ids(batches, &key_probe::string_values(&found.rows, "id")?)?,
+        _ => batches,
+    };
+    let written: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    match (found.is_empty(), written) {
+        (true, 0) => stage_merge_insert(ds, batches, mode, uuid).await,
+        (true, _) => stage_write(ds, batches, WriteMode::Append, uuid).await,
+        (false, _) => stage_rewrite(ds, &found.addresses, batches, uuid).await,
+    }
+}
+
+/// Stage, as one `Update`, the deletion of the live rows at `addresses`
+/// and the append of `batches`: the change a keyed write makes, without
+/// Lance's join. The new rows get new stable row ids (a diff pairs the two
+/// images by key), and no existing fragment's row lineage is resolved.
+async fn stage_rewrite(
+    ds: Arc<Dataset>,
+    addresses: &[u64],
+    batches: Vec<RecordBatch>,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    let uri = table_uri(&ds);
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let (updated_fragments, removed_fragment_ids) = delete_addresses(&ds, addresses).await?;
+    let new_fragments = if rows == 0 { vec![] } else { write_fragments(&ds, batches).await? };
+    let op = Operation::Update {
+        removed_fragment_ids,
+        updated_fragments,
+        new_fragments,
+        fields_modified: vec![],
+        compacted_sstables: vec![],
+        fields_for_preserving_frag_bitmap: vec![],
+        update_mode: Some(UpdateMode::RewriteRows),
+        inserted_rows_filter: None,
+        updated_fragment_offsets: None,
+    };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    let affected = RowAddrTreeMap::from_iter(addresses.iter().copied());
+    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: Some(affected), rows_written: rows })
+}
+
+/// The fragments `batches` become, written as an append would write them
+/// and not yet part of any version.
+async fn write_fragments(ds: &Arc<Dataset>, batches: Vec<RecordBatch>) -> Result<Vec<lance_table::format::Fragment>> {
+    let uri = table_uri(ds);
+    let params = write_params(&uri, WriteMode::Append);
+    let txn = InsertBuilder::new(ds.clone())
+        .with_params(&params)
+        .execute_uncommitted(batches)
+        .await
+        .map_err(|e| OmniError::storage(format!("writing new rows of {uri}"), e))?;
+    match txn.operation {
+        Operation::Append { fragments } => Ok(fragments),
+        other => Err(OmniError::Internal(format!("an append to {uri} staged a {other} operation"))),
+    }
+}
+
+/// New deletion vectors for the fragments holding `addresses`: the
+/// fragments that keep live rows, and the ids of those left empty.
+async fn delete_addresses(
+    ds: &Arc<Dataset>,
+    addresses: &[u64],
+) -> Result<(Vec<lance_table::format::Fragment>, Vec<u64>)> {
+    let mut by_fragment: std::collections::BTreeMap<u64, Vec<u32>> = std::collections::BTreeMap::new();
+    for a in addresses {
+        by_fragment.entry(a >> 32).or_default().push(*a as u32);
+    }
+    let (mut updated, mut removed) = (Vec::new(), Vec::new());
+    for (id, offsets) in by_fragment {
+        let fragment = usize::try_from(id).ok().and_then(|id| ds.get_fragment(id)).ok_or_else(|| {
+            OmniError::Internal(format!("fragment {id} of {} vanished while staging a delete", ds.uri()))
+        })?;
+        let written = fragment
+            .extend_deletions(offsets)
+            .await
+            .map_err(|e| OmniError::storage(format!("writing deletions of {}", ds.uri()), e))?;
+        match written {
+            Some(f) => updated.push(f.metadata().clone()),
+            None => removed.push(id),
         }
     }
-    stage_merge_insert(ds, batches, mode, uuid).await
+    Ok((updated, removed))
 }
 
 /// Stage a merge-insert keyed on `id` with a pre-minted transaction uuid.
@@ -386,7 +464,7 @@ pub async fn stage_merge_insert(
         .when_not_matched(not_matched)
         .conflict_retries(0)
         .commit_retries(0)
-        .use_index(probes_by_index(mode, &batches))
+        .use_index(false)
         .skip_auto_cleanup(true);
     let job = builder.try_build().map_err(|e| OmniError::storage(ctx(), e))?;
     let staged = job.execute_uncommitted_batches(batches).await.map_err(|e| OmniError::storage(ctx(), e))?;
@@ -404,21 +482,56 @@ pub async fn stage_merge_insert(
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: staged.affected_rows, rows_written: rows })
 }
 
-/// Stage a delete of the rows matching `predicate`. A delete that matches
-/// nothing stages nothing (committing it would still bump the version).
-pub async fn stage_delete(ds: Arc<Dataset>, predicate: &str, uuid: &str) -> Result<Option<StagedTxn>> {
+/// The filter selecting the rows with `ids`.
+fn ids_filter(ids: &[String]) -> datafusion::prelude::Expr {
+    use datafusion::prelude::{col, lit};
+    col("id").in_list(ids.iter().map(|id| lit(id.clone())).collect(), false)
+}
+
+/// Stage a delete of the rows with `ids`: their live rows found through the
+/// `id` index ([`row_locate::locate`]) get new deletion vectors, so the cost
+/// follows the ids, not the table; without an index Lance's delete scans.
+/// A delete that matches nothing stages nothing (committing it would still
+/// bump the version).
+pub async fn stage_delete(ds: Arc<Dataset>, ids: &[String], uuid: &str) -> Result<Option<StagedTxn>> {
     let uri = table_uri(&ds);
-    let staged = DeleteBuilder::new(ds.clone(), predicate)
-        .conflict_retries(0)
-        .execute_uncommitted()
-        .await
-        .map_err(|e| OmniError::storage(format!("staging delete on {uri}"), e))?;
-    if staged.num_deleted_rows == 0 {
-        return Ok(None);
-    }
-    let mut txn = staged.transaction;
+    let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.clone()))).collect();
+    let found =
+        if ids.len() <= INDEX_PROBE_MAX_ROWS { row_locate::locate(&ds, "id", &keys, &["id"]).await? } else { None };
+    let (txn, affected_rows) = match found {
+        Some(found) if found.is_empty() => return Ok(None),
+        Some(found) => {
+            let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, &found.addresses).await?;
+            let predicate = ids_filter(ids).to_string();
+            let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
+            let affected = RowAddrTreeMap::from_iter(found.addresses.iter().copied());
+            (Transaction::new(ds.version().version, op, None), Some(affected))
+        }
+        None => {
+            let staged = DeleteBuilder::from_expr(ds.clone(), ids_filter(ids))
+                .conflict_retries(0)
+                .execute_uncommitted()
+                .await
+                .map_err(|e| OmniError::storage(format!("staging delete on {uri}"), e))?;
+            if staged.num_deleted_rows == 0 {
+                return Ok(None);
+            }
+            (staged.transaction, staged.affected_rows)
+        }
+    };
+    let mut txn = txn;
     txn.uuid = uuid.to_string();
-    Ok(Some(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: staged.affected_rows, rows_written: 0 }))
+    Ok(Some(StagedTxn { dataset: Some(ds), uri, txn, affected_rows, rows_written: 0 }))
+}
+
+/// How many live rows of `ds` hold one of `ids`.
+pub async fn count_ids(ds: &Arc<Dataset>, ids: &[String]) -> Result<u64> {
+    let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.clone()))).collect();
+    let rows = match row_locate::locate(ds, "id", &keys, &["id"]).await? {
+        Some(found) => found.rows,
+        None => scan_expr(ds, Some(ids_filter(ids))).await?,
+    };
+    Ok(rows.iter().map(|b| b.num_rows() as u64).sum())
 }
 
 /// Stage an overwrite of the whole table. No batches = a zero-fragment overwrite.
