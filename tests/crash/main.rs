@@ -80,6 +80,15 @@ enum Op {
     /// effect is an append, not a merge-insert.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
     IndexedInsert,
+    /// [`Op::MutationUpdate`] after `index ensure`: the updated row is found
+    /// through the indexes, and the Person effect is one `Update` of a
+    /// deletion vector and the new row, not a merge-insert.
+    /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
+    IndexedUpdate,
+    /// [`Op::MutationDelete`] after `index ensure`: the row and its edges
+    /// are found through the indexes and deleted by deletion vectors.
+    /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
+    IndexedDelete,
     /// `index ensure` after a build and a write on the branch: nothing to
     /// build, the Person table's unindexed tail folded into its indexes as
     /// one `CreateIndex` (new segments, the ones they replace removed).
@@ -92,12 +101,14 @@ enum Op {
 }
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 6] = [
+const EXTRA_OPS: [Op; 8] = [
     Op::CompactingInsert,
     Op::SchemaApply,
     Op::OptimizeOlderGraph,
     Op::GroupCommit,
     Op::IndexedInsert,
+    Op::IndexedUpdate,
+    Op::IndexedDelete,
     Op::FoldIndices,
 ];
 
@@ -161,6 +172,8 @@ impl Op {
             | Op::MutationDelete
             | Op::CompactingInsert
             | Op::IndexedInsert
+            | Op::IndexedUpdate
+            | Op::IndexedDelete
             | Op::GroupCommit => "mutation",
             Op::Merge => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
@@ -201,11 +214,11 @@ impl Op {
                     r#"query q() { insert Person { name: "Zed", age: 9 } insert Knows { from: "Zed", to: "Alice" } }"#;
                 g.mutate(src, None, Map::new(), &o).await
             }
-            Op::MutationUpdate => {
+            Op::MutationUpdate | Op::IndexedUpdate => {
                 let src = r#"query q() { update Person set { age: 99 } where name = "Bob" }"#;
                 g.mutate(src, None, Map::new(), &o).await
             }
-            Op::MutationDelete => {
+            Op::MutationDelete | Op::IndexedDelete => {
                 g.mutate(r#"query q() { delete Person where name = "Bob" }"#, None, Map::new(), &o).await
             }
             Op::LoadAppend => {
@@ -253,7 +266,7 @@ impl Op {
                 ("feature", &FEATURE_CHANGES)
             }
             Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
-            Op::IndexedInsert | Op::FoldIndices => {
+            Op::IndexedInsert | Op::IndexedUpdate | Op::IndexedDelete | Op::FoldIndices => {
                 // Indexes built on main and inherited: a named branch is made
                 // again after the build, so its insert forks an indexed table.
                 g.ensure_indices("main", None).await.expect("indexes");

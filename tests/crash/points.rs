@@ -150,41 +150,50 @@ fn boundary_points(op: Op, branch: &str) -> Vec<String> {
     boundaries.filter(|b| op.crosses(b)).map(|b| format!("{}.{b}", op.prefix())).collect()
 }
 
-/// A keyed insert on an indexed table, staged as an append (its new key
-/// proved absent through the `id` index), dies at every boundary it crosses
-/// on main and on a fresh branch: recovery leaves it invisible or applied,
-/// like the merge-insert it replaces.
+/// Keyed writes on an indexed table, staged from the rows the indexes find
+/// (an insert of a new key as an `Append`, an update as one `Update` of a
+/// deletion vector and the new row, a delete that cascades to edges as
+/// deletion vectors), die at every boundary they cross on main and on a
+/// fresh branch: recovery leaves each invisible or applied, like the
+/// merge-insert and Lance delete they replace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_in_an_insert_staged_as_an_append_recovers_clean() {
+async fn crash_in_keyed_writes_staged_from_the_index_recovers_clean() {
     let _s = serial().await;
-    let op = Op::IndexedInsert;
-    // The shape under test: the clean run's Person effect is an append, on
-    // main and on a branch whose insert forks the indexed table.
-    for branch in ["main", "fresh"] {
-        let (_dir, loc, ..) = setup_on(op, branch).await;
-        let g = Omnigraph::open(&loc).await.expect("open");
-        op.run_on(&g, branch).await.expect("clean run");
-        let view = omnigraph::engine::manifest::load(g.root(), branch, None).await.expect("view");
-        let person = &view.state.tables["node:Person"];
-        let ds = omnigraph::engine::committed::open_pinned(g.root(), person).await.expect("open Person");
-        let operation = omnigraph::engine::storage::table::operation_at(&ds, person.version).await.expect("operation");
-        assert_eq!(operation.as_deref(), Some("Append"), "on {branch}: the insert was not staged as an append");
-        shut_down(g).await;
-    }
-    let mut report = Vec::new();
-    for branch in ["main", "fresh"] {
-        let points = boundary_points(op, branch);
-        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
-            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+    let ops = [(Op::IndexedInsert, "Append"), (Op::IndexedUpdate, "Update"), (Op::IndexedDelete, "Delete")];
+    // The shapes under test: the clean run's Person effect, on main and on
+    // a branch whose write forks the indexed table.
+    for (op, shape) in ops {
+        for branch in ["main", "fresh"] {
+            let (_dir, loc, ..) = setup_on(op, branch).await;
+            let g = Omnigraph::open(&loc).await.expect("open");
+            op.run_on(&g, branch).await.expect("clean run");
+            let view = omnigraph::engine::manifest::load(g.root(), branch, None).await.expect("view");
+            let person = &view.state.tables["node:Person"];
+            let ds = omnigraph::engine::committed::open_pinned(g.root(), person).await.expect("open Person");
+            let operation = omnigraph::engine::storage::table::operation_at(&ds, person.version).await;
+            assert_eq!(operation.expect("operation").as_deref(), Some(shape), "{op:?} on {branch}");
+            shut_down(g).await;
         }
     }
-    println!("indexed insert crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    for (case, want) in [
-        ("on main @ mutation.after_arm", "invisible"),
-        ("on main @ mutation.after_publish", "applied"),
-        ("on fresh @ mutation.after_fork", "invisible"),
-    ] {
-        assert!(report.iter().any(|r| r.contains(case) && r.ends_with(want)), "{case} -> {want}: {report:?}");
+    let mut report = Vec::new();
+    for (op, _) in ops {
+        for branch in ["main", "fresh"] {
+            let points = boundary_points(op, branch);
+            for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+                report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+            }
+        }
+    }
+    println!("keyed write crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for op in ["IndexedInsert", "IndexedUpdate", "IndexedDelete"] {
+        for (case, want) in [
+            ("on main @ mutation.after_arm", "invisible"),
+            ("on main @ mutation.after_publish", "applied"),
+            ("on fresh @ mutation.after_fork", "invisible"),
+        ] {
+            let case = format!("{op} {case}");
+            assert!(report.iter().any(|r| r.contains(&case) && r.ends_with(want)), "{case} -> {want}: {report:?}");
+        }
     }
 }
 

@@ -634,3 +634,77 @@ async fn a_merge_spilled_to_disk_partitions_equals_one_in_memory() {
     assert_eq!(a, b);
     assert_eq!(a.len(), 2, "{a:?}");
 }
+
+/// The merge's row-version path (each side's changed rows since the base,
+/// [`omnigraph::engine::merge::lineage`]) decides exactly what fingerprinting
+/// the three sides whole decides, on branches whose writes take every
+/// staging shape (appends, index-found updates and deletes, merge loads, a
+/// delete then a re-insert, an identical update) while the target changes
+/// the same and other rows and compacts: and it applies to every table
+/// either side touched, across the source's and target's refs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_versions_and_fingerprints_classify_a_merge_alike() {
+    use omnigraph::engine::committed::open_pinned;
+    use omnigraph::engine::merge::{lineage, spill};
+    let (_dir, g) = loaded_social_graph().await;
+    g.ensure_indices("main", None).await.expect("indexes");
+    g.branch_create("feature", "main").await.expect("feature");
+    let base = manifest::load(g.root(), "main", None).await.expect("base view");
+    for src in [
+        r#"query q() { insert Person { name: "Eve", age: 30 } }"#,
+        r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
+        r#"query q() { update Person set { age: 29 } where name = "Alice" }"#,
+        r#"query q() { delete Person where name = "Carol" }"#,
+        r#"query q() { insert Knows { from: "Eve", to: "Alice" } }"#,
+        r#"query q() { delete Person where name = "Eve" }"#,
+        r#"query q() { insert Person { name: "Eve", age: 31 } }"#,
+    ] {
+        mutate(&g, "feature", src).await;
+    }
+    let data = "{\"type\": \"Company\", \"data\": {\"name\": \"Initech\"}}\n{\"type\": \"Person\", \"data\": {\"name\": \"Alice\", \"age\": 33}}\n";
+    g.load(data.as_bytes(), omnigraph::LoadMode::Merge, &on("feature")).await.expect("merge load");
+    for src in [
+        r#"query q() { update Person set { age: 41 } where name = "Bob" }"#,
+        r#"query q() { insert Person { name: "Mia", age: 3 } }"#,
+        r#"query q() { update Person set { age: 51 } where name = "Carol" }"#,
+    ] {
+        mutate(&g, "main", src).await;
+    }
+    g.optimize("main", None).await.expect("optimize");
+    let (source, target) = (
+        manifest::load(g.root(), "feature", None).await.expect("source"),
+        manifest::load(g.root(), "main", None).await.expect("target"),
+    );
+    let mut compared = 0;
+    for (key, s) in &source.state.tables {
+        let (b, t) = (&base.state.tables[key], &target.state.tables[key]);
+        if s.version == b.version && s.branch == b.branch {
+            continue;
+        }
+        let (b, s, t) = (
+            open_pinned(g.root(), b).await.expect("base"),
+            open_pinned(g.root(), s).await.expect("source"),
+            open_pinned(g.root(), t).await.expect("target"),
+        );
+        let fast = lineage::classify(&b, &s, Some(&t)).await.expect("lineage").unwrap_or_else(|| panic!("{key}"));
+        let slow = spill::classify_within(spill::Base::At(&b), &s, &t, 256 << 20).await.expect("fingerprints");
+        let sorted = |d: &omnigraph::engine::merge::delta::KeyDelta| {
+            let set =
+                |s: &std::collections::HashSet<u128>| s.iter().copied().collect::<std::collections::BTreeSet<_>>();
+            let mut conflicts = d.conflicts.clone();
+            conflicts.sort_by_key(|(k, _)| *k);
+            (set(&d.inserted), set(&d.updated), set(&d.deleted), conflicts)
+        };
+        assert_eq!(sorted(&fast.keyed), sorted(&slow), "{key}");
+        compared += 1;
+    }
+    assert!(compared >= 3, "{compared} tables compared");
+    // Bob (updated on both) and Carol (deleted against updated) conflict.
+    let err = g.branch_merge("feature", "main", &MergeOptions::default()).await.expect_err("conflicts");
+    let OmniError::MergeConflicts(conflicts) = err else { panic!("{err:?}") };
+    let kinds: Vec<_> = conflicts.iter().map(|c| c.kind).collect();
+    assert!(
+        kinds.contains(&ConflictKind::DivergentUpdate) && kinds.contains(&ConflictKind::DeleteVsUpdate),
+        "{kinds:?}"
+    );
+}

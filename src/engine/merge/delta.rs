@@ -32,7 +32,7 @@ const SEEDS: [u64; 2] = [0x6f6d_6e69_6772_6170, 0x9e37_79b9_7f4a_7c15];
 
 /// The 128-bit hash of each row over `columns` (nulls included), in
 /// DataFusion's kernel; `None` for a column type the kernel does not hash.
-fn hash_rows(columns: &[ArrayRef], rows: usize) -> Option<Vec<Hash128>> {
+pub fn hash_rows(columns: &[ArrayRef], rows: usize) -> Option<Vec<Hash128>> {
     use datafusion::common::hash_utils::{RandomState, create_hashes};
     let mut halves = [vec![0u64; rows], vec![0u64; rows]];
     for (seed, half) in SEEDS.into_iter().zip(halves.iter_mut()) {
@@ -99,13 +99,26 @@ impl<'d> PrintScan<'d> {
     /// The next batch's `(id key, fingerprint)` pairs; `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<(Hash128, Hash128)>>> {
         let Some(batch) = self.stream.next().await else { return Ok(None) };
-        let batch = batch?;
-        let prints = match hash_rows(batch.columns(), batch.num_rows()) {
-            Some(p) => p,
-            None => encoded_prints(self.ds, &batch, &mut self.converter)?,
-        };
-        Ok(Some(id_keys(self.ds, &batch)?.into_iter().zip(prints).collect()))
+        let (keys, prints) = prints_with(self.ds, &batch?, &mut self.converter)?;
+        Ok(Some(keys.into_iter().zip(prints).collect()))
     }
+}
+
+/// Each row of `batch` (a batch of `ds`): its id key and its fingerprint.
+pub fn print_batch(ds: &Dataset, batch: &RecordBatch) -> Result<(Vec<Hash128>, Vec<Hash128>)> {
+    prints_with(ds, batch, &mut None)
+}
+
+fn prints_with(
+    ds: &Dataset,
+    batch: &RecordBatch,
+    converter: &mut Option<RowConverter>,
+) -> Result<(Vec<Hash128>, Vec<Hash128>)> {
+    let prints = match hash_rows(batch.columns(), batch.num_rows()) {
+        Some(p) => p,
+        None => encoded_prints(ds, batch, converter)?,
+    };
+    Ok((id_keys(ds, batch)?, prints))
 }
 
 /// Every row's fingerprint by id key, at the dataset's checked-out version.
@@ -282,20 +295,31 @@ async fn ids_of(sides: &[&Dataset], keys: &HashSet<Hash128>) -> Result<HashMap<H
 /// from whichever side holds the entity.
 pub async fn resolve(table_key: &str, keyed: KeyDelta, rows: &[RecordBatch], sides: [&Dataset; 3]) -> Result<Delta> {
     let [target, source, base] = sides;
+    let wanted: HashSet<Hash128> =
+        keyed.deleted.iter().chain(keyed.conflicts.iter().map(|(k, _)| k)).copied().collect();
+    let ids = ids_of(&[target, source, base], &wanted).await?;
+    resolve_with(table_key, keyed, rows, source, &ids)
+}
+
+/// [`resolve`] with the ids of the deleted and conflicting keys known.
+pub fn resolve_with(
+    table_key: &str,
+    keyed: KeyDelta,
+    rows: &[RecordBatch],
+    source: &Dataset,
+    ids: &HashMap<Hash128, String>,
+) -> Result<Delta> {
     let mut delta = Delta::default();
     for batch in rows {
-        let ids = batch
+        let column = batch
             .column_by_name("id")
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
             .ok_or_else(|| no_id(source))?;
         for (i, key) in id_keys(source, batch)?.into_iter().enumerate() {
             let set = if keyed.inserted.contains(&key) { &mut delta.inserted } else { &mut delta.updated };
-            set.insert(ids.value(i).to_string());
+            set.insert(column.value(i).to_string());
         }
     }
-    let wanted: HashSet<Hash128> =
-        keyed.deleted.iter().chain(keyed.conflicts.iter().map(|(k, _)| k)).copied().collect();
-    let ids = ids_of(&[target, source, base], &wanted).await?;
     let id = |k: &Hash128| {
         ids.get(k).cloned().ok_or_else(|| OmniError::Internal(format!("{table_key}: an id key matched no row")))
     };

@@ -15,6 +15,7 @@
 //!   deletes of at most [`DELETE_CHUNK`] ids each.
 
 pub mod delta;
+pub mod lineage;
 pub mod spill;
 pub mod validate;
 
@@ -156,8 +157,21 @@ pub async fn plan_table(
         (None, Some(_)) => spill::Base::Target,
         (None, None) => spill::Base::Empty,
     };
-    let span = info_span!("merge.fingerprints", table = %source.table_key, budget);
-    let keyed = spill::classify_within(sides, &source_ds, &target_ds, budget).instrument(span).await?;
+    // Both sides descend from the base's ref (the usual case): the rows
+    // each changed come from Lance's row versions, not whole fingerprints.
+    let span = info_span!("merge.lineage", table = %source.table_key);
+    let lineage = match (&base_ds, base) {
+        (Some(b), _) => lineage::classify(b, &source_ds, Some(&target_ds)).instrument(span).await?,
+        (None, Some(_)) => lineage::classify(&target_ds, &source_ds, None).instrument(span).await?,
+        (None, None) => None,
+    };
+    let (keyed, known) = match lineage {
+        Some(l) => (l.keyed, Some((l.rows, l.ids))),
+        None => {
+            let span = info_span!("merge.fingerprints", table = %source.table_key, budget);
+            (spill::classify_within(sides, &source_ds, &target_ds, budget).instrument(span).await?, None)
+        }
+    };
     if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
         // Churn that cancels out (#473): the merged table is the target's.
         return Ok(None);
@@ -168,11 +182,20 @@ pub async fn plan_table(
     // highest version per table, and each ref numbers its versions on.
     let readable = source.branch.is_none() || source.branch.as_deref() == target_ref;
     let adopt = base.is_some_and(|b| same(b, target)) && readable && source.version > target.version;
-    let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
-    let span = info_span!("merge.source_rows", table = %source.table_key, rows = written.len());
-    let rows = delta::rows_with_keys(&source_ds, &written).instrument(span).await?;
-    let sides = [&*target_ds, &*source_ds, base_ds.as_deref().unwrap_or(&*target_ds)];
-    let delta = delta::resolve(&source.table_key, keyed, &rows, sides).await?;
+    let (rows, delta) = match known {
+        Some((rows, ids)) => {
+            let delta = delta::resolve_with(&source.table_key, keyed, &rows, &source_ds, &ids)?;
+            (rows, delta)
+        }
+        None => {
+            let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
+            let span = info_span!("merge.source_rows", table = %source.table_key, rows = written.len());
+            let rows = delta::rows_with_keys(&source_ds, &written).instrument(span).await?;
+            let sides = [&*target_ds, &*source_ds, base_ds.as_deref().unwrap_or(&*target_ds)];
+            let delta = delta::resolve(&source.table_key, keyed, &rows, sides).await?;
+            (rows, delta)
+        }
+    };
     Ok(Some(TableMerge {
         table_key: source.table_key.clone(),
         target: target.clone(),

@@ -91,12 +91,13 @@ impl Shape {
 }
 
 /// The rows `to` changed against `from`, or `None` when the fast path does
-/// not apply: not one dataset ref, `from` newer than `to`, or a version
-/// without stable row ids.
+/// not apply: `to` is not a later version of `from`'s dataset ref (or of a
+/// native branch forked from that ref at or after `from`), or a version
+/// lacks stable row ids.
 pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
-    let (v0, v1) = (from.version().version, to.version().version);
-    let same_ref = from.uri() == to.uri() && from.manifest.branch == to.manifest.branch;
-    if !same_ref || v0 > v1 || !from.manifest.uses_stable_row_ids() || !to.manifest.uses_stable_row_ids() {
+    let v0 = from.version().version;
+    let stable = from.manifest.uses_stable_row_ids() && to.manifest.uses_stable_row_ids();
+    if !stable || !descends(from, to).await? {
         return Ok(None);
     }
     let shape = Shape::of(&from.manifest.fragments, &to.manifest.fragments);
@@ -121,6 +122,25 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     after.extend(take(&to_arc, after_addrs).await?);
     let before = take(&from_arc, before_addrs).await?;
     Ok(Some(RowDelta { after, before }))
+}
+
+/// Whether `to` is `from` or a later version of it on its ref, or a
+/// version of a native branch forked from `from`'s ref at or after `from`.
+/// A branch starts from its parent's manifest and numbers new fragments
+/// (and row ids) past the parent's at the fork, so a fragment id both
+/// versions hold names the same fragment, as on one ref.
+async fn descends(from: &Dataset, to: &Dataset) -> Result<bool> {
+    let (v0, v1) = (from.version().version, to.version().version);
+    let base = super::table::table_uri;
+    if base(from) != base(to) {
+        return Ok(false);
+    }
+    if from.manifest.branch == to.manifest.branch {
+        return Ok(v0 <= v1);
+    }
+    let Some(child) = to.manifest.branch.as_deref() else { return Ok(false) };
+    let branches = super::table::list_branches(&base(to)).await?;
+    Ok(branches.get(child).is_some_and(|b| b.parent_branch == from.manifest.branch && b.parent_version >= v0))
 }
 
 /// The newer images of the added fragments' rows into `after`, and the

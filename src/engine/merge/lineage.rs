@@ -1,0 +1,154 @@
+//! One table's three-way delta from the rows each side changed since the
+//! base, when both sides descend from the base's dataset ref (a branch
+//! forked from the target, the usual case): Lance's row versions name those
+//! rows ([`row_delta::between`]), so the merge reads O(changed rows +
+//! touched fragments) instead of fingerprinting the three sides whole.
+//!
+//! The rule is the same row rule over the same fingerprints: a row either
+//! side did not touch holds its base value there, so only the ids the
+//! source changed can be anything but `Keep`. Images are fingerprinted in
+//! the base's column order and types, so a row rewritten without a change
+//! fingerprints as its base image.
+
+use std::collections::{HashMap, HashSet};
+
+use arrow::compute::cast;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use lance::Dataset;
+
+use super::delta::{Hash128, KeyDelta, hash_rows, print_batch};
+use crate::engine::storage::row_delta::{self, RowDelta};
+use crate::engine::three_way::{RowChoice, choose};
+use crate::protocol::{OmniError, Result};
+
+/// What the lineage path decided for one table: the keyed delta, the
+/// source rows it writes, and the id of every key it names.
+pub struct LineageDelta {
+    /// The row rule's decisions by id key.
+    pub keyed: KeyDelta,
+    /// The source images of the inserted and updated keys.
+    pub rows: Vec<RecordBatch>,
+    /// The id of each key of the delta (written, deleted and conflicting).
+    pub ids: HashMap<Hash128, String>,
+}
+
+/// One side's changed rows since the base: the base images of the rows it
+/// changed or removed, and the images it holds now.
+struct Changed {
+    before: HashMap<Hash128, (Hash128, String)>,
+    after: HashMap<Hash128, (Hash128, String)>,
+    after_rows: Vec<RecordBatch>,
+}
+
+/// The delta of `source` into `target` over `base` from row versions, or
+/// `None` when a side does not descend from the base's ref or the three
+/// do not share one schema (the caller fingerprints whole). `target` is
+/// `None` when it is the base itself.
+pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>) -> Result<Option<LineageDelta>> {
+    let schema = base.schema();
+    if source.schema() != schema || target.is_some_and(|t| t.schema() != schema) {
+        return Ok(None);
+    }
+    let Some(s) = changed(base, source).await? else { return Ok(None) };
+    let t = match target {
+        Some(target) => match changed(base, target).await? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut keyed = KeyDelta::default();
+    let mut ids = HashMap::new();
+    let keys: HashSet<Hash128> = s.before.keys().chain(s.after.keys()).copied().collect();
+    for key in keys {
+        let b = s.before.get(&key).or_else(|| t.as_ref().and_then(|t| t.before.get(&key)));
+        let now = s.after.get(&key);
+        // A key the target did not touch holds its base value there.
+        let then = match &t {
+            Some(t) if t.before.contains_key(&key) || t.after.contains_key(&key) => t.after.get(&key),
+            _ => b,
+        };
+        let print = |side: Option<&(Hash128, String)>| side.map(|(p, _)| *p);
+        let choice = choose(print(b).as_ref(), print(now).as_ref(), print(then).as_ref());
+        let id = now.or(then).or(b).map(|(_, id)| id.clone());
+        match choice {
+            RowChoice::Keep => continue,
+            RowChoice::TakeSource if then.is_none() => keyed.inserted.insert(key),
+            RowChoice::TakeSource => keyed.updated.insert(key),
+            RowChoice::Delete => keyed.deleted.insert(key),
+            RowChoice::Conflict(kind) => {
+                keyed.conflicts.push((key, kind));
+                true
+            }
+        };
+        ids.insert(key, id.ok_or_else(|| OmniError::Internal("a merged key has no image".into()))?);
+    }
+    let written: HashSet<Hash128> = keyed.inserted.union(&keyed.updated).copied().collect();
+    let rows = rows_with(&s.after_rows, base, &written)?;
+    Ok(Some(LineageDelta { keyed, rows, ids }))
+}
+
+/// The rows `side` changed since `base`, fingerprinted as the base's.
+async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
+    let Some(RowDelta { before, after }) = row_delta::between(base, side).await? else { return Ok(None) };
+    let before = normalised(base, &before)?;
+    let after_rows = normalised(base, &after)?;
+    Ok(Some(Changed { before: prints(base, &before)?, after: prints(base, &after_rows)?, after_rows }))
+}
+
+/// `batches` in `base`'s column order and types.
+fn normalised(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    let schema = std::sync::Arc::new(arrow_schema::Schema::from(base.schema()));
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column = batch.column_by_name(field.name()).ok_or_else(|| {
+                OmniError::Internal(format!("changed rows of {} lack `{}`", base.uri(), field.name()))
+            })?;
+            columns.push(cast(column, field.data_type()).map_err(|e| arrow_err(base, e))?);
+        }
+        out.push(RecordBatch::try_new(schema.clone(), columns).map_err(|e| arrow_err(base, e))?);
+    }
+    Ok(out)
+}
+
+/// Each row's `(fingerprint, id)` by id key.
+fn prints(base: &Dataset, batches: &[RecordBatch]) -> Result<HashMap<Hash128, (Hash128, String)>> {
+    let mut out = HashMap::new();
+    for batch in batches {
+        let (keys, prints) = print_batch(base, batch)?;
+        let ids = string_ids(base, batch)?;
+        for ((key, print), id) in keys.into_iter().zip(prints).zip(ids.iter()) {
+            let id = id.ok_or_else(|| OmniError::Internal(format!("a row of {} has no id", base.uri())))?;
+            out.insert(key, (print, id.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `batches` whose id keys are in `keys`.
+fn rows_with(batches: &[RecordBatch], base: &Dataset, keys: &HashSet<Hash128>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let ids = batch.column_by_name("id").cloned().ok_or_else(|| arrow_err(base, "no `id` column"))?;
+        let row_keys = hash_rows(&[ids], batch.num_rows()).ok_or_else(|| arrow_err(base, "an unhashable `id`"))?;
+        let mask: arrow_array::BooleanArray = row_keys.iter().map(|k| Some(keys.contains(k))).collect();
+        let kept = arrow::compute::filter_record_batch(batch, &mask).map_err(|e| arrow_err(base, e))?;
+        if kept.num_rows() > 0 {
+            out.push(kept);
+        }
+    }
+    Ok(out)
+}
+
+fn string_ids<'b>(base: &Dataset, batch: &'b RecordBatch) -> Result<&'b StringArray> {
+    batch
+        .column_by_name("id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| arrow_err(base, "no string `id` column"))
+}
+
+fn arrow_err(ds: &Dataset, e: impl std::fmt::Display) -> OmniError {
+    OmniError::Internal(format!("classifying the changed rows of {}: {e}", ds.uri()))
+}
