@@ -5,7 +5,10 @@
 //! [`prepare`] stages uncommitted transactions; the merge writer
 //! (`actors::saga::merge`) carries the plan through the pipeline.
 //!
-//! Per table, over the base, source and target pins:
+//! Per table, the three-way delta comes from the rows each side changed
+//! since the base when both descend from the base's ref ([`lineage`]),
+//! else from fingerprints of the three sides ([`spill`]). Then, over the
+//! base, source and target pins:
 //! - source unchanged (or equal to the target): nothing;
 //! - target unchanged and the source's version lives on a ref the target may
 //!   point at (main's, or the target's own): adopt the pointer, no data moves;
@@ -152,50 +155,19 @@ pub async fn plan_table(
         Some(b) if !same(b, target) => Some(committed::open_pinned(root, b).await?),
         _ => None,
     };
-    let sides = match (&base_ds, base) {
-        (Some(ds), _) => spill::Base::At(ds),
-        (None, Some(_)) => spill::Base::Target,
-        (None, None) => spill::Base::Empty,
-    };
-    // Both sides descend from the base's ref (the usual case): the rows
-    // each changed come from Lance's row versions, not whole fingerprints.
-    let span = info_span!("merge.lineage", table = %source.table_key);
-    let lineage = match (&base_ds, base) {
-        (Some(b), _) => lineage::classify(b, &source_ds, Some(&target_ds)).instrument(span).await?,
-        (None, Some(_)) => lineage::classify(&target_ds, &source_ds, None).instrument(span).await?,
-        (None, None) => None,
-    };
-    let (keyed, known) = match lineage {
-        Some(l) => (l.keyed, Some((l.rows, l.ids))),
-        None => {
-            let span = info_span!("merge.fingerprints", table = %source.table_key, budget);
-            (spill::classify_within(sides, &source_ds, &target_ds, budget).instrument(span).await?, None)
-        }
-    };
-    if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
+    let key = source.table_key.as_str();
+    let Some((delta, rows)) =
+        table_delta(key, (base_ds.as_deref(), base.is_some()), &source_ds, &target_ds, budget).await?
+    else {
         // Churn that cancels out (#473): the merged table is the target's.
         return Ok(None);
-    }
+    };
     // A pointer is adoptable when the target never changed the table, the
     // source's version lives on a ref the target may keep reading (main's, or
     // its own), and is newer than the target's: the manifest keeps the
     // highest version per table, and each ref numbers its versions on.
     let readable = source.branch.is_none() || source.branch.as_deref() == target_ref;
     let adopt = base.is_some_and(|b| same(b, target)) && readable && source.version > target.version;
-    let (rows, delta) = match known {
-        Some((rows, ids)) => {
-            let delta = delta::resolve_with(&source.table_key, keyed, &rows, &source_ds, &ids)?;
-            (rows, delta)
-        }
-        None => {
-            let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
-            let span = info_span!("merge.source_rows", table = %source.table_key, rows = written.len());
-            let rows = delta::rows_with_keys(&source_ds, &written).instrument(span).await?;
-            let sides = [&*target_ds, &*source_ds, base_ds.as_deref().unwrap_or(&*target_ds)];
-            let delta = delta::resolve(&source.table_key, keyed, &rows, sides).await?;
-            (rows, delta)
-        }
-    };
     Ok(Some(TableMerge {
         table_key: source.table_key.clone(),
         target: target.clone(),
@@ -205,6 +177,57 @@ pub async fn plan_table(
         rows,
         adopt,
     }))
+}
+
+/// One table's delta by id and the source rows it writes; `None` when the
+/// merge changes nothing there. `base` is the base's dataset when it is not
+/// the target's, and whether the table existed at the base. When both sides
+/// descend from the base's ref (the usual case), the rows each changed come
+/// from Lance's row versions ([`lineage`]); otherwise the three sides are
+/// fingerprinted whole within `budget` ([`spill`]).
+async fn table_delta(
+    key: &str,
+    (base_ds, existed): (Option<&Dataset>, bool),
+    source_ds: &Dataset,
+    target_ds: &Dataset,
+    budget: u64,
+) -> Result<Option<(Delta, Vec<RecordBatch>)>> {
+    let span = info_span!("merge.lineage", table = %key);
+    let lineage = match (base_ds, existed) {
+        (Some(b), _) => lineage::classify(b, source_ds, Some(target_ds)).instrument(span).await?,
+        (None, true) => lineage::classify(target_ds, source_ds, None).instrument(span).await?,
+        (None, false) => None,
+    };
+    let (keyed, known) = match lineage {
+        Some(l) => (l.keyed, Some((l.rows, l.ids))),
+        None => {
+            let sides = match (base_ds, existed) {
+                (Some(ds), _) => spill::Base::At(ds),
+                (None, true) => spill::Base::Target,
+                (None, false) => spill::Base::Empty,
+            };
+            let span = info_span!("merge.fingerprints", table = %key, budget);
+            (spill::classify_within(sides, source_ds, target_ds, budget).instrument(span).await?, None)
+        }
+    };
+    if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
+        return Ok(None);
+    }
+    let (rows, delta) = match known {
+        Some((rows, ids)) => {
+            let delta = delta::resolve_with(key, keyed, &rows, source_ds, &ids)?;
+            (rows, delta)
+        }
+        None => {
+            let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
+            let span = info_span!("merge.source_rows", table = %key, rows = written.len());
+            let rows = delta::rows_with_keys(source_ds, &written).instrument(span).await?;
+            let sides = [target_ds, source_ds, base_ds.unwrap_or(target_ds)];
+            let delta = delta::resolve(key, keyed, &rows, sides).await?;
+            (rows, delta)
+        }
+    };
+    Ok(Some((delta, rows)))
 }
 
 /// The three pins of every table in the catalog, and each table's plan, in

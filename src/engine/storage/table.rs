@@ -335,9 +335,10 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
 
 /// At most this many source rows find the rows they replace through the
 /// table's `id` index ([`row_locate::locate`]) and stage exactly those
-/// changes; a larger write (a bulk load) joins with Lance's merge-insert,
-/// whose cost a scan of the table is small beside.
-const INDEX_PROBE_MAX_ROWS: usize = 8192;
+/// changes (a merge of 10,000 updated and 10,000 new rows among them); a
+/// larger write (a bulk load) joins with Lance's merge-insert, whose scan of
+/// the key column is small beside the rows it writes.
+const INDEX_PROBE_MAX_ROWS: usize = 65_536;
 
 /// Stage a keyed write of `batches`. A few rows with distinct ids find the
 /// live rows holding their ids through the `id` index and a scan of only
