@@ -5,11 +5,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch, StringArray};
+use datafusion::scalar::ScalarValue;
 use futures::TryStreamExt;
 use lance::Dataset;
 
 use crate::engine::manifest::TableEntry;
-use crate::engine::storage::{Root, table};
+use crate::engine::storage::{Root, row_locate, table};
 use crate::protocol::{OmniError, Result};
 
 /// Values per `IN (...)` filter, so a predicate stays a reasonable size.
@@ -65,22 +66,28 @@ pub fn sql_str(s: &str) -> String {
 /// Above this many probes one full scan of the column beats filtered scans.
 const FULL_SCAN_ABOVE: usize = 4 * IN_CHUNK;
 
+/// At most this many values are looked up through the column's index
+/// ([`row_locate::locate`]) when it has one, whatever the table's size.
+const LOCATE_MAX: usize = 65_536;
+
 /// Which of `ids` exist in the table.
 pub async fn existing_ids(ds: &Dataset, ids: &[String]) -> Result<HashSet<String>> {
     Ok(ids_by_value(ds, "id", ids).await?.into_keys().collect())
 }
 
 /// The smallest id of the table that `contains` holds, for a set of `count`
-/// ids listed by `ids`. A small set is probed with filtered scans; a large
-/// one (an append load) is checked against one streamed scan of the `id`
-/// column, so neither the set nor the table's ids are copied.
+/// ids listed by `ids`. A set of at most [`LOCATE_MAX`] is looked up (through
+/// the `id` index, else with filtered scans or one scan past
+/// [`FULL_SCAN_ABOVE`]); a larger one (a bulk append load) is checked
+/// against one streamed scan of the `id` column, so neither the set nor the
+/// table's ids are copied.
 pub async fn min_existing_id<'a>(
     ds: &Dataset,
     ids: impl Iterator<Item = &'a str>,
     count: usize,
     contains: impl Fn(&str) -> bool,
 ) -> Result<Option<String>> {
-    if count <= FULL_SCAN_ABOVE {
+    if count <= LOCATE_MAX {
         let ids: Vec<String> = ids.map(str::to_string).collect();
         return Ok(existing_ids(ds, &ids).await?.into_iter().min());
     }
@@ -109,7 +116,13 @@ fn strings(ds: &Dataset, batch: &RecordBatch, name: &str) -> Result<StringArray>
 pub async fn ids_by_value(ds: &Dataset, column: &str, values: &[String]) -> Result<HashMap<String, Vec<String>>> {
     let mut out: HashMap<String, Vec<String>> = HashMap::new();
     let wanted: HashSet<&str> = values.iter().map(String::as_str).collect();
-    let batches = if values.len() > FULL_SCAN_ABOVE {
+    // Through the column's index when it has one: the rows found, not the table.
+    let keys: Vec<ScalarValue> = values.iter().map(|v| ScalarValue::Utf8(Some(v.clone()))).collect();
+    let located =
+        if values.len() <= LOCATE_MAX { row_locate::locate(ds, column, &keys, &[column, "id"]).await? } else { None };
+    let batches = if let Some(found) = located {
+        found.rows
+    } else if values.len() > FULL_SCAN_ABOVE {
         // One projected scan of the table beats many filtered ones.
         let columns: Vec<&str> = if column == "id" { vec!["id"] } else { vec![column, "id"] };
         table::scan_columns(ds, &columns).await?

@@ -85,7 +85,7 @@ pub fn key_filter(filter: &Expr) -> Option<(String, Vec<ScalarValue>)> {
 /// `column` has no BTree index with recorded coverage, or the index
 /// answers in a form this cannot map (the caller then scans).
 pub async fn locate(
-    ds: &Arc<Dataset>,
+    ds: &Dataset,
     column: &str,
     values: &[ScalarValue],
     projection: &[&str],
@@ -136,12 +136,15 @@ pub async fn locate(
     addresses.extend(addresses_of(ds, row_ids).await?);
     addresses.sort_unstable();
     addresses.dedup();
+    let ds = &Arc::new(ds.clone());
     live_only(ds, &mut addresses).await?;
     let wanted: HashSet<ScalarValue> = values.iter().cloned().collect();
     let mut columns: Vec<String> = match projection {
         [] => ds.schema().fields.iter().map(|f| f.name.clone()).collect(),
         some => some.iter().map(|c| c.to_string()).collect(),
     };
+    let mut seen = HashSet::new();
+    columns.retain(|c| seen.insert(c.clone()));
     if !columns.iter().any(|c| c == column) {
         columns.push(column.to_string());
     }
