@@ -2,7 +2,8 @@
 //! (`OMNIGRAPH_BENCH_ROWS`, default 1,000,000 Person rows on main;
 //! `OMNIGRAPH_BENCH_CHANGES`, default 10,000 updated + 10,000 inserted on a branch;
 //! `OMNIGRAPH_BENCH_MERGE_MEMORY`, the merge's fingerprint budget in bytes,
-//! default the merge's own: a smaller one makes it spill to disk partitions).
+//! default the merge's own: a smaller one makes it spill to disk partitions;
+//! `OMNIGRAPH_BENCH_INDEXED=0`: main without indexes, default with them).
 //!
 //! Prints one JSON object: the merge's wall time and peak RSS (the peak is
 //! reset before it starts), beside the raw-Lance floor of committing the
@@ -59,6 +60,12 @@ async fn main() {
     g.load(person_lines(0..rows, |i| i % 100).as_bytes(), LoadMode::Overwrite, &WriteOptions::default())
         .await
         .expect("load main");
+    // Main's indexes built, as `index ensure` or a daemon's background fold
+    // leaves them (`OMNIGRAPH_BENCH_INDEXED=0`: none, every lookup scans).
+    let indexed = std::env::var("OMNIGRAPH_BENCH_INDEXED").map_or(true, |v| v != "0");
+    if indexed {
+        g.ensure_indices("main", None).await.expect("indexes");
+    }
     g.branch_create("feature", "main").await.expect("branch");
     let feature = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
     // Updates of existing rows (age 120) and new rows (age 130), in load chunks.
@@ -101,7 +108,7 @@ async fn main() {
     println!(
         "{}",
         json!({
-            "bench": "branch_merge", "main_rows": rows, "updated": changes, "inserted": changes,
+            "bench": "branch_merge", "main_rows": rows, "updated": changes, "inserted": changes, "indexed": indexed,
             "outcome": r.report.outcome, "tables": r.report.tables, "memory_budget_bytes": memory_bytes,
             "merge_secs": merge_secs, "merge_peak_rss_mib": merge_peak_kib / 1024,
             "rss_before_merge_mib": rss_before_kib / 1024,

@@ -72,6 +72,13 @@ const LOCATE_MAX: usize = 65_536;
 
 /// Which of `ids` exist in the table.
 pub async fn existing_ids(ds: &Dataset, ids: &[String]) -> Result<HashSet<String>> {
+    // Usually none exists, which the index tells without reading a row.
+    if ids.len() <= LOCATE_MAX {
+        let keys: Vec<ScalarValue> = ids.iter().map(|v| ScalarValue::Utf8(Some(v.clone()))).collect();
+        if row_locate::locate_addresses(ds, "id", &keys).await?.is_some_and(|a| a.is_empty()) {
+            return Ok(HashSet::new());
+        }
+    }
     Ok(ids_by_value(ds, "id", ids).await?.into_keys().collect())
 }
 

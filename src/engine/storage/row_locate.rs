@@ -90,6 +90,51 @@ pub async fn locate(
     values: &[ScalarValue],
     projection: &[&str],
 ) -> Result<Option<Located>> {
+    let Some(found) = find(ds, column, values).await? else { return Ok(None) };
+    let ds = &Arc::new(ds.clone());
+    let mut columns: Vec<String> = match projection {
+        [] => ds.schema().fields.iter().map(|f| f.name.clone()).collect(),
+        some => some.iter().map(|c| c.to_string()).collect(),
+    };
+    columns.push(column.to_string());
+    let mut seen = HashSet::new();
+    columns.retain(|c| seen.insert(c.clone()));
+    let mut located = take_matching(ds, &found.addresses, &columns, column, &found.values).await?;
+    merge_into(&mut located, scan_tail(ds, &found, &columns, column).await?);
+    Ok(Some(located))
+}
+
+/// The addresses of the live rows of `ds` whose `column` holds one of
+/// `values`, as [`locate`] finds them, without reading the rows the index
+/// names when its answer is exact: what a keyed write needs to replace them.
+pub async fn locate_addresses(ds: &Dataset, column: &str, values: &[ScalarValue]) -> Result<Option<Vec<u64>>> {
+    let Some(found) = find(ds, column, values).await? else { return Ok(None) };
+    let ds = &Arc::new(ds.clone());
+    let columns = [column.to_string()];
+    let mut addresses = if found.exact {
+        found.addresses.clone()
+    } else {
+        take_matching(ds, &found.addresses, &columns, column, &found.values).await?.addresses
+    };
+    addresses.extend(scan_tail(ds, &found, &columns, column).await?.addresses);
+    Ok(Some(addresses))
+}
+
+/// What a column's index says about some of its values.
+struct Found<'d> {
+    /// Addresses of the live rows it lists, ascending.
+    addresses: Vec<u64>,
+    /// Whether those rows hold the values for sure (every segment answered
+    /// exactly, in row addresses): else each is read back and compared.
+    exact: bool,
+    /// The fragments it does not cover.
+    tail: Vec<&'d Fragment>,
+    /// The values, in the column's type.
+    values: HashSet<ScalarValue>,
+}
+
+/// Search `column`'s BTree segments for `values`.
+async fn find<'d>(ds: &'d Dataset, column: &str, values: &[ScalarValue]) -> Result<Option<Found<'d>>> {
     let name = format!("{column}_btree");
     let segments_all = ds.load_indices().await.map_err(|e| storage_err(ds, "listing indexes", e))?;
     let segments: Vec<_> = segments_all.iter().filter(|i| i.name == name).collect();
@@ -105,7 +150,7 @@ pub async fn locate(
         return Ok(None);
     };
     let mut covered = Vec::with_capacity(segments.len());
-    let (mut addresses, mut row_ids) = (Vec::new(), Vec::new());
+    let (mut addresses, mut row_ids, mut exact) = (Vec::new(), Vec::new(), true);
     let query = SargableQuery::IsIn(values.clone());
     let present: HashSet<u64> = ds.manifest.fragments.iter().map(|f| f.id).collect();
     for segment in &segments {
@@ -117,7 +162,14 @@ pub async fn locate(
             .map_err(|e| storage_err(ds, "opening an index", e))?;
         let found =
             index.search(&query, &NoOpMetricsCollector).await.map_err(|e| storage_err(ds, "searching an index", e))?;
-        let (SearchResult::Exact(set) | SearchResult::AtMost(set)) = found else { return Ok(None) };
+        let set = match found {
+            SearchResult::Exact(set) => set,
+            SearchResult::AtMost(set) => {
+                exact = false;
+                set
+            }
+            SearchResult::AtLeast(_) => return Ok(None),
+        };
         let set = set.true_rows();
         if set.len().is_none() {
             return Ok(None);
@@ -126,37 +178,33 @@ pub async fn locate(
         let found = found.map(u64::from);
         if segment.results_are_row_addrs() {
             // Lance 14's BTree stores row addresses: only those of fragments
-            // the segment still covers and the table still holds are rows.
+            // the segment still covers (a rewrite of the column withdraws a
+            // fragment) and the table still holds are rows.
             let current = |a: &u64| present.contains(&(a >> 32)) && bitmap.contains((a >> 32) as u32);
             addresses.extend(found.filter(current));
         } else {
+            // A row id may have moved to a row with other values since.
+            exact = false;
             row_ids.extend(found);
         }
     }
     addresses.extend(addresses_of(ds, row_ids).await?);
     addresses.sort_unstable();
     addresses.dedup();
-    let ds = &Arc::new(ds.clone());
     live_only(ds, &mut addresses).await?;
-    let wanted: HashSet<ScalarValue> = values.iter().cloned().collect();
-    let mut columns: Vec<String> = match projection {
-        [] => ds.schema().fields.iter().map(|f| f.name.clone()).collect(),
-        some => some.iter().map(|c| c.to_string()).collect(),
-    };
-    let mut seen = HashSet::new();
-    columns.retain(|c| seen.insert(c.clone()));
-    if !columns.iter().any(|c| c == column) {
-        columns.push(column.to_string());
-    }
-    let mut located = take_matching(ds, &addresses, &columns, column, &wanted).await?;
     let indexed = |id: u64| u32::try_from(id).is_ok_and(|id| covered.iter().any(|b| b.contains(id)));
-    let tail: Vec<Fragment> = ds.manifest.fragments.iter().filter(|f| !indexed(f.id)).cloned().collect();
-    if !tail.is_empty() {
-        let filter = col(column).in_list(values.into_iter().map(lit).collect(), false);
-        let scanned = scan_with_addresses(ds, tail, &columns, filter).await?;
-        merge_into(&mut located, scanned);
+    let tail = ds.manifest.fragments.iter().filter(|f| !indexed(f.id)).collect();
+    Ok(Some(Found { addresses, exact, tail, values: values.into_iter().collect() }))
+}
+
+/// The rows of the fragments the index does not cover holding the values.
+async fn scan_tail(ds: &Arc<Dataset>, found: &Found<'_>, columns: &[String], column: &str) -> Result<Located> {
+    if found.tail.is_empty() {
+        return Ok(Located::default());
     }
-    Ok(Some(located))
+    let filter = col(column).in_list(found.values.iter().cloned().map(lit).collect(), false);
+    let tail = found.tail.iter().map(|f| (*f).clone()).collect();
+    scan_with_addresses(ds, tail, columns, filter).await
 }
 
 /// The addresses of the rows with stable ids `row_ids`, found in each
@@ -194,18 +242,20 @@ async fn addresses_of(ds: &Dataset, mut row_ids: Vec<u64>) -> Result<Vec<u64>> {
 }
 
 /// Drop the addresses whose fragment deleted them.
-async fn live_only(ds: &Arc<Dataset>, addresses: &mut Vec<u64>) -> Result<()> {
+async fn live_only(ds: &Dataset, addresses: &mut Vec<u64>) -> Result<()> {
     let mut by_fragment: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for a in addresses.iter() {
         by_fragment.entry(a >> 32).or_default().push(*a);
     }
     let mut live = Vec::with_capacity(addresses.len());
+    let mut shared: Option<Arc<Dataset>> = None;
     for (id, addrs) in by_fragment {
         let Some(fragment) = ds.manifest.fragments.iter().find(|f| f.id == id) else { continue };
         if fragment.deletion_file.is_none() {
             live.extend(addrs);
             continue;
         }
+        let ds = shared.get_or_insert_with(|| Arc::new(ds.clone()));
         let deleted = FileFragment::new(ds.clone(), fragment.clone())
             .get_deletion_vector()
             .await

@@ -353,19 +353,25 @@ async fn stage_keyed(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: MergeMod
     let ids = if rows <= INDEX_PROBE_MAX_ROWS { key_probe::distinct_ids(&batches) } else { None };
     let Some(ids) = ids else { return stage_merge_insert(ds, batches, mode, uuid).await };
     let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.to_string()))).collect();
-    let Some(found) = row_locate::locate(&ds, "id", &keys, &["id"]).await? else {
-        return stage_merge_insert(ds, batches, mode, uuid).await;
-    };
-    let batches = match mode {
-        MergeMode::StrictInsert if !found.is_empty() => return stage_merge_insert(ds, batches, mode, uuid).await,
-        MergeMode::UpdateOnly => key_probe::only_ids(batches, &key_probe::string_values(&found.rows, "id")?)?,
-        _ => batches,
+    let (addresses, batches) = if mode == MergeMode::UpdateOnly {
+        // Only the matched ids' rows are written: which ids matched is read.
+        let Some(found) = row_locate::locate(&ds, "id", &keys, &["id"]).await? else {
+            return stage_merge_insert(ds, batches, mode, uuid).await;
+        };
+        let matched = key_probe::string_values(&found.rows, "id")?;
+        (found.addresses, key_probe::only_ids(batches, &matched)?)
+    } else {
+        let Some(addresses) = row_locate::locate_addresses(&ds, "id", &keys).await? else {
+            return stage_merge_insert(ds, batches, mode, uuid).await;
+        };
+        (addresses, batches)
     };
     let written: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    match (found.is_empty(), written) {
+    match (addresses.is_empty(), written) {
+        (false, _) if mode == MergeMode::StrictInsert => stage_merge_insert(ds, batches, mode, uuid).await,
         (true, 0) => stage_merge_insert(ds, batches, mode, uuid).await,
         (true, _) => stage_write(ds, batches, WriteMode::Append, uuid).await,
-        (false, _) => stage_rewrite(ds, &found.addresses, batches, uuid).await,
+        (false, _) => stage_rewrite(ds, &addresses, batches, uuid).await,
     }
 }
 
@@ -498,14 +504,14 @@ pub async fn stage_delete(ds: Arc<Dataset>, ids: &[String], uuid: &str) -> Resul
     let uri = table_uri(&ds);
     let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.clone()))).collect();
     let found =
-        if ids.len() <= INDEX_PROBE_MAX_ROWS { row_locate::locate(&ds, "id", &keys, &["id"]).await? } else { None };
+        if ids.len() <= INDEX_PROBE_MAX_ROWS { row_locate::locate_addresses(&ds, "id", &keys).await? } else { None };
     let (txn, affected_rows) = match found {
-        Some(found) if found.is_empty() => return Ok(None),
-        Some(found) => {
-            let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, &found.addresses).await?;
+        Some(addresses) if addresses.is_empty() => return Ok(None),
+        Some(addresses) => {
+            let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, &addresses).await?;
             let predicate = ids_filter(ids).to_string();
             let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
-            let affected = RowAddrTreeMap::from_iter(found.addresses.iter().copied());
+            let affected = RowAddrTreeMap::from_iter(addresses.iter().copied());
             (Transaction::new(ds.version().version, op, None), Some(affected))
         }
         None => {
@@ -528,10 +534,10 @@ pub async fn stage_delete(ds: Arc<Dataset>, ids: &[String], uuid: &str) -> Resul
 /// How many live rows of `ds` hold one of `ids`.
 pub async fn count_ids(ds: &Arc<Dataset>, ids: &[String]) -> Result<u64> {
     let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.clone()))).collect();
-    let rows = match row_locate::locate(ds, "id", &keys, &["id"]).await? {
-        Some(found) => found.rows,
-        None => scan_expr(ds, Some(ids_filter(ids))).await?,
-    };
+    if let Some(addresses) = row_locate::locate_addresses(ds, "id", &keys).await? {
+        return Ok(addresses.len() as u64);
+    }
+    let rows = scan_expr(ds, Some(ids_filter(ids))).await?;
     Ok(rows.iter().map(|b| b.num_rows() as u64).sum())
 }
 
