@@ -57,11 +57,11 @@ async fn ensure_indices_builds_what_the_schema_derives_once_and_changes_no_answe
     assert_eq!((head.commit_id.as_str(), head.actor.as_deref()), (commit.as_str(), Some("ops")));
     let names = index_names(&g, "main").await;
     let person = &names.iter().find(|(k, _)| k == "node:Person").expect("Person").1;
-    assert_eq!(person, &["id_btree", "name_btree", "name_inverted"], "{names:?}");
+    assert_eq!(person, &["email_btree", "id_btree", "name_btree", "name_inverted"], "{names:?}");
     let knows = &names.iter().find(|(k, _)| k == "edge:Knows").expect("Knows").1;
     assert_eq!(knows, &["dst_btree", "id_btree", "src_btree"]);
     let report_person = r.tables.iter().find(|t| t.type_key == "node:Person").expect("report");
-    assert_eq!(report_person.built, ["id_btree", "name_btree", "name_inverted"]);
+    assert_eq!(report_person.built, ["email_btree", "id_btree", "name_btree", "name_inverted"]);
     assert_eq!(answers(&g, "main").await, before, "an index changed an answer");
     let violations = omnigraph::recovery::invariants::violations(g.root(), "main").await.expect("check");
     assert!(violations.is_empty(), "after ensure: {violations:?}");

@@ -1,6 +1,6 @@
 //! The physical indexes a type's table should have, derived from the
 //! catalog: a BTree on `id` (and `src`, `dst` for edges), a BTree on every
-//! `@key` / `@index` column of an orderable scalar or enum type, an
+//! `@key` / `@index` / `@unique` column of an orderable scalar or enum type, an
 //! inverted (full-text) index on every such `String` column, and a vector
 //! index on every `@index` `Vector(N)` column. Lists and blobs get none.
 //!
@@ -61,6 +61,15 @@ pub fn desired(def: TypeDef<'_>) -> Vec<IndexSpec> {
     for p in declared.filter_map(|c| def.properties().iter().find(|p| &p.name == c)) {
         out.extend(for_property(p));
     }
+    // A `@unique` check looks its values up, as a unique constraint's index
+    // serves it in any database: a BTree on each of its columns.
+    let uniques = match def {
+        TypeDef::Node(n) => &n.uniques,
+        TypeDef::Edge(e) => &e.uniques,
+    };
+    for p in uniques.iter().flatten().filter_map(|c| def.properties().iter().find(|p| &p.name == c)) {
+        out.extend(for_property(p).into_iter().filter(|s| s.kind == IndexKind::Btree));
+    }
     out.sort();
     out.dedup();
     out
@@ -118,6 +127,12 @@ mod tests {
             ]
         );
         assert_eq!(specs(schema, "Cites"), ["dst_btree", "id_btree", "src_btree", "weight_btree"]);
+    }
+
+    #[test]
+    fn unique_columns_get_a_btree_and_no_text_index() {
+        let schema = "node U { a: String @unique\n b: I32?\n c: String?\n @unique(b, c) }";
+        assert_eq!(specs(schema, "U"), ["a_btree", "b_btree", "c_btree", "id_btree"]);
     }
 
     #[test]
