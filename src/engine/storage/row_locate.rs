@@ -121,20 +121,34 @@ pub async fn locate_addresses(ds: &Dataset, column: &str, values: &[ScalarValue]
 }
 
 /// What a column's index says about some of its values.
-struct Found<'d> {
+struct Found {
     /// Addresses of the live rows it lists, ascending.
     addresses: Vec<u64>,
     /// Whether those rows hold the values for sure (every segment answered
     /// exactly, in row addresses): else each is read back and compared.
     exact: bool,
     /// The fragments it does not cover.
-    tail: Vec<&'d Fragment>,
+    tail: Vec<Fragment>,
     /// The values, in the column's type.
     values: HashSet<ScalarValue>,
 }
 
+/// Above this many values a lookup reads its index pages through the
+/// shared read session, whose cache keeps them across writes (a write's own
+/// session is new each time): 500 keys spread over a million rows touch
+/// every page of the index.
+const SHARED_PAGES_ABOVE: usize = 32;
+
 /// Search `column`'s BTree segments for `values`.
-async fn find<'d>(ds: &'d Dataset, column: &str, values: &[ScalarValue]) -> Result<Option<Found<'d>>> {
+async fn find(ds: &Dataset, column: &str, values: &[ScalarValue]) -> Result<Option<Found>> {
+    let shared;
+    let ds = if values.len() > SHARED_PAGES_ABOVE {
+        let uri = super::table::table_uri(ds);
+        shared = super::table::open_table_for_read(&uri, ds.manifest.branch.as_deref(), ds.version().version).await?;
+        &*shared
+    } else {
+        ds
+    };
     let name = format!("{column}_btree");
     let segments_all = ds.load_indices().await.map_err(|e| storage_err(ds, "listing indexes", e))?;
     let segments: Vec<_> = segments_all.iter().filter(|i| i.name == name).collect();
@@ -193,18 +207,17 @@ async fn find<'d>(ds: &'d Dataset, column: &str, values: &[ScalarValue]) -> Resu
     addresses.dedup();
     live_only(ds, &mut addresses).await?;
     let indexed = |id: u64| u32::try_from(id).is_ok_and(|id| covered.iter().any(|b| b.contains(id)));
-    let tail = ds.manifest.fragments.iter().filter(|f| !indexed(f.id)).collect();
+    let tail = ds.manifest.fragments.iter().filter(|f| !indexed(f.id)).cloned().collect();
     Ok(Some(Found { addresses, exact, tail, values: values.into_iter().collect() }))
 }
 
 /// The rows of the fragments the index does not cover holding the values.
-async fn scan_tail(ds: &Arc<Dataset>, found: &Found<'_>, columns: &[String], column: &str) -> Result<Located> {
+async fn scan_tail(ds: &Arc<Dataset>, found: &Found, columns: &[String], column: &str) -> Result<Located> {
     if found.tail.is_empty() {
         return Ok(Located::default());
     }
     let filter = col(column).in_list(found.values.iter().cloned().map(lit).collect(), false);
-    let tail = found.tail.iter().map(|f| (*f).clone()).collect();
-    scan_with_addresses(ds, tail, columns, filter).await
+    scan_with_addresses(ds, found.tail.clone(), columns, filter).await
 }
 
 /// The addresses of the rows with stable ids `row_ids`, found in each
