@@ -30,13 +30,20 @@ pub struct LineageDelta {
     pub rows: Vec<RecordBatch>,
     /// The id of each key of the delta (written, deleted and conflicting).
     pub ids: HashMap<Hash128, String>,
+    /// Where the base holds each key the source changed or removed: when
+    /// the target is the base, the rows its updates and deletes replace.
+    pub base_addresses: HashMap<Hash128, u64>,
 }
 
+/// One row image: its fingerprint and id.
+type Image = (Hash128, String);
+
 /// One side's changed rows since the base: the base images of the rows it
-/// changed or removed, and the images it holds now.
+/// changed or removed (and their addresses there), and the images it holds now.
 struct Changed {
-    before: HashMap<Hash128, (Hash128, String)>,
-    after: HashMap<Hash128, (Hash128, String)>,
+    before: HashMap<Hash128, Image>,
+    before_addresses: HashMap<Hash128, u64>,
+    after: HashMap<Hash128, Image>,
     after_rows: Vec<RecordBatch>,
 }
 
@@ -68,7 +75,7 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
             Some(t) if t.before.contains_key(&key) || t.after.contains_key(&key) => t.after.get(&key),
             _ => b,
         };
-        let print = |side: Option<&(Hash128, String)>| side.map(|(p, _)| *p);
+        let print = |side: Option<&Image>| side.map(|(p, _)| *p);
         let choice = choose(print(b).as_ref(), print(now).as_ref(), print(then).as_ref());
         let id = now.or(then).or(b).map(|(_, id)| id.clone());
         match choice {
@@ -85,15 +92,27 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
     }
     let written: HashSet<Hash128> = keyed.inserted.union(&keyed.updated).copied().collect();
     let rows = rows_with(&s.after_rows, base, &written)?;
-    Ok(Some(LineageDelta { keyed, rows, ids }))
+    Ok(Some(LineageDelta { keyed, rows, ids, base_addresses: s.before_addresses }))
 }
 
 /// The rows `side` changed since `base`, fingerprinted as the base's.
 async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
-    let Some(RowDelta { before, after }) = row_delta::between(base, side).await? else { return Ok(None) };
+    let Some(RowDelta { before, after, before_addresses }) = row_delta::between(base, side).await? else {
+        return Ok(None);
+    };
     let before = normalised(base, &before)?;
     let after_rows = normalised(base, &after)?;
-    Ok(Some(Changed { before: prints(base, &before)?, after: prints(base, &after_rows)?, after_rows }))
+    let (before, keys) = (prints(base, &before)?, keys_in_order(base, &before)?);
+    if keys.len() != before_addresses.len() {
+        return Err(OmniError::Internal(format!(
+            "{}: {} base images for {} addresses",
+            base.uri(),
+            keys.len(),
+            before_addresses.len()
+        )));
+    }
+    let before_addresses = keys.into_iter().zip(before_addresses).collect();
+    Ok(Some(Changed { before, before_addresses, after: prints(base, &after_rows)?, after_rows }))
 }
 
 /// `batches` in `base`'s column order and types.
@@ -113,8 +132,17 @@ fn normalised(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<RecordBatch
     Ok(out)
 }
 
+/// Each row's id key, in row order.
+fn keys_in_order(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<Hash128>> {
+    let mut out = Vec::new();
+    for batch in batches {
+        out.extend(print_batch(base, batch)?.0);
+    }
+    Ok(out)
+}
+
 /// Each row's `(fingerprint, id)` by id key.
-fn prints(base: &Dataset, batches: &[RecordBatch]) -> Result<HashMap<Hash128, (Hash128, String)>> {
+fn prints(base: &Dataset, batches: &[RecordBatch]) -> Result<HashMap<Hash128, Image>> {
     let mut out = HashMap::new();
     for batch in batches {
         let (keys, prints) = print_batch(base, batch)?;

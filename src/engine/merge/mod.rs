@@ -100,6 +100,10 @@ pub struct TableMerge {
     pub rows: Vec<RecordBatch>,
     /// Whether the target adopts the source's pointer instead of writing.
     pub adopt: bool,
+    /// When the target's pin is the base's and the delta came from row
+    /// versions: where the target holds each id the merge updates or
+    /// deletes, so its writes need no lookup.
+    pub located: Option<HashMap<String, u64>>,
 }
 
 /// A table's delta counts, as reported to clients.
@@ -156,7 +160,7 @@ pub async fn plan_table(
         _ => None,
     };
     let key = source.table_key.as_str();
-    let Some((delta, rows)) =
+    let Some((delta, rows, located)) =
         table_delta(key, (base_ds.as_deref(), base.is_some()), &source_ds, &target_ds, budget).await?
     else {
         // Churn that cancels out (#473): the merged table is the target's.
@@ -176,11 +180,14 @@ pub async fn plan_table(
         delta,
         rows,
         adopt,
+        located,
     }))
 }
 
-/// One table's delta by id and the source rows it writes; `None` when the
-/// merge changes nothing there. `base` is the base's dataset when it is not
+/// One table's delta by id and the source rows it writes (with where the
+/// target holds the ids it replaces, when the target is the base and the
+/// delta came from row versions); `None` when the merge changes nothing
+/// there. `base` is the base's dataset when it is not
 /// the target's, and whether the table existed at the base. When both sides
 /// descend from the base's ref (the usual case), the rows each changed come
 /// from Lance's row versions ([`lineage`]); otherwise the three sides are
@@ -191,7 +198,7 @@ async fn table_delta(
     source_ds: &Dataset,
     target_ds: &Dataset,
     budget: u64,
-) -> Result<Option<(Delta, Vec<RecordBatch>)>> {
+) -> Result<Option<(Delta, Vec<RecordBatch>, Option<HashMap<String, u64>>)>> {
     let span = info_span!("merge.lineage", table = %key);
     let lineage = match (base_ds, existed) {
         (Some(b), _) => lineage::classify(b, source_ds, Some(target_ds)).instrument(span).await?,
@@ -199,7 +206,7 @@ async fn table_delta(
         (None, false) => None,
     };
     let (keyed, known) = match lineage {
-        Some(l) => (l.keyed, Some((l.rows, l.ids))),
+        Some(l) => (l.keyed, Some((l.rows, l.ids, l.base_addresses))),
         None => {
             let sides = match (base_ds, existed) {
                 (Some(ds), _) => spill::Base::At(ds),
@@ -213,10 +220,15 @@ async fn table_delta(
     if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
         return Ok(None);
     }
-    let (rows, delta) = match known {
-        Some((rows, ids)) => {
+    let (rows, delta, located) = match known {
+        Some((rows, ids, addresses)) => {
+            // The base's addresses are the target's when the target is the base.
+            let located = base_ds.is_none().then(|| {
+                let replaced = keyed.updated.iter().chain(&keyed.deleted);
+                replaced.filter_map(|k| Some((ids.get(k)?.clone(), *addresses.get(k)?))).collect()
+            });
             let delta = delta::resolve_with(key, keyed, &rows, source_ds, &ids)?;
-            (rows, delta)
+            (rows, delta, located)
         }
         None => {
             let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
@@ -224,10 +236,10 @@ async fn table_delta(
             let rows = delta::rows_with_keys(source_ds, &written).instrument(span).await?;
             let sides = [target_ds, source_ds, base_ds.unwrap_or(target_ds)];
             let delta = delta::resolve(key, keyed, &rows, sides).await?;
-            (rows, delta)
+            (rows, delta, None)
         }
     };
-    Ok(Some((delta, rows)))
+    Ok(Some((delta, rows, located)))
 }
 
 /// The three pins of every table in the catalog, and each table's plan, in
@@ -272,23 +284,61 @@ pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<St
         }
         // New ids as a strict insert (an id the target holds after all fails
         // the merge instead of being overwritten), then changed ids as an upsert.
-        let (new_rows, changed_rows) = delta::split_by_ids(&m.rows, &m.delta.inserted)?;
-        let mut plans = Vec::new();
-        if !new_rows.is_empty() {
-            plans.push(StagePlan::Merge { batches: new_rows, mode: MergeMode::StrictInsert });
-        }
-        if !changed_rows.is_empty() {
-            plans.push(StagePlan::Merge { batches: changed_rows, mode: MergeMode::Upsert });
-        }
-        let deleted: Vec<String> = m.delta.deleted.iter().cloned().collect();
-        for chunk in deleted.chunks(DELETE_CHUNK) {
-            plans.push(StagePlan::Delete { ids: chunk.to_vec() });
-        }
+        let plans = match &m.located {
+            Some(located) => located_plans(&m, located)?,
+            None => looked_up_plans(&m)?,
+        };
         let table =
             write_plan::prepare_chain(root, &m.table_key, &m.target, target_ref.clone(), m.target_ds, plans).await?;
         prepared.tables.extend(table);
     }
     Ok(prepared)
+}
+
+/// A table merge's chain when the target's rows are looked up: a strict
+/// insert of the new ids, an upsert of the changed ones, deletes by id.
+fn looked_up_plans(m: &TableMerge) -> Result<Vec<StagePlan>> {
+    let (new_rows, changed_rows) = delta::split_by_ids(&m.rows, &m.delta.inserted)?;
+    let mut plans = Vec::new();
+    if !new_rows.is_empty() {
+        plans.push(StagePlan::Merge { batches: new_rows, mode: MergeMode::StrictInsert });
+    }
+    if !changed_rows.is_empty() {
+        plans.push(StagePlan::Merge { batches: changed_rows, mode: MergeMode::Upsert });
+    }
+    let deleted: Vec<String> = m.delta.deleted.iter().cloned().collect();
+    for chunk in deleted.chunks(DELETE_CHUNK) {
+        plans.push(StagePlan::Delete { ids: chunk.to_vec() });
+    }
+    Ok(plans)
+}
+
+/// The same chain when the merge knows where the target holds every id it
+/// replaces (`located`): the new rows appended (the row versions prove
+/// their ids absent from the base, which the target is), the changed rows
+/// replacing theirs, the deleted rows deleted, all by address.
+fn located_plans(m: &TableMerge, located: &HashMap<String, u64>) -> Result<Vec<StagePlan>> {
+    let at = |ids: &mut dyn Iterator<Item = &String>| -> Result<Vec<u64>> {
+        ids.map(|id| {
+            located.get(id).copied().ok_or_else(|| {
+                OmniError::Internal(format!("{}: the merge replaces `{id}` but does not know where", m.table_key))
+            })
+        })
+        .collect()
+    };
+    let (new_rows, changed_rows) = delta::split_by_ids(&m.rows, &m.delta.inserted)?;
+    let mut plans = Vec::new();
+    if !new_rows.is_empty() {
+        plans.push(StagePlan::Append { batches: new_rows });
+    }
+    if !changed_rows.is_empty() {
+        plans.push(StagePlan::Rewrite { addresses: at(&mut m.delta.updated.iter())?, batches: changed_rows });
+    }
+    let deleted: Vec<&String> = m.delta.deleted.iter().collect();
+    for chunk in deleted.chunks(DELETE_CHUNK) {
+        plans.push(StagePlan::Rewrite { addresses: at(&mut chunk.iter().copied())?, batches: vec![] });
+    }
+    Ok(plans)
 }
 
 /// Every conflict, in a stable order.

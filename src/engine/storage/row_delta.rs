@@ -51,6 +51,8 @@ pub struct RowDelta {
     pub after: Vec<RecordBatch>,
     /// The older version's images of rows the range rewrote or removed.
     pub before: Vec<RecordBatch>,
+    /// Where each row of `before` is in the older version, in row order.
+    pub before_addresses: Vec<u64>,
 }
 
 /// The fragment-level shape of a range, from the two manifests alone.
@@ -120,8 +122,10 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     }
     moved_rows(from, to, &shape, v0, &mut after, &mut before_addrs).await?;
     after.extend(take(&to_arc, after_addrs).await?);
-    let before = take(&from_arc, before_addrs).await?;
-    Ok(Some(RowDelta { after, before }))
+    before_addrs.sort_unstable();
+    before_addrs.dedup();
+    let before = take(&from_arc, before_addrs.clone()).await?;
+    Ok(Some(RowDelta { after, before, before_addresses: before_addrs }))
 }
 
 /// Whether `to` is `from` or a later version of it on its ref, or a

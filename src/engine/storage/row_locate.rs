@@ -254,6 +254,27 @@ async fn addresses_of(ds: &Dataset, mut row_ids: Vec<u64>) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// Refuse `addresses` unless each is a live row of `ds` (its fragment
+/// holds it and has not deleted it): the invariant a located write rests on.
+pub async fn assert_live(ds: &Dataset, addresses: &[u64]) -> Result<()> {
+    let mut live = addresses.to_vec();
+    live.sort_unstable();
+    live.dedup();
+    let wanted = live.len();
+    let rows = |id: u64| ds.manifest.fragments.iter().find(|f| f.id == id).and_then(|f| f.physical_rows);
+    live.retain(|a| rows(a >> 32).is_some_and(|n| (*a & 0xffff_ffff) < n as u64));
+    live_only(ds, &mut live).await?;
+    if live.len() != wanted || wanted != addresses.len() {
+        return Err(OmniError::Internal(format!(
+            "{}: {} of {} located rows are not live rows (or repeat)",
+            ds.uri(),
+            addresses.len() - live.len(),
+            addresses.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Drop the addresses whose fragment deleted them.
 async fn live_only(ds: &Dataset, addresses: &mut Vec<u64>) -> Result<()> {
     let mut by_fragment: BTreeMap<u64, Vec<u64>> = BTreeMap::new();

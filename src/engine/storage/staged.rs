@@ -63,6 +63,16 @@ pub enum StagePlan {
         /// The rows, in the table's schema.
         batches: Vec<arrow_array::RecordBatch>,
     },
+    /// The live rows at `addresses` of the table as staged replaced by
+    /// `batches` (none: deleted): a change whose rows the writer located
+    /// already (a fast-forward merge knows them from the base's row
+    /// versions, and the target is the base).
+    Rewrite {
+        /// Row addresses, each of a live row.
+        addresses: Vec<u64>,
+        /// The new rows, in the table's schema.
+        batches: Vec<arrow_array::RecordBatch>,
+    },
     /// A delete of the rows with these ids.
     Delete {
         /// The ids.

@@ -317,6 +317,7 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Merge { batches, mode } => stage_keyed(ds, batches, mode, uuid).await.map(Some),
         StagePlan::Append { batches } => stage_write(ds, batches, WriteMode::Append, uuid).await.map(Some),
         StagePlan::Delete { ids } => stage_delete(ds, &ids, uuid).await,
+        StagePlan::Rewrite { addresses, batches } => stage_located(ds, &addresses, batches, uuid).await.map(Some),
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
         StagePlan::Indices { specs, depth } => stage_indices(ds, &specs, depth, uuid).await,
         StagePlan::Configure => Ok(Some(stage_configure(ds, uuid))),
@@ -373,6 +374,30 @@ async fn stage_keyed(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: MergeMod
         (true, _) => stage_write(ds, batches, WriteMode::Append, uuid).await,
         (false, _) => stage_rewrite(ds, &addresses, batches, uuid).await,
     }
+}
+
+/// Stage [`StagePlan::Rewrite`]: a `Delete` when there are no new rows,
+/// else [`stage_rewrite`]. Every address must be a live row of `ds`: the
+/// plan's author located them, and a wrong one is refused here, before
+/// anything is written, rather than deleting another row.
+async fn stage_located(
+    ds: Arc<Dataset>,
+    addresses: &[u64],
+    batches: Vec<RecordBatch>,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    row_locate::assert_live(&ds, addresses).await?;
+    if batches.iter().any(|b| b.num_rows() > 0) {
+        return stage_rewrite(ds, addresses, batches, uuid).await;
+    }
+    let uri = table_uri(&ds);
+    let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, addresses).await?;
+    let predicate = format!("{} located rows", addresses.len());
+    let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
+    let mut txn = Transaction::new(ds.version().version, op, None);
+    txn.uuid = uuid.to_string();
+    let affected = RowAddrTreeMap::from_iter(addresses.iter().copied());
+    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: Some(affected), rows_written: 0 })
 }
 
 /// Stage, as one `Update`, the deletion of the live rows at `addresses`
