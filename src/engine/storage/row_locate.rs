@@ -9,9 +9,12 @@
 //! commit. Here an address is used as it is, and a row id is found in
 //! each fragment's row-id sequence, loaded through the session's metadata
 //! cache (keyed by fragment, not by version), so the cost follows the rows
-//! found and the fragments the table has, never the rows it holds. Each
-//! found row's value is read back and compared, so a stale or approximate
-//! index answer never selects a wrong row.
+//! found and the fragments the table has, never the rows it holds. An
+//! answer that may be stale or approximate (row ids, which a rewrite moves
+//! to rows with other values; an `AtMost` answer) is read back and
+//! compared, so it never selects a wrong row; an exact answer in addresses
+//! is used as it is (a rewrite of the indexed column withdraws the
+//! fragment from the index's coverage, and deletion vectors are checked).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
