@@ -102,7 +102,7 @@ async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
     };
     let before = normalised(base, &before)?;
     let after_rows = normalised(base, &after)?;
-    let (before, keys) = (prints(base, &before)?, keys_in_order(base, &before)?);
+    let (before, keys) = prints(base, &before)?;
     if keys.len() != before_addresses.len() {
         return Err(OmniError::Internal(format!(
             "{}: {} base images for {} addresses",
@@ -112,7 +112,7 @@ async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
         )));
     }
     let before_addresses = keys.into_iter().zip(before_addresses).collect();
-    Ok(Some(Changed { before, before_addresses, after: prints(base, &after_rows)?, after_rows }))
+    Ok(Some(Changed { before, before_addresses, after: prints(base, &after_rows)?.0, after_rows }))
 }
 
 /// `batches` in `base`'s column order and types.
@@ -132,27 +132,19 @@ fn normalised(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<RecordBatch
     Ok(out)
 }
 
-/// Each row's id key, in row order.
-fn keys_in_order(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<Hash128>> {
-    let mut out = Vec::new();
-    for batch in batches {
-        out.extend(print_batch(base, batch)?.0);
-    }
-    Ok(out)
-}
-
-/// Each row's `(fingerprint, id)` by id key.
-fn prints(base: &Dataset, batches: &[RecordBatch]) -> Result<HashMap<Hash128, Image>> {
-    let mut out = HashMap::new();
+/// Each row's `(fingerprint, id)` by id key, and the keys in row order.
+fn prints(base: &Dataset, batches: &[RecordBatch]) -> Result<(HashMap<Hash128, Image>, Vec<Hash128>)> {
+    let (mut out, mut order) = (HashMap::new(), Vec::new());
     for batch in batches {
         let (keys, prints) = print_batch(base, batch)?;
         let ids = string_ids(base, batch)?;
         for ((key, print), id) in keys.into_iter().zip(prints).zip(ids.iter()) {
             let id = id.ok_or_else(|| OmniError::Internal(format!("a row of {} has no id", base.uri())))?;
             out.insert(key, (print, id.to_string()));
+            order.push(key);
         }
     }
-    Ok(out)
+    Ok((out, order))
 }
 
 /// The rows of `batches` whose id keys are in `keys`.

@@ -4,7 +4,7 @@
 //!   URIs share one code path) for the small files omnigraph owns.
 //! - [`table`]: create / open / stage / exact-commit / restore of Lance tables.
 //! - [`index_fold`]: index coverage, and folding a table's unindexed rows into its indexes.
-//! - `key_probe`: a keyed write's ids, and its rows by id.
+//! - `key_probe`: a keyed write's ids.
 //! - [`row_locate`]: the live rows holding given values of an indexed
 //!   column, found through its index, not by reading the table.
 //! - [`config`]: the storage options shared by the root's store and Lance's.

@@ -351,26 +351,16 @@ const INDEX_PROBE_MAX_ROWS: usize = 65_536;
 /// Lance's merge-insert joins them, and reports what it refuses.
 async fn stage_keyed(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: MergeMode, uuid: &str) -> Result<StagedTxn> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let ids = if rows <= INDEX_PROBE_MAX_ROWS { key_probe::distinct_ids(&batches) } else { None };
+    // An update-only merge (no writer stages one today) keeps Lance's join.
+    let located = (1..=INDEX_PROBE_MAX_ROWS).contains(&rows) && mode != MergeMode::UpdateOnly;
+    let ids = if located { key_probe::distinct_ids(&batches) } else { None };
     let Some(ids) = ids else { return stage_merge_insert(ds, batches, mode, uuid).await };
     let keys: Vec<ScalarValue> = ids.iter().map(|id| ScalarValue::Utf8(Some(id.to_string()))).collect();
-    let (addresses, batches) = if mode == MergeMode::UpdateOnly {
-        // Only the matched ids' rows are written: which ids matched is read.
-        let Some(found) = row_locate::locate(&ds, "id", &keys, &["id"]).await? else {
-            return stage_merge_insert(ds, batches, mode, uuid).await;
-        };
-        let matched = key_probe::string_values(&found.rows, "id")?;
-        (found.addresses, key_probe::only_ids(batches, &matched)?)
-    } else {
-        let Some(addresses) = row_locate::locate_addresses(&ds, "id", &keys).await? else {
-            return stage_merge_insert(ds, batches, mode, uuid).await;
-        };
-        (addresses, batches)
+    let Some(addresses) = row_locate::locate_addresses(&ds, "id", &keys).await? else {
+        return stage_merge_insert(ds, batches, mode, uuid).await;
     };
-    let written: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    match (addresses.is_empty(), written) {
-        (false, _) if mode == MergeMode::StrictInsert => stage_merge_insert(ds, batches, mode, uuid).await,
-        (true, 0) => stage_merge_insert(ds, batches, mode, uuid).await,
+    match (addresses.is_empty(), mode) {
+        (false, MergeMode::StrictInsert) => stage_merge_insert(ds, batches, mode, uuid).await,
         (true, _) => stage_write(ds, batches, WriteMode::Append, uuid).await,
         (false, _) => stage_rewrite(ds, &addresses, batches, uuid).await,
     }
@@ -390,14 +380,18 @@ async fn stage_located(
     if batches.iter().any(|b| b.num_rows() > 0) {
         return stage_rewrite(ds, addresses, batches, uuid).await;
     }
-    let uri = table_uri(&ds);
-    let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, addresses).await?;
-    let predicate = format!("{} located rows", addresses.len());
-    let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
-    let mut txn = Transaction::new(ds.version().version, op, None);
+    let (mut txn, affected) = delete_txn(&ds, addresses, format!("{} located rows", addresses.len())).await?;
     txn.uuid = uuid.to_string();
+    Ok(StagedTxn { uri: table_uri(&ds), dataset: Some(ds), txn, affected_rows: Some(affected), rows_written: 0 })
+}
+
+/// A `Delete` of the live rows at `addresses` (new deletion vectors), and
+/// the rows it affects, for the commit's conflict check.
+async fn delete_txn(ds: &Arc<Dataset>, addresses: &[u64], predicate: String) -> Result<(Transaction, RowAddrTreeMap)> {
+    let (updated_fragments, deleted_fragment_ids) = delete_addresses(ds, addresses).await?;
+    let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
     let affected = RowAddrTreeMap::from_iter(addresses.iter().copied());
-    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: Some(affected), rows_written: 0 })
+    Ok((Transaction::new(ds.version().version, op, None), affected))
 }
 
 /// Stage, as one `Update`, the deletion of the live rows at `addresses`
@@ -533,11 +527,8 @@ pub async fn stage_delete(ds: Arc<Dataset>, ids: &[String], uuid: &str) -> Resul
     let (txn, affected_rows) = match found {
         Some(addresses) if addresses.is_empty() => return Ok(None),
         Some(addresses) => {
-            let (updated_fragments, deleted_fragment_ids) = delete_addresses(&ds, &addresses).await?;
-            let predicate = ids_filter(ids).to_string();
-            let op = Operation::Delete { updated_fragments, deleted_fragment_ids, predicate };
-            let affected = RowAddrTreeMap::from_iter(addresses.iter().copied());
-            (Transaction::new(ds.version().version, op, None), Some(affected))
+            let (txn, affected) = delete_txn(&ds, &addresses, ids_filter(ids).to_string()).await?;
+            (txn, Some(affected))
         }
         None => {
             let staged = DeleteBuilder::from_expr(ds.clone(), ids_filter(ids))
