@@ -100,9 +100,12 @@ async fn run(cx: &QueryContext<'_>, ir: &ReadIr, meter: Arc<Meter>) -> Result<Qu
     let ctx = session(cx.limits)?;
     let (root, view, params, now_ms) = (cx.root, cx.view, cx.params, cx.now_ms);
     let p = Planner { ctx, root, view, params, now_ms, fresh: Default::default(), meter };
+    let columns: Vec<String> = ir.projections.iter().map(|c| c.column.clone()).collect();
+    if let Some(batch) = p.whole_type_count(ir, &columns).await? {
+        return Ok(QueryResult { columns, batches: vec![batch], graph_commit_id: cx.commit_id.to_string() });
+    }
     let df = p.match_frame(&ir.pattern, &[]).await?;
     let df = p.finish(df, ir).await?;
-    let columns: Vec<String> = ir.projections.iter().map(|c| c.column.clone()).collect();
     let batches = p.collect(df).await?;
     Ok(QueryResult { columns, batches, graph_commit_id: cx.commit_id.to_string() })
 }
@@ -135,6 +138,36 @@ impl Planner<'_> {
             .tables
             .get(table_key)
             .ok_or_else(|| OmniError::NotFound(format!("{table_key} in this snapshot")))
+    }
+
+    /// `count($n)` of every node of one type, unfiltered (`match { $n: T }
+    /// return { count($n) }`): Lance's row count at the pin, read from
+    /// fragment metadata (physical rows less deletions) instead of a scan
+    /// of the table's ids. Readers that poll a growing table's size would
+    /// otherwise pay O(rows) each time. `None` for any other query.
+    async fn whole_type_count(&self, ir: &ReadIr, columns: &[String]) -> Result<Option<RecordBatch>> {
+        let m = &ir.pattern;
+        let [var] = m.vars.as_slice() else { return Ok(None) };
+        let plain = m.traversals.is_empty() && m.filters.is_empty() && m.searches.is_empty() && m.not_blocks.is_empty();
+        let counts_var = |e: &ProjExpr| {
+            matches!(e, ProjExpr::Agg { func: AggFunc::Count, arg }
+                if matches!(arg.as_ref(), ProjExpr::Node { var: v } if *v == var.name))
+        };
+        let only_counts = !ir.projections.is_empty() && ir.projections.iter().all(|p| counts_var(&p.expr));
+        if var.kind != VarKind::Node || !plain || !only_counts || !ir.group_by.is_empty() || ir.limit == Some(0) {
+            return Ok(None);
+        }
+        let ds = self.pinned(&var.table_key).await?;
+        let n = ds.count_rows(None).await.map_err(|e| OmniError::storage(format!("counting {}", var.type_name), e))?;
+        let n =
+            i64::try_from(n).map_err(|_| OmniError::Internal(format!("{} rows overflow a count", var.type_name)))?;
+        let fields: Vec<arrow_schema::Field> =
+            columns.iter().map(|c| arrow_schema::Field::new(c, DataType::Int64, false)).collect();
+        let arrays: Vec<ArrayRef> =
+            columns.iter().map(|_| Arc::new(arrow_array::Int64Array::from(vec![n])) as ArrayRef).collect();
+        let batch = RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays)
+            .map_err(|e| OmniError::Internal(format!("count of {}: {e}", var.type_name)))?;
+        Ok(Some(batch))
     }
 
     /// The table of `table_key` opened at the snapshot's pin.
