@@ -494,6 +494,101 @@ async fn a_tail_compaction_rewrites_only_the_small_fragments() {
     assert_eq!(table::row_count(&compacted).await.expect("count"), settled as u64 + 9);
 }
 
+/// `__manifest`'s tiers: settled tail-sized fragments are left alone until
+/// more than the next tier allows exist, then merged into fragments of that
+/// tier's size, with no row changed; the policy the branch actor applies
+/// after a publish ([`omnigraph::actors::branch::MANIFEST_TIERS`]).
+#[tokio::test]
+async fn settled_manifest_fragments_merge_at_the_next_tier() {
+    use std::sync::Arc;
+
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use omnigraph::actors::branch::MANIFEST_TIERS;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = dir.path().join("log.lance").to_string_lossy().to_string();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let rows = |from: usize, n: usize| {
+        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
+    };
+    let settled = table::TAIL_FRAGMENT_ROWS;
+    let bound = MANIFEST_TIERS[1].max_small;
+    let mut ds = table::create_table(&uri, rows(0, settled)).await.expect("create");
+    for i in 1..bound {
+        let appended = table::append_rows(ds, rows(i * settled, settled), Default::default()).await;
+        ds = appended.unwrap_or_else(|_| panic!("append {i}")).dataset;
+    }
+    assert_eq!(table::tier_due(&ds, &MANIFEST_TIERS), None, "{bound} settled fragments are within the bound");
+    let appended = table::append_rows(ds, rows(bound * settled, settled), Default::default()).await;
+    let ds = appended.unwrap_or_else(|_| panic!("the last append")).dataset;
+    let scope = table::tier_due(&ds, &MANIFEST_TIERS).expect("the settled tier is due");
+    assert_eq!(scope, table::Compaction::Below(MANIFEST_TIERS[1].target_rows));
+    let compacted = table::compact(ds, scope).await.expect("compact").expect("compacted");
+    let total = (bound + 1) * settled;
+    let merged = table::fragment_count(&compacted) as usize;
+    assert!(merged <= total.div_ceil(MANIFEST_TIERS[1].target_rows), "{} fragments became {merged}", bound + 1);
+    assert_eq!(table::row_count(&compacted).await.expect("count"), total as u64);
+    assert_eq!(table::tier_due(&compacted, &MANIFEST_TIERS), None);
+}
+
+/// Each delta index fold covers the small fragments of its time with a
+/// segment of its own, so Lance can never merge them with later ones: a
+/// write counts only the small neighbours one compaction could merge
+/// before it plans one, or every write after a few folds would.
+#[tokio::test]
+async fn small_fragments_an_index_fold_left_behind_do_not_make_writes_compact() {
+    use std::sync::Arc;
+
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use omnigraph::engine::lang::catalog::indexes::{IndexKind, IndexSpec};
+    use omnigraph::engine::storage::TxnIdentity;
+    use omnigraph::engine::storage::index_fold::FoldDepth;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let rows = |from: usize, n: usize| {
+        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
+    };
+    let spec = IndexSpec { column: "id".into(), kind: IndexKind::Btree };
+    let mut ds = table::create_table(&uri, rows(0, table::SMALL_FRAGMENT_ROWS)).await.expect("create");
+    let mut next = table::SMALL_FRAGMENT_ROWS;
+    let mut append = |ds, n| {
+        let from = next;
+        next += n;
+        let batch = rows(from, n);
+        async move { table::append_rows(ds, batch, Default::default()).await.unwrap_or_else(|_| panic!("append")).dataset }
+    };
+    for fold in 0..=table::COMPACT_ABOVE_SMALL_FRAGMENTS {
+        ds = append(ds, 100).await;
+        let identity = TxnIdentity::mint(ds.version().version);
+        let staged = table::stage_indices(ds.clone(), std::slice::from_ref(&spec), FoldDepth::Delta, &identity.uuid)
+            .await
+            .expect("stage fold")
+            .unwrap_or_else(|| panic!("fold {fold} had a tail to cover"));
+        ds = table::commit_exact(staged).await.expect("fold").dataset;
+    }
+    let small =
+        ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_some_and(|n| n < table::SMALL_FRAGMENT_ROWS));
+    assert!(small.count() > table::COMPACT_ABOVE_SMALL_FRAGMENTS, "the folds left their small fragments behind");
+    // Two new small fragments could merge, but with the stranded ones they
+    // are not past the bound that one compaction's run must pass.
+    for _ in 0..2 {
+        ds = append(ds, 1).await;
+    }
+    assert!(!table::needs_compaction(&ds).await.expect("plan"), "stranded fragments made a two-fragment tail compact");
+    for _ in 2..table::COMPACT_ABOVE_SMALL_FRAGMENTS {
+        ds = append(ds, 1).await;
+    }
+    assert!(!table::needs_compaction(&ds).await.expect("plan"), "a tail within the bound");
+    ds = append(ds, 1).await;
+    assert!(table::needs_compaction(&ds).await.expect("plan"), "a tail past the bound compacts");
+}
+
 /// Inline row lineage bytes of the Lance manifests a branch's head reads:
 /// Person's (at its pin) and `__manifest`'s.
 async fn inline_lineage(g: &Graph) -> (u64, u64) {

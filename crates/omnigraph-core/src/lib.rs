@@ -5,6 +5,7 @@
 //! build and run without them. The `omnigraph` crate re-exports every module.
 
 pub mod branch_name;
+pub mod compaction_tiers;
 pub mod feed;
 pub mod lang;
 pub mod load;

@@ -717,7 +717,13 @@ async fn verify_landed(uri: &str, identity: &TxnIdentity, ds: Arc<Dataset>) -> R
             identity.target_version()
         )));
     }
-    let found = transaction_at(&ds, version).await?;
+    // The handle's own transaction: the one Lance's conditional commit of
+    // this version wrote (kept in the session's cache by the commit), or,
+    // after an ambiguous error, the one the version re-read from storage
+    // carries. Reading it back from storage again cost a round trip per
+    // commit and could not disagree with a commit that returned success.
+    let found =
+        read_transaction(&ds, version, true).await?.map(|t| TxnIdentity { read_version: t.read_version, uuid: t.uuid });
     if found.as_ref() != Some(identity) {
         return Err(OmniError::Internal(format!(
             "{uri}: v{version} carries transaction {found:?}, expected {identity:?}"
@@ -776,6 +782,9 @@ pub enum Compaction {
     /// rows however long the history, where Lance's defaults would rewrite
     /// the whole history every few commits.
     Tail,
+    /// Only fragments under this many rows, merged into fragments of about
+    /// that size: one tier of a tiered compaction ([`crate::engine::compaction_tiers`]).
+    Below(usize),
 }
 
 /// A fragment under this many rows is part of an append-only log's tail
@@ -795,12 +804,34 @@ pub const SMALL_FRAGMENT_ROWS: usize = 8192;
 pub const COMPACT_ABOVE_SMALL_FRAGMENTS: usize = 8;
 
 /// Whether a write to `ds` should end its chain with a [`StagePlan::Compact`]:
-/// more than [`COMPACT_ABOVE_SMALL_FRAGMENTS`] small fragments, and Lance's
-/// planner finds some to merge (it merges only neighbours, so small
-/// fragments each between two large ones are left as they are).
+/// a run of more than [`COMPACT_ABOVE_SMALL_FRAGMENTS`] small neighbours that
+/// one compaction can merge, and Lance's planner finds some to merge. Lance
+/// merges only neighbours covered by the same indexes, so the small
+/// fragment each index fold covers and leaves behind can never merge with
+/// later ones: counted, such fragments made every write plan (and often
+/// run) a compaction once a few folds had passed, so a long-running
+/// daemon's writes grew slower with each fold.
 pub async fn needs_compaction(ds: &Dataset) -> Result<bool> {
-    let small = ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_none_or(|n| n < SMALL_FRAGMENT_ROWS));
-    if small.count() <= COMPACT_ABOVE_SMALL_FRAGMENTS {
+    use lance::index::DatasetIndexExt;
+    let fragments = &ds.manifest().fragments;
+    let is_small = |f: &lance_table::format::Fragment| f.physical_rows.is_none_or(|n| n < SMALL_FRAGMENT_ROWS);
+    if fragments.iter().filter(|f| is_small(f)).count() <= COMPACT_ABOVE_SMALL_FRAGMENTS {
+        return Ok(false);
+    }
+    let ctx = || format!("listing the indexes of {}", ds.uri());
+    let segments = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let groups: Vec<Option<Vec<usize>>> = fragments
+        .iter()
+        .map(|f| {
+            is_small(f).then(|| {
+                let covers = |s: &&lance_table::format::IndexMetadata| {
+                    s.fragment_bitmap.as_ref().is_some_and(|b| u32::try_from(f.id).is_ok_and(|id| b.contains(id)))
+                };
+                segments.iter().enumerate().filter(|(_, s)| covers(s)).map(|(i, _)| i).collect()
+            })
+        })
+        .collect();
+    if crate::engine::compaction_tiers::longest_mergeable_run(&groups) <= COMPACT_ABOVE_SMALL_FRAGMENTS {
         return Ok(false);
     }
     let options = compaction_options(Compaction::SmallFragments);
@@ -816,6 +847,7 @@ fn compaction_options(scope: Compaction) -> lance::dataset::optimize::Compaction
         Compaction::Full => {}
         Compaction::SmallFragments => options.target_rows_per_fragment = SMALL_FRAGMENT_ROWS,
         Compaction::Tail => options.target_rows_per_fragment = TAIL_FRAGMENT_ROWS,
+        Compaction::Below(rows) => options.target_rows_per_fragment = rows,
     }
     options
 }
@@ -952,6 +984,13 @@ pub fn fragment_count(ds: &Dataset) -> u64 {
 /// Fragments of `ds` in an append-only log's tail ([`Compaction::Tail`]).
 pub fn tail_fragment_count(ds: &Dataset) -> usize {
     ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_none_or(|n| n < TAIL_FRAGMENT_ROWS)).count()
+}
+
+/// The compaction of `ds` that `tiers` call for, if any
+/// ([`crate::engine::compaction_tiers::due`] over its fragments' row counts).
+pub fn tier_due(ds: &Dataset, tiers: &[crate::engine::compaction_tiers::Tier]) -> Option<Compaction> {
+    let rows: Vec<Option<usize>> = ds.manifest().fragments.iter().map(|f| f.physical_rows).collect();
+    crate::engine::compaction_tiers::due(&rows, tiers).map(Compaction::Below)
 }
 
 /// The identity of the transaction that produced `version`, if Lance kept one.
