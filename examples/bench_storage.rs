@@ -1,5 +1,6 @@
 //! Storage-request benchmark: how many object-store requests one open, one
-//! single-row insert, one key lookup and one snapshot cost, on local disk and
+//! single-row insert (cold, then again on the warm handle), one key lookup
+//! and one snapshot cost, on local disk and
 //! on an S3-compatible server (`scripts/s3_server.py`, started here when
 //! python3 and moto are installed).
 //! `cargo run --release --example bench_storage`.
@@ -186,6 +187,11 @@ async fn measure(meter: Meter, loc: &str, repeat: usize) -> Value {
         g.mutate(&insert, None, Map::new(), &WriteOptions::default()).await.expect("insert");
         trace("single_insert");
         runs.entry("single_insert").or_default().push(meter.take(&mut mark));
+        // The same again on the now-warm handle: what a long-running daemon pays.
+        let insert = format!(r#"query q() {{ insert Person {{ name: "w{i}", age: 1 }} }}"#);
+        g.mutate(&insert, None, Map::new(), &WriteOptions::default()).await.expect("warm insert");
+        trace("warm_insert");
+        runs.entry("warm_insert").or_default().push(meter.take(&mut mark));
         g.query(LOOKUP, None, Map::new(), &ReadTarget::Branch("main".into())).await.expect("lookup");
         trace("key_lookup_query");
         runs.entry("key_lookup_query").or_default().push(meter.take(&mut mark));
