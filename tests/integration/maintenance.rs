@@ -665,3 +665,32 @@ async fn tables_keep_row_lineage_out_of_their_manifests() {
     let again = old.optimize("main", None).await.expect("second optimize");
     assert_eq!(again.graph_commit_id, None, "the config is set once: {again:?}");
 }
+
+/// A table's latest version is asked by name (its next manifest absent, its
+/// own unchanged), not by listing its versions: still true on a handle
+/// nobody committed past, false once another handle commits, and
+/// `latest_version` answers the same either way.
+#[tokio::test]
+async fn a_handle_knows_by_name_whether_it_is_still_the_latest_version() {
+    use std::sync::Arc;
+
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
+    let rows = |id: &str| RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![id]))]);
+    let created = table::create_table(&uri, rows("a").expect("batch")).await.expect("create");
+    let committed = table::append_rows(created, rows("b").expect("batch"), Default::default()).await;
+    let mine = committed.unwrap_or_else(|_| panic!("append")).dataset;
+    assert!(table::still_latest(&mine).await, "the committing handle is the latest");
+    let other = table::open_table(&uri, None, None).await.expect("open");
+    assert!(table::still_latest(&other).await, "an open at latest is the latest");
+    let theirs = table::append_rows(other, rows("c").expect("batch"), Default::default()).await;
+    let theirs = theirs.unwrap_or_else(|_| panic!("append")).dataset;
+    assert!(!table::still_latest(&mine).await, "another handle committed past it");
+    assert_eq!(table::latest_version(&mine).await.expect("latest"), theirs.version().version);
+    assert!(table::still_latest(&theirs).await);
+    assert_eq!(table::latest_version(&theirs).await.expect("latest"), theirs.version().version);
+}

@@ -132,6 +132,14 @@ pub async fn load_cached(
     cache: &mut Option<ManifestView>,
     complete: bool,
 ) -> Result<ManifestView> {
+    // The cached version still the branch's latest (asked by name, not by
+    // listing `__manifest`'s versions): nothing to open.
+    if let Some(c) = cache.as_ref()
+        && (c.state.is_complete() || !complete)
+        && table::still_latest(&c.dataset).await
+    {
+        return Ok(c.clone());
+    }
     let dataset = open(root, branch, None).await?;
     let branch_id = BranchId(table::branch_identifier(&dataset).await?);
     if let Some(c) = cache.as_ref()

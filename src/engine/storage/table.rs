@@ -229,7 +229,39 @@ pub async fn head_version(uri: &str, branch: Option<&str>) -> Result<u64> {
 /// The latest version of the ref `ds` is open on (a version probe: the
 /// handle stays at its checked-out version).
 pub async fn latest_version(ds: &Dataset) -> Result<u64> {
+    if still_latest(ds).await {
+        return Ok(ds.version().version);
+    }
     ds.latest_version_id().await.map_err(|e| OmniError::storage(format!("probing the head of {}", ds.uri()), e))
+}
+
+/// Whether `ds` is provably still the latest version of its ref, asked by
+/// name instead of by listing the ref's versions: the next version's
+/// manifest does not exist, and the handle's own is still the object it was
+/// opened from (its e-tag and size, where the handle knows them). Two HEADs
+/// in flight together. Lance's own answer lists `_versions/`, which costs
+/// O(versions) on a local disk (a directory read, every write of a
+/// long-running daemon) and on some S3-compatible servers, and is a list
+/// request on S3 where the names are known. `false` when it cannot tell (a
+/// V1-named manifest, a probe error): the caller asks Lance.
+pub async fn still_latest(ds: &Dataset) -> bool {
+    use lance_table::io::commit::ManifestNamingScheme;
+    use object_store::ObjectStoreExt;
+    use object_store::path::{Path, PathPart};
+    let location = ds.manifest_location();
+    if location.naming_scheme != ManifestNamingScheme::V2 {
+        return false;
+    }
+    let Ok(store) = ds.object_store(None).await else { return false };
+    let parts: Vec<PathPart<'_>> = location.path.parts().collect();
+    let Some((_, dir)) = parts.split_last() else { return false };
+    let name = format!("{:020}.manifest", u64::MAX - (location.version + 1));
+    let next = Path::from_iter(dir.iter().cloned().chain([PathPart::from(name.as_str())]));
+    let (own, next) = tokio::join!(store.inner.head(&location.path), store.inner.head(&next));
+    let Ok(own) = own else { return false };
+    let same = location.e_tag.as_ref().is_none_or(|tag| own.e_tag.as_ref() == Some(tag))
+        && location.size.is_none_or(|size| size == own.size);
+    same && matches!(next, Err(object_store::Error::NotFound { .. }))
 }
 
 /// Number of live rows at the dataset's checked-out version.
