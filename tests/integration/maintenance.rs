@@ -463,27 +463,26 @@ async fn an_open_after_cleanup_still_restores_the_head_checkpoint() {
     assert_eq!(opened.state.heads, full.state.heads);
 }
 
+/// A one-column (`id`) batch of `n` ids from `from` on.
+fn id_rows(from: usize, n: usize) -> arrow_array::RecordBatch {
+    use std::sync::Arc;
+    let schema =
+        Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("id", arrow_schema::DataType::Utf8, false)]));
+    let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
+    arrow_array::RecordBatch::try_new(schema, vec![Arc::new(arrow_array::StringArray::from(ids))]).expect("batch")
+}
+
 /// The after-publish `__manifest` compaction rewrites only the recent tail:
 /// a settled fragment (past `TAIL_FRAGMENT_ROWS` rows) keeps its id and
 /// files, the small ones after it become one, and no row changes.
 #[tokio::test]
 async fn a_tail_compaction_rewrites_only_the_small_fragments() {
-    use std::sync::Arc;
-
-    use arrow_array::{RecordBatch, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
-
     let dir = tempfile::tempdir().expect("tempdir");
     let uri = dir.path().join("log.lance").to_string_lossy().to_string();
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
-    let rows = |from: usize, n: usize| {
-        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
-        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
-    };
     let settled = table::TAIL_FRAGMENT_ROWS + 100;
-    let mut ds = table::create_table(&uri, rows(0, settled)).await.expect("create");
+    let mut ds = table::create_table(&uri, id_rows(0, settled)).await.expect("create");
     for i in 0..9 {
-        let appended = table::append_rows(ds, rows(settled + i, 1), Default::default()).await;
+        let appended = table::append_rows(ds, id_rows(settled + i, 1), Default::default()).await;
         ds = appended.unwrap_or_else(|_| panic!("append {i}")).dataset;
     }
     let first = ds.manifest().fragments[0].clone();
@@ -500,28 +499,19 @@ async fn a_tail_compaction_rewrites_only_the_small_fragments() {
 /// after a publish ([`omnigraph::actors::branch::MANIFEST_TIERS`]).
 #[tokio::test]
 async fn settled_manifest_fragments_merge_at_the_next_tier() {
-    use std::sync::Arc;
-
-    use arrow_array::{RecordBatch, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
     use omnigraph::actors::branch::MANIFEST_TIERS;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let uri = dir.path().join("log.lance").to_string_lossy().to_string();
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
-    let rows = |from: usize, n: usize| {
-        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
-        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
-    };
     let settled = table::TAIL_FRAGMENT_ROWS;
     let bound = MANIFEST_TIERS[1].max_small;
-    let mut ds = table::create_table(&uri, rows(0, settled)).await.expect("create");
+    let mut ds = table::create_table(&uri, id_rows(0, settled)).await.expect("create");
     for i in 1..bound {
-        let appended = table::append_rows(ds, rows(i * settled, settled), Default::default()).await;
+        let appended = table::append_rows(ds, id_rows(i * settled, settled), Default::default()).await;
         ds = appended.unwrap_or_else(|_| panic!("append {i}")).dataset;
     }
     assert_eq!(table::tier_due(&ds, &MANIFEST_TIERS), None, "{bound} settled fragments are within the bound");
-    let appended = table::append_rows(ds, rows(bound * settled, settled), Default::default()).await;
+    let appended = table::append_rows(ds, id_rows(bound * settled, settled), Default::default()).await;
     let ds = appended.unwrap_or_else(|_| panic!("the last append")).dataset;
     let scope = table::tier_due(&ds, &MANIFEST_TIERS).expect("the settled tier is due");
     assert_eq!(scope, table::Compaction::Below(MANIFEST_TIERS[1].target_rows));
@@ -539,28 +529,19 @@ async fn settled_manifest_fragments_merge_at_the_next_tier() {
 /// before it plans one, or every write after a few folds would.
 #[tokio::test]
 async fn small_fragments_an_index_fold_left_behind_do_not_make_writes_compact() {
-    use std::sync::Arc;
-
-    use arrow_array::{RecordBatch, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
     use omnigraph::engine::lang::catalog::indexes::{IndexKind, IndexSpec};
     use omnigraph::engine::storage::TxnIdentity;
     use omnigraph::engine::storage::index_fold::FoldDepth;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
-    let rows = |from: usize, n: usize| {
-        let ids: Vec<String> = (from..from + n).map(|i| format!("r{i}")).collect();
-        RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(ids))]).expect("batch")
-    };
     let spec = IndexSpec { column: "id".into(), kind: IndexKind::Btree };
-    let mut ds = table::create_table(&uri, rows(0, table::SMALL_FRAGMENT_ROWS)).await.expect("create");
+    let mut ds = table::create_table(&uri, id_rows(0, table::SMALL_FRAGMENT_ROWS)).await.expect("create");
     let mut next = table::SMALL_FRAGMENT_ROWS;
     let mut append = |ds, n| {
         let from = next;
         next += n;
-        let batch = rows(from, n);
+        let batch = id_rows(from, n);
         async move { table::append_rows(ds, batch, Default::default()).await.unwrap_or_else(|_| panic!("append")).dataset }
     };
     for fold in 0..=table::COMPACT_ABOVE_SMALL_FRAGMENTS {
@@ -672,22 +653,15 @@ async fn tables_keep_row_lineage_out_of_their_manifests() {
 /// `latest_version` answers the same either way.
 #[tokio::test]
 async fn a_handle_knows_by_name_whether_it_is_still_the_latest_version() {
-    use std::sync::Arc;
-
-    use arrow_array::{RecordBatch, StringArray};
-    use arrow_schema::{DataType, Field, Schema};
-
     let dir = tempfile::tempdir().expect("tempdir");
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
-    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, false)]));
-    let rows = |id: &str| RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![id]))]);
-    let created = table::create_table(&uri, rows("a").expect("batch")).await.expect("create");
-    let committed = table::append_rows(created, rows("b").expect("batch"), Default::default()).await;
+    let created = table::create_table(&uri, id_rows(0, 1)).await.expect("create");
+    let committed = table::append_rows(created, id_rows(1, 1), Default::default()).await;
     let mine = committed.unwrap_or_else(|_| panic!("append")).dataset;
     assert!(table::still_latest(&mine).await, "the committing handle is the latest");
     let other = table::open_table(&uri, None, None).await.expect("open");
     assert!(table::still_latest(&other).await, "an open at latest is the latest");
-    let theirs = table::append_rows(other, rows("c").expect("batch"), Default::default()).await;
+    let theirs = table::append_rows(other, id_rows(2, 1), Default::default()).await;
     let theirs = theirs.unwrap_or_else(|_| panic!("append")).dataset;
     assert!(!table::still_latest(&mine).await, "another handle committed past it");
     assert_eq!(table::latest_version(&mine).await.expect("latest"), theirs.version().version);

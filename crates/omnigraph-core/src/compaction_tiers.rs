@@ -86,7 +86,7 @@ mod tests {
                 rewritten[usize::from(target != TIERS[0].target_rows)] += rows;
                 fragments = keep;
                 fragments.extend(std::iter::repeat_n(Some(target), rows / target));
-                if rows % target > 0 {
+                if !rows.is_multiple_of(target) {
                     fragments.push(Some(rows % target));
                 }
             }
