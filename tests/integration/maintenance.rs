@@ -487,7 +487,10 @@ async fn a_tail_compaction_rewrites_only_the_small_fragments() {
     }
     let first = ds.manifest().fragments[0].clone();
     assert_eq!((table::fragment_count(&ds), table::tail_fragment_count(&ds)), (10, 9));
-    let compacted = table::compact(ds, table::Compaction::Tail).await.expect("compact").expect("compacted");
+    let compacted = table::compact(ds, table::Compaction::Below(table::TAIL_FRAGMENT_ROWS))
+        .await
+        .expect("compact")
+        .expect("compacted");
     assert_eq!((table::fragment_count(&compacted), table::tail_fragment_count(&compacted)), (2, 1));
     assert_eq!(compacted.manifest().fragments[0], first, "the settled fragment was rewritten");
     assert_eq!(table::row_count(&compacted).await.expect("count"), settled as u64 + 9);

@@ -809,18 +809,17 @@ pub enum Compaction {
     /// Only fragments under [`SMALL_FRAGMENT_ROWS`] rows, rewritten into
     /// fragments of about that size: cheap enough to ride along with a write.
     SmallFragments,
-    /// Only fragments under [`TAIL_FRAGMENT_ROWS`] rows: an append-only log's
-    /// recent tail (`__manifest`), so each compaction rewrites about that many
-    /// rows however long the history, where Lance's defaults would rewrite
-    /// the whole history every few commits.
-    Tail,
     /// Only fragments under this many rows, merged into fragments of about
-    /// that size: one tier of a tiered compaction ([`crate::engine::compaction_tiers`]).
+    /// that size: one tier of a tiered compaction
+    /// ([`crate::engine::compaction_tiers`]). `Below(TAIL_FRAGMENT_ROWS)` is
+    /// an append-only log's recent tail (`__manifest`): each compaction
+    /// rewrites about that many rows however long the history, where Lance's
+    /// defaults would rewrite the whole history every few commits.
     Below(usize),
 }
 
 /// A fragment under this many rows is part of an append-only log's tail
-/// ([`Compaction::Tail`]); larger ones are left as they are. At four or five
+/// (`Compaction::Below(TAIL_FRAGMENT_ROWS)`); larger ones are left as they are. At four or five
 /// `__manifest` rows a commit, one fragment settles every ~200 commits.
 pub const TAIL_FRAGMENT_ROWS: usize = 1024;
 
@@ -878,7 +877,6 @@ fn compaction_options(scope: Compaction) -> lance::dataset::optimize::Compaction
     match scope {
         Compaction::Full => {}
         Compaction::SmallFragments => options.target_rows_per_fragment = SMALL_FRAGMENT_ROWS,
-        Compaction::Tail => options.target_rows_per_fragment = TAIL_FRAGMENT_ROWS,
         Compaction::Below(rows) => options.target_rows_per_fragment = rows,
     }
     options
@@ -1013,7 +1011,7 @@ pub fn fragment_count(ds: &Dataset) -> u64 {
     ds.get_fragments().len() as u64
 }
 
-/// Fragments of `ds` in an append-only log's tail ([`Compaction::Tail`]).
+/// Fragments of `ds` in an append-only log's tail (under [`TAIL_FRAGMENT_ROWS`] rows).
 pub fn tail_fragment_count(ds: &Dataset) -> usize {
     ds.manifest().fragments.iter().filter(|f| f.physical_rows.is_none_or(|n| n < TAIL_FRAGMENT_ROWS)).count()
 }
