@@ -264,7 +264,7 @@ async fn main() {
                 Ok(r) => r.json::<Value>().await.unwrap_or(Value::Null),
                 Err(_) => Value::Null,
             };
-            reports.push(json!({"memory": report["memory"], "graph": report["graphs"]["g"]}));
+            reports.push(json!({"memory": report["memory"], "graph": report["graphs"]["g"], "steps": report["steps"]}));
         }
     }
     for t in tasks {
@@ -324,6 +324,23 @@ async fn idle_write_p50(client: &reqwest::Client, base: &str, tag: &str) -> f64 
     (ms[ms.len() / 2] * 100.0).round() / 100.0
 }
 
+/// Per step the daemon times (`/healthz?verbose`'s `steps`), what this
+/// tenth added: spans closed and their mean wall and busy ms.
+fn step_deltas(before: Option<&Value>, now: Option<&Value>) -> Value {
+    let Some(now) = now.and_then(|r| r["steps"].as_object()) else { return Value::Null };
+    let field = |step: &str, f: &str| before.map_or(0.0, |b| b["steps"][step][f].as_f64().unwrap_or(0.0));
+    let mut out = serde_json::Map::new();
+    for (step, t) in now {
+        let count = t["count"].as_f64().unwrap_or(0.0) - field(step, "count");
+        if count <= 0.0 {
+            continue;
+        }
+        let mean = |f: &str| ((t[f].as_f64().unwrap_or(0.0) - field(step, f)) / count * 100.0).round() / 100.0;
+        out.insert(step.clone(), json!({"count": count, "wall_ms": mean("wall_ms"), "busy_ms": mean("busy_ms")}));
+    }
+    Value::Object(out)
+}
+
 /// One row per tenth of the run.
 fn tenths(samples: &[Sample], rss: &[(f64, f64)], reports: &[Value], tenth: f64) -> Vec<Value> {
     (0..10)
@@ -352,6 +369,7 @@ fn tenths(samples: &[Sample], rss: &[(f64, f64)], reports: &[Value], tenth: f64)
                 "read_p50_ms": percentile(&reads, 0.5),
                 "read_p99_ms": percentile(&reads, 0.99),
                 "daemon_memory": reports.get(k).cloned().unwrap_or(Value::Null),
+                "steps": step_deltas(reports.get(k.wrapping_sub(1)), reports.get(k)),
             })
         })
         .collect()

@@ -851,13 +851,24 @@ fn warn_deprecated_alias(args: &[String]) {
     }
 }
 
+/// Logs as `OMNIGRAPH_LOG` asks, to stderr; and this crate's step spans
+/// timed for `/healthz?verbose=true` whatever the log level.
+fn install_tracing() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"));
+    let steps = omnigraph::server::step_times::StepTimes
+        .with_filter(tracing_subscriber::filter::Targets::new().with_target("omnigraph", tracing::Level::INFO));
+    tracing_subscriber::registry().with(log).with(steps).init();
+}
+
 fn main() -> ExitCode {
     warn_deprecated_alias(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"))
-        .with_writer(std::io::stderr)
-        .init();
+    install_tracing();
     // Deep async state machines (Lance's scans and commits inside a saga)
     // outgrow tokio's 2 MiB default worker stack in unoptimised builds.
     let runtime =

@@ -6,6 +6,7 @@ pub mod auth;
 mod listener;
 mod middleware;
 mod routes;
+pub mod step_times;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -179,6 +179,14 @@ async fn every_route_answers_its_success_path() {
     assert_eq!(out["commit"], c, "a mutation answers with its commit, as GET /commits/{{id}} shows it");
     let (st, list) = get(&s, "/graphs/g/commits?branch=main").await;
     assert_eq!((st, list["commits"][0]["commit_id"].clone()), (200, json!(commit)));
+    // The write's steps are timed: its commit and publish each closed once.
+    let (_, verbose) = get(&s, "/healthz?verbose=true").await;
+    for step in ["saga.commit", "saga.publish"] {
+        let t = &verbose["steps"][step];
+        assert!(t["count"].as_u64().is_some_and(|n| n >= 1), "{step}: {verbose}");
+        let (wall, busy) = (t["wall_ms"].as_f64().unwrap_or(-1.0), t["busy_ms"].as_f64().unwrap_or(-1.0));
+        assert!(wall > 0.0 && busy > 0.0 && busy <= wall, "{step}: {t}");
+    }
 
     let url = format!("{}/graphs/g/mutate/if-graph-commit", s.base);
     let body = json!({"query": m, "params": {"n": "Eve"}}).to_string();

@@ -323,7 +323,9 @@ async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Res
                 t.table_key, identity.read_version, committed.version
             )));
         }
+        let span = info_span!("saga.chain_step", operation_id = %at.operation_id(), table = %t.table_key);
         let staged = table::stage(committed.dataset.clone(), plan, &identity.uuid)
+            .instrument(span)
             .await?
             .ok_or_else(|| OmniError::Internal(format!("{}: a planned chain step staged nothing", t.table_key)))?;
         rows += staged.rows_written();
