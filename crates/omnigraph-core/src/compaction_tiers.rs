@@ -57,9 +57,68 @@ pub fn longest_mergeable_run<K: PartialEq>(fragments: &[Option<K>]) -> usize {
     best
 }
 
+/// How many of an index's newest segments a background fold merges with
+/// the tail it indexes (0: the tail becomes a segment of its own), given
+/// each segment's rows, oldest first, and the tail's rows. A segment that
+/// holds no more rows than everything newer (the tail included) is merged,
+/// with all newer ones: afterwards each segment outweighs all newer ones
+/// together, so sizes at least double from newest to oldest, an index holds
+/// at most about log2(rows / tail) segments (a key lookup searches each),
+/// and each row is rewritten about as often, as a binary counter carries.
+/// Appending deltas without merging, a lookup searched one more segment
+/// after every fold for as long as the daemon ran.
+pub fn segments_to_merge(oldest_first: &[u64], tail_rows: u64) -> usize {
+    let mut newer = tail_rows;
+    let mut merge = 0;
+    for (j, &rows) in oldest_first.iter().rev().enumerate() {
+        if rows <= newer {
+            merge = j + 1;
+        }
+        newer += rows;
+    }
+    merge
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_folds_keep_segments_logarithmic_and_rewrites_few() {
+        assert_eq!(segments_to_merge(&[], 10), 0);
+        assert_eq!(segments_to_merge(&[100], 10), 0, "a big segment stays");
+        assert_eq!(segments_to_merge(&[100, 10], 10), 1);
+        assert_eq!(segments_to_merge(&[40, 20, 10], 10), 3, "a carry runs through every equal-or-smaller segment");
+        // A thousand folds of 10 rows: the segments are the binary digits of
+        // the folds so far, and each row is rewritten about log2 times.
+        let (mut segments, mut rewritten) = (Vec::<u64>::new(), 0u64);
+        for fold in 1..=1000u64 {
+            let k = segments_to_merge(&segments, 10);
+            let merged: u64 = segments.drain(segments.len() - k..).sum();
+            rewritten += merged;
+            segments.push(merged + 10);
+            assert_eq!(segments.len() as u32, fold.count_ones(), "after fold {fold}: {segments:?}");
+            assert!(segments.windows(2).all(|w| w[0] > w[1]), "sizes fall from oldest to newest: {segments:?}");
+        }
+        assert!(rewritten <= 10 * 1000 * 10, "rows rewritten {rewritten} for 10,000 indexed");
+    }
+
+    #[test]
+    fn uneven_tails_still_leave_each_segment_above_all_newer_ones() {
+        let (mut segments, mut state) = (Vec::<u64>::new(), 7u64);
+        for _ in 0..2000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let tail = 1 + (state >> 33) % 5000;
+            let k = segments_to_merge(&segments, tail);
+            let merged: u64 = segments.drain(segments.len() - k..).sum();
+            segments.push(merged + tail);
+            for i in 0..segments.len() {
+                assert!(segments[i] > segments[i + 1..].iter().sum::<u64>(), "{segments:?}");
+            }
+        }
+        let total: u64 = segments.iter().sum();
+        assert!(segments.len() as f64 <= (total as f64).log2() + 1.0, "{} segments for {total} rows", segments.len());
+    }
 
     #[test]
     fn a_mergeable_run_stops_at_a_settled_fragment_and_at_another_index_group() {

@@ -21,6 +21,7 @@ use lance::index::optimize::plan_optimize_indices;
 use lance_index::optimize::OptimizeOptions;
 use lance_table::format::IndexMetadata;
 
+use crate::engine::compaction_tiers::segments_to_merge;
 use crate::protocol::{OmniError, Result};
 
 /// How much of a table one index covers, at the handle's version.
@@ -59,19 +60,7 @@ pub async fn coverage(ds: &Dataset) -> Result<Vec<Coverage>> {
             covered.extend(bitmap.iter());
         }
     }
-    let mut rows = Vec::with_capacity(ds.manifest().fragments.len());
-    for fragment in ds.manifest().fragments.iter() {
-        let live = match fragment.num_rows() {
-            Some(n) => n as u64,
-            None => {
-                let file = ds
-                    .get_fragment(fragment.id as usize)
-                    .ok_or_else(|| OmniError::Internal(format!("{}: fragment {} vanished", ctx(), fragment.id)))?;
-                file.count_rows(None).await.map_err(|e| OmniError::storage(ctx(), e))? as u64
-            }
-        };
-        rows.push((fragment.id as u32, live));
-    }
+    let rows = fragment_rows(ds).await?;
     let total_rows = rows.iter().map(|(_, n)| n).sum();
     Ok(by_name
         .into_iter()
@@ -88,6 +77,26 @@ pub async fn coverage(ds: &Dataset) -> Result<Vec<Coverage>> {
         .collect())
 }
 
+/// Each fragment's id and live rows (from the manifest where it records
+/// them).
+async fn fragment_rows(ds: &Dataset) -> Result<Vec<(u32, u64)>> {
+    let ctx = || format!("counting the rows of {}", ds.uri());
+    let mut rows = Vec::with_capacity(ds.manifest().fragments.len());
+    for fragment in ds.manifest().fragments.iter() {
+        let live = match fragment.num_rows() {
+            Some(n) => n as u64,
+            None => {
+                let file = ds
+                    .get_fragment(fragment.id as usize)
+                    .ok_or_else(|| OmniError::Internal(format!("{}: fragment {} vanished", ctx(), fragment.id)))?;
+                file.count_rows(None).await.map_err(|e| OmniError::storage(ctx(), e))? as u64
+            }
+        };
+        rows.push((fragment.id as u32, live));
+    }
+    Ok(rows)
+}
+
 /// Lance's own bookkeeping indexes (fragment reuse, MemWAL): not ours to
 /// report or fold.
 fn is_system(segment: &IndexMetadata) -> bool {
@@ -97,8 +106,10 @@ fn is_system(segment: &IndexMetadata) -> bool {
 /// How far a [`fold`] rewrites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FoldDepth {
-    /// One new segment per index over its tail only; an index already made
-    /// of [`MAX_SEGMENTS`] segments is merged instead, so lookups stay few.
+    /// A new segment per index over its tail; a BTree's newest segments
+    /// merge with it as a binary counter carries ([`segments_to_merge`]),
+    /// and an index already made of [`MAX_SEGMENTS`] segments is merged
+    /// whole, so lookups stay few.
     Delta,
     /// Every segment of each index and its tail into one segment: a cost
     /// that follows the table (`optimize`).
@@ -119,14 +130,42 @@ pub type FoldedSegments = (Vec<IndexMetadata>, Vec<IndexMetadata>);
 pub async fn fold(ds: &Dataset, names: Vec<String>, depth: FoldDepth) -> Result<FoldedSegments> {
     let counts = coverage(ds).await?;
     let crowded = |name: &String| counts.iter().any(|c| &c.index == name && c.segments >= MAX_SEGMENTS);
-    let (merge, delta): (Vec<String>, Vec<String>) =
-        names.into_iter().partition(|n| depth == FoldDepth::Merge || crowded(n));
-    let (mut added, mut removed) = run_plan(ds, delta, OptimizeOptions::append()).await?;
-    // `usize::MAX` segments: Lance merges all of them.
-    let (more, gone) = run_plan(ds, merge, OptimizeOptions::merge(usize::MAX)).await?;
-    added.extend(more);
-    removed.extend(gone);
+    // Per index, how many of its newest segments merge with the tail
+    // (`usize::MAX`: all of them; 0: a delta of its own).
+    let mut by_merge: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
+    for name in names {
+        let merge = match depth {
+            FoldDepth::Merge => usize::MAX,
+            FoldDepth::Delta if crowded(&name) => usize::MAX,
+            FoldDepth::Delta if name.ends_with("_btree") => tiered_merge(ds, &name).await?,
+            FoldDepth::Delta => 0,
+        };
+        by_merge.entry(merge).or_default().push(name);
+    }
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    for (merge, names) in by_merge {
+        let options = if merge == 0 { OptimizeOptions::append() } else { OptimizeOptions::merge(merge) };
+        let (more, gone) = run_plan(ds, names, options).await?;
+        added.extend(more);
+        removed.extend(gone);
+    }
     Ok((added, removed))
+}
+
+/// How many of a BTree's newest segments a delta fold merges with its tail
+/// ([`segments_to_merge`]): a key lookup searches every segment, so they
+/// are kept to about log2 of the table's rows over the fold's. Other kinds
+/// append (a vector index's segments must share their partitions' model).
+async fn tiered_merge(ds: &Dataset, name: &str) -> Result<usize> {
+    let ctx = || format!("listing the indexes of {}", ds.uri());
+    let all = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let segments: Vec<&IndexMetadata> = all.iter().filter(|s| s.name == name).collect();
+    let rows = fragment_rows(ds).await?;
+    let covers = |s: &IndexMetadata, id: u32| s.fragment_bitmap.as_ref().is_some_and(|b| b.contains(id));
+    let sizes: Vec<u64> =
+        segments.iter().map(|s| rows.iter().filter(|(id, _)| covers(s, *id)).map(|(_, n)| n).sum()).collect();
+    let tail = rows.iter().filter(|(id, _)| !segments.iter().any(|s| covers(s, *id))).map(|(_, n)| n).sum();
+    Ok(segments_to_merge(&sizes, tail))
 }
 
 /// Plan, build and merge the optimisation of `names` under `options`.
