@@ -49,8 +49,12 @@ mod address;
 mod changes_cli;
 #[path = "cli/history.rs"]
 mod history_cli;
+#[path = "cli/operator.rs"]
+mod operator;
 #[path = "cli/remote.rs"]
 mod remote;
+#[path = "cli/schema.rs"]
+mod schema_cli;
 #[path = "cli/write_target.rs"]
 mod write_target;
 
@@ -58,6 +62,7 @@ use address::{GraphArg, NamedGraphArg};
 use clap::{Parser, Subcommand};
 use omnigraph::engine::storage::durability;
 use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, OpenMode, ReadTarget, Result, WriteOptions, wire};
+use schema_cli::SchemaCommand;
 use write_target::WriteTarget;
 
 #[derive(Parser)]
@@ -84,6 +89,10 @@ struct Cli {
     /// a branch delete, a confirmed cleanup) without a prompt.
     #[arg(long, global = true)]
     yes: bool,
+    /// The operator profile (~/.omnigraph/config.yaml `profiles`) whose
+    /// scope a command uses when it names no graph; also OMNIGRAPH_PROFILE.
+    #[arg(long, global = true, value_name = "NAME")]
+    profile: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -98,6 +107,35 @@ enum Command {
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// Store a server's bearer token in ~/.omnigraph/credentials (0600):
+    /// from --token, or one line on stdin.
+    #[command(after_help = "Example:\n  omnigraph login prod <<< \"$TOKEN\"")]
+    Login {
+        /// The server's name in ~/.omnigraph/config.yaml `servers`.
+        name: String,
+        /// The token (stdin keeps it out of the shell's history).
+        #[arg(long)]
+        token: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a server's token from ~/.omnigraph/credentials (no token is
+    /// not an error).
+    #[command(after_help = "Example:\n  omnigraph logout prod")]
+    Logout {
+        /// The server's name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The operator profiles of ~/.omnigraph/config.yaml (read-only).
+    #[command(after_help = "Example:\n  omnigraph profile list --json")]
+    Profile {
+        #[command(subcommand)]
+        command: ProfileCommand,
     },
     /// The graphs a running daemon serves.
     #[command(after_help = "Example:\n  omnigraph graphs list --server http://127.0.0.1:8080")]
@@ -175,9 +213,10 @@ enum Command {
         /// Read at this ref (the reference's spelling of --commit).
         #[arg(long, value_name = "REF", conflicts_with = "branch")]
         snapshot: Option<String>,
-        /// table, json, jsonl or csv.
-        #[arg(long, default_value = "table")]
-        format: String,
+        /// table, json, jsonl or csv (default: config.yaml's
+        /// `defaults.output`, else table).
+        #[arg(long)]
+        format: Option<String>,
         /// Same as --format json.
         #[arg(long)]
         json: bool,
@@ -538,8 +577,10 @@ struct WriteArgs {
 }
 
 impl WriteArgs {
-    fn options(&self) -> WriteOptions {
-        WriteOptions { branch: self.branch.clone(), actor: self.actor.clone(), if_commit: self.if_commit.clone() }
+    /// The write's options; the actor is `--as`, else `operator.actor`.
+    fn options(&self) -> Result<WriteOptions> {
+        let actor = operator::actor(self.actor.as_deref())?;
+        Ok(WriteOptions { branch: self.branch.clone(), actor, if_commit: self.if_commit.clone() })
     }
 
     /// Refuse what a daemon decides itself: the actor is its token's, and
@@ -558,13 +599,35 @@ impl WriteArgs {
 }
 
 #[derive(Subcommand)]
+enum ProfileCommand {
+    /// Every profile, with the scope it binds.
+    #[command(after_help = "Example:\n  omnigraph profile list")]
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One profile, or (without NAME) the scope a command naming no graph
+    /// uses now: --profile / OMNIGRAPH_PROFILE, else `defaults`.
+    #[command(after_help = "Example:\n  omnigraph profile show staging")]
+    Show {
+        /// The profile.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum GraphsCommand {
     /// Every graph the server at --server serves: `{graphs: [{graph_id, uri}]}`.
     #[command(after_help = "Example:\n  omnigraph graphs list --server http://127.0.0.1:8080 --json")]
     List {
-        /// The daemon's URL.
-        #[arg(long, value_name = "URL")]
-        server: String,
+        /// The daemon: its URL or a server's name in config.yaml (default:
+        /// the profile's or defaults' server).
+        #[arg(long, value_name = "NAME|URL")]
+        server: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -781,53 +844,6 @@ enum TagCommand {
     },
 }
 
-#[derive(Subcommand)]
-enum SchemaCommand {
-    /// Print the steps applying a .pg schema would take (writes nothing).
-    #[command(after_help = "Example:\n  omnigraph schema plan --schema next.pg --json graph.omni")]
-    Plan {
-        /// The target .pg schema file.
-        #[arg(long)]
-        schema: String,
-        /// Plan drops as hard (their data goes with the apply).
-        #[arg(long = "allow-data-loss")]
-        allow_data_loss: bool,
-        /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        graph: GraphArg,
-    },
-    /// Make a .pg schema main's schema, as one commit.
-    #[command(after_help = "Example:\n  omnigraph schema apply --schema next.pg graph.omni")]
-    Apply {
-        /// The target .pg schema file.
-        #[arg(long)]
-        schema: String,
-        /// Drop properties and types hard (their data goes with the apply).
-        #[arg(long = "allow-data-loss")]
-        allow_data_loss: bool,
-        /// Actor recorded on the commit.
-        #[arg(long = "as")]
-        actor: Option<String>,
-        /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        graph: GraphArg,
-    },
-    /// Print the accepted .pg source.
-    #[command(alias = "get")]
-    #[command(after_help = "Example:\n  omnigraph schema show graph.omni")]
-    Show {
-        /// Print JSON (source, identity and the compiled catalog).
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        graph: GraphArg,
-    },
-}
-
 /// Stack size of every runtime worker thread.
 const WORKER_STACK_BYTES: usize = 16 * 1024 * 1024;
 
@@ -851,6 +867,59 @@ fn warn_deprecated_alias(args: &[String]) {
     }
 }
 
+/// A query's output format: `--json`, else `--format`, else config.yaml's
+/// `defaults.output`, else a table.
+fn query_format(json: bool, format: Option<&str>) -> String {
+    if json {
+        return "json".into();
+    }
+    let configured = || operator::config().ok().and_then(|c| c.defaults.output.clone());
+    format.map(str::to_string).or_else(configured).unwrap_or_else(|| "table".into())
+}
+
+/// The daemon `graphs list` asks: `--server`, else the operator scope's.
+fn graphs_server(server: Option<&str>) -> Result<remote::Remote> {
+    if let Some(server) = server {
+        return remote::Remote::new(server, None);
+    }
+    match operator::fallback_scope()? {
+        Some(omnigraph_core::operator_config::Scope {
+            spec: omnigraph_core::operator_config::ScopeSpec::Server(server),
+            ..
+        }) => remote::Remote::new(server, None),
+        _ => Err(OmniError::BadRequest(
+            "graphs list asks a server: pass --server NAME_OR_URL (or set defaults.server in config.yaml)".into(),
+        )),
+    }
+}
+
+/// `profile list` and `profile show`, as text or JSON.
+fn print_profiles(command: ProfileCommand) -> Result<()> {
+    let (answer, json) = match command {
+        ProfileCommand::List { json } => (operator::profiles()?, json),
+        ProfileCommand::Show { name, json } => (operator::profile(name.as_deref())?, json),
+    };
+    if json {
+        return print_json(&answer);
+    }
+    let line = |v: &serde_json::Value| {
+        let mut parts = Vec::new();
+        for key in ["name", "source", "server", "store", "cluster", "default_graph", "graph"] {
+            if let Some(x) = v.get(key).and_then(serde_json::Value::as_str) {
+                parts.push(if key == "name" { x.to_string() } else { format!("{key}={x}") });
+            }
+        }
+        parts.join("  ")
+    };
+    match answer.get("profiles").and_then(serde_json::Value::as_array) {
+        Some(list) if list.is_empty() => outln!("no profiles in config.yaml"),
+        Some(list) => list.iter().for_each(|p| outln!("{}", line(p))),
+        None if answer["source"].is_null() => outln!("no scope: no --profile, and config.yaml sets no defaults"),
+        None => outln!("{}", line(&answer)),
+    }
+    Ok(())
+}
+
 /// Logs as `OMNIGRAPH_LOG` asks, to stderr; and this crate's step spans
 /// timed for `/healthz?verbose=true` whatever the log level.
 fn install_tracing() {
@@ -868,6 +937,7 @@ fn install_tracing() {
 fn main() -> ExitCode {
     warn_deprecated_alias(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
+    operator::set_profile(cli.profile.clone());
     install_tracing();
     // Deep async state machines (Lance's scans and commits inside a saga)
     // outgrow tokio's 2 MiB default worker stack in unoptimised builds.
@@ -984,7 +1054,7 @@ impl Command {
                 }
             },
             Command::Tag { command: TagCommand::Delete { graph, .. } } => either("tag delete", graph, false),
-            Command::Schema { command: SchemaCommand::Apply { graph, .. } } => t("schema apply", graph, false),
+            Command::Schema { command: SchemaCommand::Apply { graph, .. } } => either("schema apply", graph, false),
             Command::Index { command: IndexCommand::Ensure { graph, .. } } => t("index ensure", graph, false),
             Command::Optimize { graph, .. } => t("optimize", graph, false),
             Command::Cleanup { confirm: true, graph, .. } => t("cleanup", graph, true),
@@ -997,7 +1067,10 @@ impl Command {
         match self {
             Command::Init { json, .. } | Command::Snapshot { json, .. } | Command::Lint { json, .. } => *json,
             Command::Load { write, .. } | Command::Mutate { write, .. } => write.json,
-            Command::Query { json, format, .. } => *json || format == "json",
+            Command::Query { json, format, .. } => query_format(*json, format.as_deref()) == "json",
+            Command::Login { json, .. }
+            | Command::Logout { json, .. }
+            | Command::Profile { command: ProfileCommand::List { json } | ProfileCommand::Show { json, .. } } => *json,
             Command::Recovery { command: RecoveryCommand::List { json, .. } }
             | Command::Repair { json, .. }
             | Command::Optimize { json, .. }
@@ -1025,10 +1098,7 @@ impl Command {
             Command::Diff { json, .. } => *json,
             Command::Changes { command } => command.json(),
             Command::History { entity, .. } | Command::Blame { entity } => entity.json,
-            Command::Schema {
-                command:
-                    SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. },
-            } => *json,
+            Command::Schema { command } => command.json(),
         }
     }
 }
@@ -1148,6 +1218,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
                 None => {
                     let g =
                         if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
+                    let actor = operator::actor(actor.as_deref())?;
                     let opts =
                         omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
                     wire::merge_json(&g.branch_merge(&source, &into, &opts).await?, actor.as_deref())
@@ -1173,15 +1244,36 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
     }
 }
 
-fn print_change(c: &omnigraph::Change) {
-    let mark = match c.op {
-        omnigraph::ChangeOp::Insert => "+",
-        omnigraph::ChangeOp::Update => "~",
-        omnigraph::ChangeOp::Delete => "-",
-    };
-    let changed: Vec<String> =
-        c.changed.iter().map(|p| format!("{}: {} -> {}", p.property, p.before, p.after)).collect();
-    outln!("{mark} {} {} {}  {}", c.kind, c.type_name, c.id, changed.join(", "));
+/// A diff page or its counts (as `GET /diff` answers), for people.
+fn print_diff(d: &serde_json::Value) -> Result<()> {
+    for s in d["stats"].as_array().into_iter().flatten() {
+        let n = |f: &str| s[f].as_u64().unwrap_or(0);
+        outln!("{:<4} {:<24} +{} ~{} -{}", text(s, "kind"), text(s, "type"), n("inserted"), n("updated"), n("deleted"));
+    }
+    for c in d["changes"].as_array().into_iter().flatten() {
+        let mark = match c["op"].as_str() {
+            Some("insert") => "+",
+            Some("update") => "~",
+            _ => "-",
+        };
+        let changed: Vec<String> = c["changed"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| format!("{}: {} -> {}", text(p, "property"), p["before"], p["after"]))
+            .collect();
+        outln!("{mark} {} {} {}  {}", text(c, "kind"), text(c, "type"), text(c, "id"), changed.join(", "));
+    }
+    if let Some(t) = d["next_page_token"].as_str() {
+        outln!("more: --page-token {t}");
+    }
+    Ok(())
+}
+
+/// An answer as the HTTP API's JSON (what the embedded and the served
+/// paths both print).
+fn to_json(answer: &impl serde::Serialize) -> Result<serde_json::Value> {
+    serde_json::to_value(answer).map_err(|e| OmniError::Internal(format!("encoding the answer: {e}")))
 }
 
 async fn run_tag(command: TagCommand) -> Result<()> {
@@ -1199,6 +1291,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
                 None => {
                     let (target, uri) = graph.after_optional(first.as_deref())?;
                     let g = Omnigraph::open(uri).await?;
+                    let actor = operator::actor(actor.as_deref())?;
                     wire::tag_json(&g.tag_create(&name, target, message.as_deref(), actor.as_deref()).await?)
                 }
             };
@@ -1295,31 +1388,6 @@ fn print_index_status(s: &omnigraph::IndexStatus) {
             );
         }
     }
-}
-
-fn print_schema_report(r: &omnigraph::SchemaApplyReport, json: bool) -> Result<()> {
-    if json {
-        return print_json(r);
-    }
-    for step in &r.steps {
-        let mark = match (step.supported, step.data_loss, step.validates) {
-            (false, _, _) => "UNSUPPORTED ",
-            (true, true, _) => "DATA LOSS ",
-            (true, false, true) => "validates ",
-            _ => "",
-        };
-        let why = step.reason.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
-        outln!("{mark}{}{why}", step.detail);
-    }
-    match (&r.graph_commit_id, r.step_count, r.supported) {
-        (Some(c), _, _) => outln!("applied {} step(s) as commit {c}", r.step_count),
-        (None, _, false) => outln!("not applicable: a step is unsupported"),
-        (None, 0, true) if r.schema_identity == r.previous_schema_identity => {
-            outln!("no change: the schema is already current")
-        }
-        (None, n, true) => outln!("{n} step(s); run `omnigraph schema apply` to apply"),
-    }
-    Ok(())
 }
 
 fn print_cleanup(r: &omnigraph::CleanupReport) {
@@ -1436,8 +1504,28 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             out!("{}", String::from_utf8_lossy(&out));
             Ok(())
         }
+        Command::Login { name, token, json } => {
+            let answer = operator::login(&name, token)?;
+            if json {
+                return print_json(&answer);
+            }
+            outln!("logged in to {name} (token stored in {})", text(&answer, "credentials"));
+            Ok(())
+        }
+        Command::Logout { name, json } => {
+            let answer = operator::logout(&name)?;
+            if json {
+                return print_json(&answer);
+            }
+            match answer["removed"].as_bool() {
+                Some(true) => outln!("logged out of {name}"),
+                _ => outln!("no token was stored for {name}"),
+            }
+            Ok(())
+        }
+        Command::Profile { command } => print_profiles(command),
         Command::Graphs { command: GraphsCommand::List { server, json } } => {
-            let answer = remote::Remote::new(&server, None)?.graphs().await?;
+            let answer = graphs_server(server.as_deref())?.graphs().await?;
             if json {
                 return print_json(&answer);
             }
@@ -1526,28 +1614,28 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             if json { print_json(&page) } else { print_commit_changes(&page) }
         }
         Command::Diff { stat, types, kind, ops, page_token, limit, json, from, to, graph } => {
-            let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
-            let filter = omnigraph::DiffFilter { types, kind, ops };
-            let g = read_only(graph.uri()?).await?;
-            if stat {
-                let d = g.diff_stats(&from, &to, &filter).await?;
-                if json {
-                    return print_json(&d);
+            let answer = match graph.remote()? {
+                Some(remote) => {
+                    let mut q = vec![("from", from), ("to", to)];
+                    q.extend((!types.is_empty()).then(|| ("type", types.join(","))));
+                    q.extend(kind.map(|k| ("kind", k)));
+                    q.extend((!ops.is_empty()).then(|| ("op", ops.join(","))));
+                    q.extend(page_token.map(|t| ("page_token", t)));
+                    q.extend(limit.map(|l| ("limit", l.to_string())));
+                    q.extend(stat.then(|| ("stat", "true".to_string())));
+                    remote.get("/diff", &q).await?
                 }
-                for s in &d.stats {
-                    outln!("{:<4} {:<24} +{} ~{} -{}", s.kind, s.type_name, s.inserted, s.updated, s.deleted);
+                None => {
+                    let ops = ops.iter().map(|o| o.parse()).collect::<Result<Vec<omnigraph::ChangeOp>>>()?;
+                    let filter = omnigraph::DiffFilter { types, kind, ops };
+                    let g = read_only(graph.uri()?).await?;
+                    match stat {
+                        true => to_json(&g.diff_stats(&from, &to, &filter).await?)?,
+                        false => to_json(&g.diff(&from, &to, &filter, page_token.as_deref(), limit).await?)?,
+                    }
                 }
-                return Ok(());
-            }
-            let page = g.diff(&from, &to, &filter, page_token.as_deref(), limit).await?;
-            if json {
-                return print_json(&page);
-            }
-            page.changes.iter().for_each(print_change);
-            if let Some(t) = &page.next_page_token {
-                outln!("more: --page-token {t}");
-            }
-            Ok(())
+            };
+            if json { print_json(&answer) } else { print_diff(&answer) }
         }
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let answer = match graph.remote()? {
@@ -1593,7 +1681,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                     .map_err(|e| OmniError::BadRequest(format!("cannot read {data}: {e}")))?;
                 Box::new(std::io::BufReader::new(file))
             };
-            let out = g.load_with_progress(reader, mode, &write.options(), &progress).await;
+            let out = g.load_with_progress(reader, mode, &write.options()?, &progress).await;
             if show {
                 eprintln!();
             }
@@ -1607,7 +1695,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
                 None => parse_params(params.as_deref())?,
             };
-            let format = if json { "json".to_string() } else { format };
+            let format = query_format(json, format.as_deref());
             let at_ref = commit.or(snapshot);
             if let Some((positional, remote)) = at.remote()? {
                 let name = source.one_name(positional)?;
@@ -1643,7 +1731,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             } else {
                 let (name, graph) = source.name_at(&at)?;
                 let g = Omnigraph::open(graph).await?;
-                let out = g.mutate(&text, name, params, &write.options()).await?;
+                let out = g.mutate(&text, name, params, &write.options()?).await?;
                 wire::mutation_json(&out, &write.branch, name)
             };
             if write.json { print_json(&answer) } else { print_write(&answer) }
@@ -1684,6 +1772,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Index { command: IndexCommand::Ensure { branch, actor, json, graph } } => {
+            let actor = operator::actor(actor.as_deref())?;
             let report = Omnigraph::open(graph.uri()?).await?.ensure_indices(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
@@ -1700,6 +1789,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             Ok(())
         }
         Command::Optimize { branch, actor, json, graph } => {
+            let actor = operator::actor(actor.as_deref())?;
             let report = Omnigraph::open(graph.uri()?).await?.optimize(&branch, actor.as_deref()).await?;
             if json {
                 return print_json(&report);
@@ -1780,29 +1870,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             .await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
-        Command::Schema { command: SchemaCommand::Plan { schema, allow_data_loss, json, graph } } => {
-            let source = read_file(&schema)?;
-            schema_warnings(&schema, &source, !json);
-            let report = read_only(graph.uri()?).await?.schema_plan(&source, allow_data_loss).await?;
-            print_schema_report(&report, json)
-        }
-        Command::Schema { command: SchemaCommand::Apply { schema, allow_data_loss, actor, json, graph } } => {
-            let source = read_file(&schema)?;
-            schema_warnings(&schema, &source, !json);
-            let graph = Omnigraph::open(graph.uri()?).await?;
-            let report = graph.schema_apply(&source, allow_data_loss, actor.as_deref()).await?;
-            print_schema_report(&report, json)
-        }
-        Command::Schema { command: SchemaCommand::Show { json, graph } } => {
-            let schema = read_only(graph.uri()?).await?.schema().await?;
-            if json {
-                return print_json(&serde_json::json!({
-                    "identity": schema.identity, "source": schema.source, "catalog": schema.catalog,
-                }));
-            }
-            out!("{}", schema.source);
-            Ok(())
-        }
+        Command::Schema { command } => schema_cli::run(command).await,
     }
 }
 

@@ -1,9 +1,14 @@
 //! How a command names its graph, in every spelling the reference
 //! implementation's docs print: a positional `GRAPH`, `--store URI` or
-//! `--uri URI` (one of them), a local path, `file://` or `s3://`.
+//! `--uri URI` (one of them), a local path, `file://` or `s3://`; or
+//! `--server NAME_OR_URL [--graph ID]`. A command that names none uses the
+//! operator's scope (`--profile`, else config.yaml's `defaults`): an
+//! explicit address always wins.
 
 use omnigraph::{OmniError, Result};
+use omnigraph_core::operator_config::{Scope, ScopeSpec};
 
+use super::operator;
 use super::remote::Remote;
 
 /// The graph a command addresses.
@@ -19,22 +24,79 @@ pub struct GraphArg {
     server: ServerArg,
 }
 
-/// `--server URL [--graph ID]`: a running daemon instead of storage.
+/// `--server NAME_OR_URL [--graph ID]`: a running daemon instead of storage.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArg {
-    /// Send the command to a running `omnigraph serve` at this URL.
-    #[arg(id = "server_url", long = "server", value_name = "URL")]
+    /// Send the command to a running `omnigraph serve`: its URL, or the
+    /// name of a server in ~/.omnigraph/config.yaml.
+    #[arg(id = "server_url", long = "server", value_name = "NAME|URL")]
     url: Option<String>,
-    /// The graph's id on that server (default `default`).
-    #[arg(id = "server_graph", long = "graph", value_name = "ID", requires = "server_url")]
+    /// The graph's id on that server (default: the profile's or
+    /// defaults' `default_graph`, else `default`).
+    #[arg(id = "server_graph", long = "graph", value_name = "ID")]
     id: Option<String>,
 }
 
 impl ServerArg {
-    /// The daemon, when `--server` was given.
+    /// The daemon: `--server`, else the operator scope's server.
     pub fn remote(&self) -> Result<Option<Remote>> {
-        self.url.as_deref().map(|url| Remote::new(url, self.id.as_deref())).transpose()
+        match self.url.as_deref() {
+            Some(server) => Remote::new(server, self.id.as_deref()).map(Some),
+            None => self.scope_remote(),
+        }
     }
+
+    /// The operator scope's server (with `--graph` over its default graph);
+    /// `None` when the scope is storage or absent.
+    fn scope_remote(&self) -> Result<Option<Remote>> {
+        match operator::fallback_scope()? {
+            Some(Scope { spec: ScopeSpec::Server(server), graph, .. }) => {
+                Remote::new(server, self.id.as_deref().or(graph.as_deref())).map(Some)
+            }
+            Some(scope @ Scope { spec: ScopeSpec::Cluster(_), .. }) => Err(cluster_scope(scope)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The operator scope's storage, for a command that names no graph.
+    fn scope_store(&self) -> Result<&'static str> {
+        if self.id.is_some() {
+            return Err(OmniError::BadRequest(
+                "--graph ID selects a graph on a server: give --server NAME_OR_URL too, or name the graph's storage"
+                    .into(),
+            ));
+        }
+        match operator::fallback_scope()? {
+            Some(Scope { spec: ScopeSpec::Store(uri), .. }) => Ok(uri),
+            Some(scope @ Scope { spec: ScopeSpec::Cluster(_), .. }) => Err(cluster_scope(scope)),
+            Some(scope) => Err(OmniError::BadRequest(format!(
+                "{} names a server, and this command works on the graph's storage: name it with GRAPH, --store or --uri",
+                who(scope)
+            ))),
+            None => Err(missing()),
+        }
+    }
+}
+
+fn cluster_scope(scope: &Scope) -> OmniError {
+    OmniError::BadRequest(format!(
+        "{} names a cluster, which this build does not manage: name the graph's storage with --store, or a server with --server",
+        who(scope)
+    ))
+}
+
+/// Where a scope came from, as a message names it.
+fn who(scope: &Scope) -> String {
+    match scope.source.as_str() {
+        "defaults" => "`defaults` in config.yaml".into(),
+        profile => profile.to_string(),
+    }
+}
+
+/// Whether a lone positional names a graph (a URI or an existing path)
+/// rather than a query: read so only when a scope could supply the graph.
+fn looks_like_graph(positional: &str) -> bool {
+    positional.contains("://") || std::path::Path::new(positional).exists()
 }
 
 impl GraphArg {
@@ -43,18 +105,24 @@ impl GraphArg {
     pub fn uri(&self) -> Result<&str> {
         if self.server.url.is_some() {
             return Err(OmniError::BadRequest(
-                "this command works on the graph's storage (--server reaches a daemon for query, mutate, load, export, snapshot, branch, tag, commit and changes poll): name the graph with GRAPH, --store or --uri".into(),
+                "this command works on the graph's storage (--server reaches a daemon for query, mutate, load, export, snapshot, branch, tag, commit, changes, diff, history, blame and schema): name the graph with GRAPH, --store or --uri".into(),
             ));
         }
-        self.store.as_deref().or(self.graph.as_deref()).ok_or_else(missing)
+        match self.store.as_deref().or(self.graph.as_deref()) {
+            Some(uri) => Ok(uri),
+            None => self.server.scope_store(),
+        }
     }
 
-    /// The daemon, when the graph was named by `--server`.
+    /// The daemon, when the graph was named by `--server` or, naming no
+    /// storage, by the operator's scope.
     pub fn remote(&self) -> Result<Option<Remote>> {
-        if self.server.url.is_some() && (self.store.is_some() || self.graph.is_some()) {
-            return Err(twice());
+        let storage = self.store.is_some() || self.graph.is_some();
+        match (self.server.url.is_some(), storage) {
+            (true, true) => Err(twice()),
+            (false, true) => Ok(None),
+            _ => self.server.remote(),
         }
-        self.server.remote()
     }
 
     /// `[REF] GRAPH` after a command's own positionals (`tag create NAME
@@ -97,6 +165,9 @@ impl NamedGraphArg {
     /// The daemon, when the graph was named by `--server` (then the one
     /// positional is the query's name).
     pub fn remote(&self) -> Result<Option<(Option<&str>, Remote)>> {
+        if self.server.url.is_none() && (self.store.is_some() || self.names_storage()) {
+            return Ok(None);
+        }
         let Some(remote) = self.server.remote()? else { return Ok(None) };
         match self.positionals.as_slice() {
             [] => Ok(Some((None, remote))),
@@ -105,6 +176,15 @@ impl NamedGraphArg {
             _ => Err(OmniError::BadRequest(
                 "with --server, the graph is on the server: give only the query's name positionally".into(),
             )),
+        }
+    }
+
+    /// Whether the positionals name the graph's storage: two of them, or
+    /// one that [`looks_like_graph`].
+    fn names_storage(&self) -> bool {
+        match self.positionals.as_slice() {
+            [one] => looks_like_graph(one),
+            more => more.len() > 1,
         }
     }
 
@@ -117,8 +197,13 @@ impl NamedGraphArg {
             (Some(store), [_, graph]) => Err(OmniError::BadRequest(format!(
                 "the graph is given twice (--store {store} and {graph}): pass one of them"
             ))),
+            (None, [one]) if !looks_like_graph(one) && self.server.url.is_none() => match self.server.scope_store() {
+                Ok(store) => Ok((Some(one), store)),
+                Err(_) => Ok((None, one)),
+            },
             (None, [graph]) => Ok((None, graph)),
             (None, [name, graph]) => Ok((Some(name), graph)),
+            (None, []) => self.server.scope_store().map(|store| (None, store)),
             (None, _) => Err(missing()),
             (Some(_), _) => Err(OmniError::BadRequest("at most a query name and a graph are positional".into())),
         }

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use omnigraph::{BaselineHandshake, DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniError, Result};
+use omnigraph::{DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniError, Result};
 
 use super::address::GraphArg;
 use super::remote::Remote;
@@ -143,10 +143,24 @@ pub async fn run(command: ChangesCommand) -> Result<()> {
             if json { print_json(&page) } else { print_page(&page) }
         }
         ChangesCommand::Baseline { out, branch, filter, json, graph } => {
-            let g = read_only(graph.uri()?).await?;
-            let baseline = g.changes_baseline(Some(&branch), &filter.filter()?).await?;
-            write_atomically(&out, baseline.export).await?;
-            if json { print_json(&baseline.handshake) } else { print_handshake(&baseline.handshake, &out) }
+            let handshake = match graph.remote()? {
+                Some(remote) => {
+                    let body = serde_json::json!({
+                        "branch": branch, "kind": filter.kinds, "type": filter.types, "op": filter.ops,
+                    });
+                    let response = remote.post_streamed("/changes/baseline", &body).await?;
+                    write_atomically(&out, |tx| records_then_trailer(response, tx)).await?
+                }
+                None => {
+                    let g = read_only(graph.uri()?).await?;
+                    let baseline = g.changes_baseline(Some(&branch), &filter.filter()?).await?;
+                    let export = baseline.export;
+                    write_atomically(&out, |tx| async move { export.run(tx).await.map(|_| ()) }).await?;
+                    serde_json::to_value(&baseline.handshake)
+                        .map_err(|e| OmniError::Internal(format!("the baseline handshake: {e}")))?
+                }
+            };
+            if json { print_json(&handshake) } else { print_handshake(&handshake, &out) }
         }
     }
 }
@@ -213,18 +227,52 @@ fn print_page(page: &FeedPage) -> Result<()> {
     Ok(())
 }
 
-fn print_handshake(h: &BaselineHandshake, out: &Path) -> Result<()> {
+fn print_handshake(h: &serde_json::Value, out: &Path) -> Result<()> {
     outln!("wrote {}", out.display());
-    outln!("snapshot_commit_id: {}", h.snapshot_commit_id);
-    outln!("resume_cursor: {}", h.resume_cursor);
+    outln!("snapshot_commit_id: {}", h["snapshot_commit_id"].as_str().unwrap_or("-"));
+    outln!("resume_cursor: {}", h["resume_cursor"].as_str().unwrap_or("-"));
     Ok(())
+}
+
+/// A daemon's baseline stream (`POST /changes/baseline`): every record
+/// line sent on to `tx`, and the last line, `{"baseline": HANDSHAKE}`,
+/// held back and answered. A stream that ends without it is an error, so
+/// a cut connection never leaves a file that looks complete.
+async fn records_then_trailer(
+    mut response: reqwest::Response,
+    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes>>,
+) -> Result<serde_json::Value> {
+    let (mut line, mut held) = (Vec::new(), None::<Vec<u8>>);
+    let cut = |e: reqwest::Error| OmniError::Internal(format!("the server's baseline stream broke off: {e}"));
+    while let Some(chunk) = response.chunk().await.map_err(cut)? {
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            line.extend_from_slice(piece);
+            if line.ends_with(b"\n") {
+                if let Some(previous) = held.replace(std::mem::take(&mut line))
+                    && tx.send(Ok(previous.into())).await.is_err()
+                {
+                    return Err(OmniError::Internal("the baseline file stopped taking records".into()));
+                }
+            }
+        }
+    }
+    let trailer: Option<serde_json::Value> =
+        held.filter(|_| line.is_empty()).and_then(|h| serde_json::from_slice(&h).ok());
+    match trailer.and_then(|mut t| t.get_mut("baseline").map(serde_json::Value::take)) {
+        Some(handshake) if handshake.is_object() => Ok(handshake),
+        _ => Err(OmniError::Internal("the server's baseline ended before its handshake; nothing was written".into())),
+    }
 }
 
 /// Write the export to `out` as a whole: into a temporary file beside it,
 /// synced, renamed over `out`, and the directory synced, so a crash leaves
 /// the old file or the new one, never a part, and the cursor printed after
 /// it is never ahead of a durable snapshot.
-async fn write_atomically(out: &Path, export: omnigraph::Export) -> Result<()> {
+async fn write_atomically<T, F, Fut>(out: &Path, produce: F) -> Result<T>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<bytes::Bytes>>) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let failed = |what: &str, e: std::io::Error| OmniError::BadRequest(format!("{what} {}: {e}", out.display()));
     let name = out.file_name().ok_or_else(|| OmniError::BadRequest(format!("--out {}: not a file", out.display())))?;
     let dir = match out.parent() {
@@ -235,18 +283,22 @@ async fn write_atomically(out: &Path, export: omnigraph::Export) -> Result<()> {
     let file = std::fs::File::create(&tmp).map_err(|e| failed("cannot write", e))?;
     let mut sink = std::io::BufWriter::new(file);
     let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-    let (summary, written) = tokio::join!(export.run(tx), async {
+    let (produced, written) = tokio::join!(produce(tx), async {
         while let Some(chunk) = rx.recv().await {
             sink.write_all(&chunk?).map_err(|e| failed("writing", e))?;
         }
         let file = sink.into_inner().map_err(|e| failed("writing", e.into_error()))?;
         file.sync_all().map_err(|e| failed("syncing", e))
     });
-    let done = written.and(summary.map(|_| ()));
-    if let Err(e) = done {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let done = written.and(produced);
+    let answer = match done {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
     std::fs::rename(&tmp, out).map_err(|e| failed("cannot replace", e))?;
-    std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| failed("syncing the directory of", e))
+    std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| failed("syncing the directory of", e))?;
+    Ok(answer)
 }

@@ -7,6 +7,8 @@
 use omnigraph::{OmniError, Result};
 use serde_json::Value;
 
+use super::operator;
+
 /// A daemon and the graph on it a command addresses.
 pub struct Remote {
     base: String,
@@ -16,20 +18,18 @@ pub struct Remote {
 }
 
 impl Remote {
-    /// `server` (an `http://` or `https://` URL) and its graph `graph`
-    /// (default `default`, the id `serve` gives a lone graph). The bearer
-    /// token comes from `OMNIGRAPH_BEARER_TOKEN`.
+    /// `server` (an `http://` or `https://` URL, or the name of one of
+    /// config.yaml's `servers`) and its graph `graph` (default `default`,
+    /// the id `serve` gives a lone graph). The bearer token is the keyed
+    /// one of the operator server the URL belongs to, else
+    /// `OMNIGRAPH_BEARER_TOKEN` ([`operator::token_for`]).
     pub fn new(server: &str, graph: Option<&str>) -> Result<Remote> {
-        if !(server.starts_with("http://") || server.starts_with("https://")) {
-            return Err(OmniError::BadRequest(format!(
-                "--server `{server}`: give the daemon's URL (http://HOST:PORT); named servers need a profile, which this build does not read yet"
-            )));
-        }
-        let token = std::env::var("OMNIGRAPH_BEARER_TOKEN").ok().filter(|t| !t.is_empty());
+        let base =
+            operator::config()?.server_url(server).map_err(|e| OmniError::BadRequest(format!("--server: {e}")))?;
+        let token = operator::token_for(&base)?;
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| OmniError::Internal(format!("building the HTTP client: {e}")))?;
-        let base = server.trim_end_matches('/').to_string();
         Ok(Remote { base, graph: graph.unwrap_or("default").to_string(), token, http })
     }
 

@@ -190,6 +190,12 @@ pub fn branch_created_json(info: &BranchInfo, from: &str, uri: &str) -> Value {
     })
 }
 
+/// The accepted schema, as `GET /schema` answers it:
+/// `{schema_source, schema_identity, catalog}`.
+pub fn schema_json(schema: &crate::engine::schema_store::SchemaState) -> Value {
+    json!({ "schema_source": schema.source, "schema_identity": schema.identity, "catalog": schema.catalog })
+}
+
 /// One tag: `{name, graph_commit_id, message, actor_id, created_at}`.
 pub fn tag_json(tag: &crate::engine::tags::Tag) -> Value {
     json!({

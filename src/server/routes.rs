@@ -953,8 +953,7 @@ async fn tag_delete(
 
 async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
     s.actor(&headers)?;
-    let schema = s.graph(&id)?.schema().await?;
-    Ok(axum::Json(json!({ "schema_source": schema.source, "schema_identity": schema.identity })))
+    Ok(axum::Json(wire::schema_json(&*s.graph(&id)?.schema().await?)))
 }
 
 #[derive(Deserialize)]

@@ -33,6 +33,7 @@ mod listings;
 mod maintenance;
 mod memory;
 mod merge;
+mod operator;
 mod publisher;
 mod queries;
 mod reference_cli;

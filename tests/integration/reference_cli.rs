@@ -31,7 +31,7 @@ fn sessions() -> Vec<Session> {
 
 /// `line` run by a shell in `dir` with `env`, `omnigraph` being this
 /// build's binary.
-fn run_env(dir: &Path, line: &str, env: &[(&str, &str)]) -> Output {
+pub(crate) fn run_env(dir: &Path, line: &str, env: &[(&str, &str)]) -> Output {
     let bin = env!("CARGO_BIN_EXE_omnigraph");
     let line = line.strip_prefix("omnigraph ").map(|rest| format!("'{bin}' {rest}")).expect("an omnigraph line");
     let mut command = Command::new("bash");
@@ -39,7 +39,7 @@ fn run_env(dir: &Path, line: &str, env: &[(&str, &str)]) -> Output {
     command.envs(env.iter().copied()).output().expect("bash")
 }
 
-fn run(dir: &Path, line: &str) -> Output {
+pub(crate) fn run(dir: &Path, line: &str) -> Output {
     run_env(dir, line, &[])
 }
 
@@ -49,7 +49,7 @@ fn run_with_token(dir: &Path, line: &str) -> Output {
 }
 
 /// A fresh directory holding the fixture `files`.
-fn with_files(files: &[&str]) -> tempfile::TempDir {
+pub(crate) fn with_files(files: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for f in files {
         std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
@@ -248,7 +248,7 @@ fn help_has_examples_typos_get_suggestions_and_shells_complete() {
 /// writes sent through the daemon; the daemon's errors come back typed.
 #[test]
 fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
-    let dir = with_files(&["schema.pg", "people.jsonl", "queries.gq"]);
+    let dir = with_files(&["schema.pg", "people.jsonl", "queries.gq", "next.pg"]);
     let graph = dir.path().join("g").to_string_lossy().to_string();
     assert!(run(dir.path(), &format!("omnigraph init --schema schema.pg -q {graph}")).status.success());
     assert!(run(dir.path(), &format!("omnigraph load --data people.jsonl --mode merge -q {graph}")).status.success());
@@ -277,6 +277,17 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         "export --type Person --commit main~1",
         "tag list",
         "tag list --json",
+        "diff main~1 main",
+        "diff main~1 main --json --limit 1",
+        "diff main~1 main --stat --type Person",
+        "history Person Alice",
+        "history Person Alice --json --property title",
+        "blame Person Alice",
+        "blame Person Alice --json",
+        "schema show",
+        "schema show --json",
+        "schema plan --schema next.pg",
+        "schema plan --schema next.pg --json",
     ];
     let compare = |round: &str| {
         for read in reads {
@@ -316,6 +327,18 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
     assert_eq!((tagged["name"].as_str(), tagged["message"].as_str()), (Some("v1"), Some("first")), "{tagged}");
     compare("with a tag");
     assert_eq!(json_of("omnigraph tag delete v1 --json")["name"], "v1");
+    // A baseline: the same file and handshake both ways.
+    let direct = run(dir.path(), &format!("omnigraph changes baseline --out a.jsonl --json --store {graph}"));
+    assert!(direct.status.success(), "{}", String::from_utf8_lossy(&direct.stderr));
+    let served = json_of("omnigraph changes baseline --out b.jsonl --json");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&direct.stdout).expect("JSON"), served);
+    let (a, b) = (std::fs::read(dir.path().join("a.jsonl")), std::fs::read(dir.path().join("b.jsonl")));
+    assert!(a.as_ref().is_ok_and(|a| !a.is_empty()), "the baseline wrote records");
+    assert_eq!(a.ok(), b.ok(), "a served baseline writes the records, not the handshake");
+    // A schema apply through the daemon, then every read again.
+    let applied = json_of("omnigraph schema apply --schema next.pg --json");
+    assert_eq!(applied["applied"], true, "{applied}");
+    compare("after a schema apply through the server");
     let as_bob = run_with_token(dir.path(), &format!("{m} --as bob {remote}"));
     assert_eq!(as_bob.status.code(), Some(2), "{}", String::from_utf8_lossy(&as_bob.stderr));
     // A lost --if-commit race: exit 4 with the server's precondition body.

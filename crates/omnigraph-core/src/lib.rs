@@ -10,6 +10,7 @@ pub mod feed;
 pub mod lang;
 pub mod load;
 pub mod memory_budget;
+pub mod operator_config;
 pub mod protocol;
 pub mod read_limits;
 pub mod refs;
