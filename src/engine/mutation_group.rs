@@ -16,6 +16,7 @@ use crate::engine::mutation::{self, MutationArgs};
 use crate::engine::staging::{MAX_ENTITIES_PER_TABLE, MutationStaging};
 use crate::engine::write_plan::{Capture, Prepared};
 use crate::protocol::{OmniError, Result};
+use tracing::{Instrument, info_span};
 
 /// One queued mutation.
 pub struct Member<'a> {
@@ -86,7 +87,7 @@ pub async fn prepare(capture: &Capture, members: &[Member<'_>]) -> Result<GroupP
             continue;
         }
         let before = staging.checkpoint();
-        let plan = run_member(&mut staging, m).await;
+        let plan = run_member(&mut staging, m).instrument(info_span!("prepare.member")).await;
         if !matches!(plan, MemberPlan::Included(_)) {
             staging.rewind(before);
         } else {
@@ -99,7 +100,7 @@ pub async fn prepare(capture: &Capture, members: &[Member<'_>]) -> Result<GroupP
         prepared.nodes_affected += effect.nodes_affected;
         prepared.edges_affected += effect.edges_affected;
     }
-    prepared.tables = staging.stage_all().await?;
+    prepared.tables = staging.stage_all().instrument(info_span!("prepare.stage")).await?;
     Ok(GroupPlan { prepared, members: plans })
 }
 

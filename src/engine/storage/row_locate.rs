@@ -37,6 +37,7 @@ use lance_index::metrics::NoOpMetricsCollector;
 use lance_index::scalar::{SargableQuery, SearchResult};
 use lance_select::RowSetOps;
 use lance_table::format::Fragment;
+use tracing::{Instrument, info_span};
 
 use crate::protocol::{OmniError, Result};
 
@@ -93,7 +94,9 @@ pub async fn locate(
     values: &[ScalarValue],
     projection: &[&str],
 ) -> Result<Option<Located>> {
-    let Some(found) = find(ds, column, values).await? else { return Ok(None) };
+    let Some(found) = find(ds, column, values).instrument(info_span!("locate.index", column)).await? else {
+        return Ok(None);
+    };
     let ds = &Arc::new(ds.clone());
     let mut columns: Vec<String> = match projection {
         [] => ds.schema().fields.iter().map(|f| f.name.clone()).collect(),
@@ -111,7 +114,9 @@ pub async fn locate(
 /// `values`, as [`locate`] finds them, without reading the rows the index
 /// names when its answer is exact: what a keyed write needs to replace them.
 pub async fn locate_addresses(ds: &Dataset, column: &str, values: &[ScalarValue]) -> Result<Option<Vec<u64>>> {
-    let Some(found) = find(ds, column, values).await? else { return Ok(None) };
+    let Some(found) = find(ds, column, values).instrument(info_span!("locate.index", column)).await? else {
+        return Ok(None);
+    };
     let ds = &Arc::new(ds.clone());
     let columns = [column.to_string()];
     let mut addresses = if found.exact {
@@ -220,7 +225,8 @@ async fn scan_tail(ds: &Arc<Dataset>, found: &Found, columns: &[String], column:
         return Ok(Located::default());
     }
     let filter = col(column).in_list(found.values.iter().cloned().map(lit).collect(), false);
-    scan_with_addresses(ds, found.tail.clone(), columns, filter).await
+    let span = info_span!("locate.tail", fragments = found.tail.len());
+    scan_with_addresses(ds, found.tail.clone(), columns, filter).instrument(span).await
 }
 
 /// The addresses of the rows with stable ids `row_ids`, found in each
