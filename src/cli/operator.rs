@@ -32,15 +32,14 @@ pub fn set_profile(flag: Option<String>) {
     drop(PROFILE.set(profile));
 }
 
-/// The operator directory: `$OMNIGRAPH_HOME`, else `~/.omnigraph`.
-pub fn home() -> Result<PathBuf> {
+/// The operator directory: `$OMNIGRAPH_HOME`, else `~/.omnigraph`; `None`
+/// without either variable (a cron job, a bare container): then there are
+/// no operator files, and only `login`/`logout` need one.
+fn home() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("OMNIGRAPH_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
+        return Some(PathBuf::from(dir));
     }
-    let home = std::env::var_os("HOME").filter(|d| !d.is_empty()).ok_or_else(|| {
-        OmniError::BadRequest("no home directory: set HOME, or OMNIGRAPH_HOME for the operator files".into())
-    })?;
-    Ok(PathBuf::from(home).join(".omnigraph"))
+    std::env::var_os("HOME").filter(|d| !d.is_empty()).map(|h| PathBuf::from(h).join(".omnigraph"))
 }
 
 fn context() -> Result<&'static Context> {
@@ -56,7 +55,7 @@ fn context() -> Result<&'static Context> {
 /// The parsed `config.yaml` (an absent file is an empty config); each
 /// ignored key warned once on stderr.
 fn load() -> Result<OperatorConfig> {
-    let path = home()?.join(CONFIG_FILE);
+    let Some(path) = home().map(|h| h.join(CONFIG_FILE)) else { return Ok(OperatorConfig::default()) };
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(OperatorConfig::default()),
@@ -103,13 +102,16 @@ pub fn token_for(url: &str) -> Result<Option<String>> {
 }
 
 fn credentials_path() -> Result<PathBuf> {
-    Ok(home()?.join(CREDENTIALS_FILE))
+    let home = home().ok_or_else(|| {
+        OmniError::BadRequest("no home directory for the credentials file: set HOME, or OMNIGRAPH_HOME".into())
+    })?;
+    Ok(home.join(CREDENTIALS_FILE))
 }
 
-/// The credentials file's text (empty when absent), refused when others
-/// can read it.
+/// The credentials file's text (empty when absent, or without a home
+/// directory), refused when others can read it.
 fn read_credentials() -> Result<String> {
-    let path = credentials_path()?;
+    let Ok(path) = credentials_path() else { return Ok(String::new()) };
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             refuse_readable_by_others(&path)?;

@@ -360,6 +360,8 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
         (format!("omnigraph snapshot --store {graph} {remote}"), 2, "given twice"),
         (format!("omnigraph optimize {remote}"), 2, "storage"),
         (format!("omnigraph cleanup --keep 1 {remote}"), 2, "storage"),
+        (format!("omnigraph init --schema schema.pg {remote}"), 2, "storage"),
+        (format!("omnigraph repair {remote}"), 2, "storage"),
         ("omnigraph snapshot --server http://127.0.0.1:1".to_string(), 1, "cannot reach the server"),
         ("omnigraph snapshot --server 127.0.0.1:1".to_string(), 2, "http://"),
     ] {
