@@ -247,12 +247,11 @@ async fn records_then_trailer(
     while let Some(chunk) = response.chunk().await.map_err(cut)? {
         for piece in chunk.split_inclusive(|b| *b == b'\n') {
             line.extend_from_slice(piece);
-            if line.ends_with(b"\n") {
-                if let Some(previous) = held.replace(std::mem::take(&mut line))
-                    && tx.send(Ok(previous.into())).await.is_err()
-                {
-                    return Err(OmniError::Internal("the baseline file stopped taking records".into()));
-                }
+            if line.ends_with(b"\n")
+                && let Some(previous) = held.replace(std::mem::take(&mut line))
+                && tx.send(Ok(previous.into())).await.is_err()
+            {
+                return Err(OmniError::Internal("the baseline file stopped taking records".into()));
             }
         }
     }
