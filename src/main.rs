@@ -920,15 +920,16 @@ fn print_profiles(command: ProfileCommand) -> Result<()> {
     Ok(())
 }
 
-/// Logs as `OMNIGRAPH_LOG` asks, to stderr; and this crate's step spans
-/// timed for `/healthz?verbose=true` whatever the log level.
-fn install_tracing() {
+/// Logs as `OMNIGRAPH_LOG` asks, to stderr (unset: `default`); and this
+/// crate's step spans timed for `/healthz?verbose=true` whatever the level.
+fn install_tracing(default: &str) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    let log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(tracing_subscriber::EnvFilter::from_env("OMNIGRAPH_LOG"));
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(
+        tracing_subscriber::EnvFilter::try_from_env("OMNIGRAPH_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+    );
     let steps = omnigraph::server::step_times::StepTimes
         .with_filter(tracing_subscriber::filter::Targets::new().with_target("omnigraph", tracing::Level::INFO));
     tracing_subscriber::registry().with(log).with(steps).init();
@@ -938,7 +939,10 @@ fn main() -> ExitCode {
     warn_deprecated_alias(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
     operator::set_profile(cli.profile.clone());
-    install_tracing();
+    // A daemon's warnings (a graph it cannot open and so does not serve, a
+    // failed background compaction) reach its log unasked; a one-shot
+    // command prints only errors, beside its own one-line error.
+    install_tracing(if matches!(cli.command, Command::Serve { .. }) { "warn" } else { "error" });
     // Deep async state machines (Lance's scans and commits inside a saga)
     // outgrow tokio's 2 MiB default worker stack in unoptimised builds.
     let runtime =
