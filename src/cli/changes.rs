@@ -9,7 +9,7 @@ use omnigraph::{DiffFilter, FeedFrom, FeedPage, FeedRequest, FeedStart, OmniErro
 
 use super::address::GraphArg;
 use super::remote::Remote;
-use super::{print_json, read_only};
+use super::{print_json, read_only, to_json};
 
 /// The filter flags every feed command takes.
 #[derive(clap::Args)]
@@ -156,8 +156,7 @@ pub async fn run(command: ChangesCommand) -> Result<()> {
                     let baseline = g.changes_baseline(Some(&branch), &filter.filter()?).await?;
                     let export = baseline.export;
                     write_atomically(&out, |tx| async move { export.run(tx).await.map(|_| ()) }).await?;
-                    serde_json::to_value(&baseline.handshake)
-                        .map_err(|e| OmniError::Internal(format!("the baseline handshake: {e}")))?
+                    to_json(&baseline.handshake)?
                 }
             };
             if json { print_json(&handshake) } else { print_handshake(&handshake, &out) }

@@ -150,17 +150,17 @@ fn stored_token(server: &str) -> Result<Option<String>> {
 }
 
 /// Store (`Some`) or remove (`None`) `server`'s token; answers the file's
-/// path. Written whole to a 0600 temporary file renamed over the old one.
+/// path. Written whole to a temporary file beside it (0600, as `tempfile`
+/// creates it) renamed over the old one.
 pub fn store_token(server: &str, token: Option<&str>) -> Result<PathBuf> {
     let text = omnigraph_core::operator_config::with_credential(&read_credentials()?, server, token);
     let path = credentials_path()?;
     let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let fail = |e: std::io::Error| OmniError::BadRequest(format!("cannot write {}: {e}", path.display()));
     create_private_dir(&dir).map_err(fail)?;
-    let tmp = dir.join(format!(".{CREDENTIALS_FILE}.{}", std::process::id()));
-    let mut file = private_file(&tmp).map_err(fail)?;
-    file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(fail)?;
-    std::fs::rename(&tmp, &path).map_err(fail)?;
+    let mut file = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
+    file.write_all(text.as_bytes()).and_then(|()| file.as_file().sync_all()).map_err(fail)?;
+    file.persist(&path).map_err(|e| fail(e.error))?;
     Ok(path)
 }
 
@@ -173,17 +173,6 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 #[cfg(not(unix))]
 fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
-}
-
-#[cfg(unix)]
-fn private_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
-}
-
-#[cfg(not(unix))]
-fn private_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)
 }
 
 /// `login NAME`: store the token (from `--token`, else one line of

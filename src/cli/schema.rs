@@ -7,7 +7,7 @@ use omnigraph::{OmniError, Omnigraph, Result, wire};
 use serde_json::Value;
 
 use super::address::GraphArg;
-use super::{operator, print_json, read_file, read_only, schema_warnings};
+use super::{operator, print_json, read_file, read_only, schema_warnings, to_json};
 
 /// The schema commands.
 #[derive(Subcommand)]
@@ -123,7 +123,7 @@ async fn change(
         let actor = operator::actor(actor)?;
         Omnigraph::open(graph.uri()?).await?.schema_apply(&source, allow_data_loss, actor.as_deref()).await?
     };
-    serde_json::to_value(&report).map_err(|e| OmniError::Internal(format!("the schema report: {e}")))
+    to_json(&report)
 }
 
 /// A plan or apply report, for people (or as JSON).

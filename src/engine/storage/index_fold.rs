@@ -128,16 +128,18 @@ pub type FoldedSegments = (Vec<IndexMetadata>, Vec<IndexMetadata>);
 /// none). Files are written; nothing is committed. Empty when every named
 /// index covers the whole table (and, for a merge, is one segment).
 pub async fn fold(ds: &Dataset, names: Vec<String>, depth: FoldDepth) -> Result<FoldedSegments> {
-    let counts = coverage(ds).await?;
-    let crowded = |name: &String| counts.iter().any(|c| &c.index == name && c.segments >= MAX_SEGMENTS);
+    let ctx = || format!("listing the indexes of {}", ds.uri());
+    let all = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
+    let rows = fragment_rows(ds).await?;
     // Per index, how many of its newest segments merge with the tail
     // (`usize::MAX`: all of them; 0: a delta of its own).
     let mut by_merge: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
     for name in names {
+        let segments: Vec<&IndexMetadata> = all.iter().filter(|s| s.name == name).collect();
         let merge = match depth {
             FoldDepth::Merge => usize::MAX,
-            FoldDepth::Delta if crowded(&name) => usize::MAX,
-            FoldDepth::Delta if name.ends_with("_btree") => tiered_merge(ds, &name).await?,
+            FoldDepth::Delta if segments.len() as u64 >= MAX_SEGMENTS => usize::MAX,
+            FoldDepth::Delta if name.ends_with("_btree") => tiered_merge(&segments, &rows),
             FoldDepth::Delta => 0,
         };
         by_merge.entry(merge).or_default().push(name);
@@ -156,16 +158,12 @@ pub async fn fold(ds: &Dataset, names: Vec<String>, depth: FoldDepth) -> Result<
 /// ([`segments_to_merge`]): a key lookup searches every segment, so they
 /// are kept to about log2 of the table's rows over the fold's. Other kinds
 /// append (a vector index's segments must share their partitions' model).
-async fn tiered_merge(ds: &Dataset, name: &str) -> Result<usize> {
-    let ctx = || format!("listing the indexes of {}", ds.uri());
-    let all = ds.load_indices().await.map_err(|e| OmniError::storage(ctx(), e))?;
-    let segments: Vec<&IndexMetadata> = all.iter().filter(|s| s.name == name).collect();
-    let rows = fragment_rows(ds).await?;
+fn tiered_merge(segments: &[&IndexMetadata], rows: &[(u32, u64)]) -> usize {
     let covers = |s: &IndexMetadata, id: u32| s.fragment_bitmap.as_ref().is_some_and(|b| b.contains(id));
     let sizes: Vec<u64> =
         segments.iter().map(|s| rows.iter().filter(|(id, _)| covers(s, *id)).map(|(_, n)| n).sum()).collect();
     let tail = rows.iter().filter(|(id, _)| !segments.iter().any(|s| covers(s, *id))).map(|(_, n)| n).sum();
-    Ok(segments_to_merge(&sizes, tail))
+    segments_to_merge(&sizes, tail)
 }
 
 /// Plan, build and merge the optimisation of `names` under `options`.
