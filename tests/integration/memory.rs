@@ -65,8 +65,12 @@ async fn caches_stay_under_a_small_budget_through_thousands_of_commits() {
     assert_eq!(bytes(memory, &["budget_bytes"]), BUDGET, "{memory}");
     let cached = bytes(memory, &["cached_bytes"]);
     assert!(cached <= BUDGET, "caches hold {cached} bytes over a {BUDGET}-byte budget: {memory}");
-    let caches =
-        [&["sessions", "read_index"][..], &["sessions", "read_index_listings"], &["sessions", "read_metadata"]];
+    let caches = [
+        &["sessions", "read_index"][..],
+        &["sessions", "read_index_listings"],
+        &["sessions", "read_metadata"],
+        &["sessions", "private_index"],
+    ];
     for cache in caches.into_iter().chain([&["adjacency"][..]]) {
         let (held, cap) =
             (bytes(memory, &[cache, &["bytes"]].concat()), bytes(memory, &[cache, &["capacity_bytes"]].concat()));

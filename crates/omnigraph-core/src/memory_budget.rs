@@ -41,8 +41,13 @@ pub struct CacheCapacities {
     pub adjacency_bytes: u64,
     /// Pinned dataset handles kept for reads (entries).
     pub pinned_handles: u64,
-    /// Each writer's or actor's own Lance session: its index cache.
+    /// The index cache the writers' and actors' own Lance sessions share
+    /// (BTree pages a keyed write looks its keys up in), its listings share
+    /// included.
     pub private_index_bytes: u64,
+    /// The part of `private_index_bytes` that holds tables' index listings
+    /// (per version, as the read session's).
+    pub private_index_listings_bytes: u64,
     /// Each writer's or actor's own Lance session: its metadata cache. An
     /// actor keeps one dataset open across commits, and each new version's
     /// manifest lands here: this bound is what keeps that flat.
@@ -51,9 +56,9 @@ pub struct CacheCapacities {
 
 impl CacheCapacities {
     /// Split `budget` (raised to [`MIN_BUDGET`] if smaller): 40% to the
-    /// read index cache and 30% to adjacencies, whose entries stay useful
-    /// across commits (index pages and adjacencies are keyed by what they
-    /// index); small fixed shares to the metadata caches, whose entries are
+    /// read index cache, 30% to adjacencies and 4% to the writers' shared
+    /// index cache, whose entries stay useful across commits (index pages
+    /// and adjacencies are keyed by what they index); small fixed shares to the metadata caches, whose entries are
     /// mostly per version (each commit makes new manifests, and the
     /// superseded ones are never read again), so they reach their bound and
     /// stop growing within a minute of steady writes; the rest is headroom
@@ -68,7 +73,8 @@ impl CacheCapacities {
             read_metadata_bytes: (b / 64).clamp(1 << 20, 64 << 20),
             adjacency_bytes: pct(30),
             pinned_handles: (b >> 23).clamp(16, 256),
-            private_index_bytes: (b / 256).clamp(1 << 20, 32 << 20),
+            private_index_bytes: pct(4).clamp(1 << 20, 256 << 20),
+            private_index_listings_bytes: (pct(4) / 64).clamp(256 << 10, 4 << 20),
             private_metadata_bytes: (b / 2048).clamp(256 << 10, 4 << 20),
         }
     }
@@ -132,9 +138,11 @@ mod tests {
     fn the_split_stays_within_the_budget() {
         for budget in [MIN_BUDGET, 64 << 20, 1 << 30, DEFAULT_BUDGET, 6 << 30, 64 << 30] {
             let c = CacheCapacities::split(budget);
-            let shared = c.read_index_bytes + c.read_metadata_bytes + c.adjacency_bytes;
-            assert!(shared <= budget.max(MIN_BUDGET) / 100 * 80, "{c:?}");
-            assert!(c.private_index_bytes + c.private_metadata_bytes <= (36 << 20), "{c:?}");
+            let shared = c.read_index_bytes + c.read_metadata_bytes + c.adjacency_bytes + c.private_index_bytes;
+            assert!(shared <= budget.max(MIN_BUDGET) / 100 * 85, "{c:?}");
+            assert!(c.private_index_bytes <= (256 << 20), "{c:?}");
+            assert!(c.private_index_listings_bytes <= c.private_index_bytes / 4, "{c:?}");
+            assert!(c.private_metadata_bytes <= (4 << 20), "{c:?}");
             assert!(c.read_metadata_bytes <= (64 << 20), "{c:?}");
             assert!(c.read_index_listings_bytes <= (16 << 20), "{c:?}");
             assert!(c.read_index_listings_bytes <= c.read_index_bytes / 4, "{c:?}");

@@ -3,12 +3,22 @@
 //! Two kinds of session exist. Reads share one session (its index and
 //! metadata caches keep BTree pages and manifests across queries). Every
 //! other open (a writer's staging, an actor's dataset kept across commits,
-//! recovery) gets a private session, so nothing a writer verifies comes from
-//! another handle's cache. Lance's defaults give each session gigabytes; an
-//! actor that keeps one dataset open across thousands of commits would fill
-//! its private metadata cache with every version's manifest. So every
-//! session here is created with capacities from [`CacheCapacities`], and the
-//! private ones are tracked (weakly) so their bytes can be reported.
+//! recovery) gets a private session, so no manifest a writer verifies comes
+//! from another handle's cache. Lance's defaults give each session
+//! gigabytes; an actor that keeps one dataset open across thousands of
+//! commits would fill its private metadata cache with every version's
+//! manifest. So every session here is created with capacities from
+//! [`CacheCapacities`], and the private ones are tracked (weakly) so their
+//! bytes can be reported.
+//!
+//! The private sessions share one index cache. What it holds is keyed by
+//! content that never changes (a segment's pages by the segment's uuid, a
+//! table's index listing by version and manifest e-tag), so sharing it
+//! cannot show a writer a stale fact; and a keyed write's lookup then finds
+//! the BTree segments the writes before it opened, instead of reading every
+//! segment's lookup and page from storage again: that cost grew with the
+//! segments a table had gathered, and a write's latency with the daemon's
+//! age.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -18,7 +28,7 @@ use lance::dataset::builder::DatasetBuilder;
 use lance::session::Session;
 use serde::Serialize;
 
-use super::read_index_cache::ReadIndexCache;
+use super::index_cache::IndexCache;
 use crate::engine::memory_budget::{CacheCapacities, DEFAULT_BUDGET};
 
 /// The budget in bytes; set once at process start, before the first open.
@@ -36,13 +46,25 @@ pub fn capacities() -> CacheCapacities {
 }
 
 /// The read session's index cache (pages and listings apart).
-fn read_index_cache() -> Arc<ReadIndexCache> {
-    static CACHE: OnceLock<Arc<ReadIndexCache>> = OnceLock::new();
+fn read_index_cache() -> Arc<IndexCache> {
+    static CACHE: OnceLock<Arc<IndexCache>> = OnceLock::new();
     CACHE
         .get_or_init(|| {
             let c = capacities();
             let listings = c.read_index_listings_bytes;
-            Arc::new(ReadIndexCache::new(c.read_index_bytes.saturating_sub(listings), listings))
+            Arc::new(IndexCache::new(c.read_index_bytes.saturating_sub(listings), listings))
+        })
+        .clone()
+}
+
+/// The index cache every private session shares (see the module doc).
+fn private_index_cache() -> Arc<IndexCache> {
+    static CACHE: OnceLock<Arc<IndexCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let c = capacities();
+            let listings = c.private_index_listings_bytes;
+            Arc::new(IndexCache::new(c.private_index_bytes.saturating_sub(listings), listings))
         })
         .clone()
 }
@@ -69,13 +91,13 @@ fn private_sessions() -> &'static Mutex<Vec<Weak<Session>>> {
     SESSIONS.get_or_init(Default::default)
 }
 
-/// A new private session: the budget's private capacities, and the
-/// process's object-store registry (local writes synced, see
-/// [`super::durability`]).
+/// A new private session: its own metadata cache of the budget's private
+/// capacity, the private sessions' shared index cache, and the process's
+/// object-store registry (local writes synced, see [`super::durability`]).
 pub fn private_session() -> Arc<Session> {
     let c = capacities();
     let registry = super::durability::registry();
-    Arc::new(Session::new(c.private_index_bytes as usize, c.private_metadata_bytes as usize, registry))
+    Arc::new(Session::with_index_cache_backend(private_index_cache(), c.private_metadata_bytes as usize, registry))
 }
 
 /// `builder` with a new private session.
@@ -120,7 +142,7 @@ pub struct SessionsReport {
     pub read_metadata: CacheReport,
     /// Private sessions alive (each is one open dataset and its successors).
     pub private_sessions: u64,
-    /// Their index caches together (capacity: per session times sessions).
+    /// The index cache they share (index pages and listings).
     pub private_index: CacheReport,
     /// Their metadata caches together.
     pub private_metadata: CacheReport,
@@ -140,14 +162,16 @@ pub async fn report() -> SessionsReport {
         all.iter().filter_map(Weak::upgrade).collect()
     };
     let n = live.len() as u64;
-    let mut index = CacheReport { capacity_bytes: c.private_index_bytes * n, ..Default::default() };
     let mut metadata = CacheReport { capacity_bytes: c.private_metadata_bytes * n, ..Default::default() };
     for s in &live {
-        let (i, m) = (s.index_cache_stats().await, s.metadata_cache_stats().await);
-        (index.bytes, index.entries) = (index.bytes + i.size_bytes as u64, index.entries + i.num_entries as u64);
+        let m = s.metadata_cache_stats().await;
         (metadata.bytes, metadata.entries) =
             (metadata.bytes + m.size_bytes as u64, metadata.entries + m.num_entries as u64);
     }
+    let private = private_index_cache();
+    let ((page_bytes, pages), (listing_bytes, listings)) = (private.pages().await, private.listings().await);
+    let index =
+        CacheReport { bytes: page_bytes + listing_bytes, entries: pages + listings, capacity_bytes: c.private_index_bytes };
     let read_index = read_index_cache();
     let ((page_bytes, pages), (listing_bytes, listings)) = (read_index.pages().await, read_index.listings().await);
     let listings_capacity = c.read_index_listings_bytes;

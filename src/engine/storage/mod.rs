@@ -12,7 +12,7 @@
 //! - [`staged`]: the staged and committed transaction types.
 //! - [`lineage`]: the table config that keeps row lineage out of Lance manifests.
 //! - [`caches`]: the Lance sessions and their capacities under the memory budget.
-//! - `read_index_cache`: the read session's index cache, pages apart from per-version listings.
+//! - `index_cache`: a session index cache that keeps pages apart from per-version listings.
 //! - `version_hint`: a local dataset's latest version without listing its history.
 
 pub mod branches;
@@ -24,7 +24,7 @@ pub mod index_fold;
 pub mod io_hook;
 mod key_probe;
 pub mod lineage;
-mod read_index_cache;
+mod index_cache;
 pub mod root;
 pub mod row_delta;
 pub mod row_locate;

@@ -142,9 +142,8 @@ struct Found {
 }
 
 /// Above this many values a lookup reads its index pages through the
-/// shared read session, whose cache keeps them across writes (a write's own
-/// session is new each time): 500 keys spread over a million rows touch
-/// every page of the index.
+/// shared read session, whose cache is ten times the writers' shared one:
+/// 500 keys spread over a million rows touch every page of the index.
 const SHARED_PAGES_ABOVE: usize = 32;
 
 /// Search `column`'s BTree segments for `values`.

@@ -1,5 +1,6 @@
-//! The shared read session's index cache: index pages apart from the
-//! per-version index listings.
+//! A Lance index cache that keeps index pages apart from the per-version
+//! index listings: the read session has one, and the private sessions
+//! share another ([`super::caches`]).
 //!
 //! Lance caches two kinds of thing in a session's index cache. Index pages
 //! (BTree pages, FTS postings, vector partitions) are keyed by the index
@@ -23,10 +24,10 @@ use lance_core::cache::{
     QuickCacheShardPolicy,
 };
 
-/// The index cache of the read session: two bounded caches behind one
-/// Lance backend, routed by the entry's codec type.
+/// An index cache: two bounded caches behind one Lance backend, routed by
+/// the entry's codec type.
 #[derive(Debug)]
-pub struct ReadIndexCache {
+pub struct IndexCache {
     pages: QuickCacheBackend,
     listings: QuickCacheBackend,
 }
@@ -42,13 +43,13 @@ fn is_listing(codec: Option<&CacheCodec>) -> bool {
     codec.is_some_and(|c| c.type_id() == listing_type())
 }
 
-impl ReadIndexCache {
+impl IndexCache {
     /// Pages bounded by `pages_bytes`, listings by `listings_bytes`.
-    pub fn new(pages_bytes: u64, listings_bytes: u64) -> ReadIndexCache {
+    pub fn new(pages_bytes: u64, listings_bytes: u64) -> IndexCache {
         // One shard each, as Lance's own index cache: pages vary in size by
         // orders of magnitude, and shards would split the budget unevenly.
         let single = |bytes: u64| QuickCacheBackend::with_shard_policy(bytes as usize, QuickCacheShardPolicy::Single);
-        ReadIndexCache { pages: single(pages_bytes), listings: single(listings_bytes) }
+        IndexCache { pages: single(pages_bytes), listings: single(listings_bytes) }
     }
 
     fn route(&self, codec: Option<&CacheCodec>) -> &QuickCacheBackend {
@@ -67,7 +68,7 @@ impl ReadIndexCache {
 }
 
 #[async_trait]
-impl CacheBackend for ReadIndexCache {
+impl CacheBackend for IndexCache {
     // Lookups without a codec cannot be routed: they try the pages (where
     // every uncoded entry lives) and then the listings.
     async fn get_resident(&self, key: &InternalCacheKey) -> Option<CacheEntry> {
@@ -158,7 +159,7 @@ mod tests {
 
     #[tokio::test]
     async fn listings_are_bounded_apart_from_pages() {
-        let cache = ReadIndexCache::new(1 << 20, 64 << 10);
+        let cache = IndexCache::new(1 << 20, 64 << 10);
         let listing = Some(lance_table::format::index_metadata_codec());
         // Many version listings: their cache stays within its own bound.
         for n in 0..=200u8 {
