@@ -8,6 +8,13 @@ lock makes each request atomic, as S3's conditional writes are, so the commit
 race tests exercise our protocol and not the server's race. Connections are
 still accepted concurrently.
 
+moto's list walks, copies and sorts every key of the bucket at every call,
+so a list's cost grows with the bucket; S3 answers a page from its key order.
+A long soak fills a bucket with tens of thousands of keys, and the server's
+own slowdown then hides whether omnigraph's cost stays flat. So each bucket
+keeps its key names sorted (kept as keys are stored and removed), and a list
+walks only the names of its page, as S3 does; what it answers is unchanged.
+
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
 Prints `ready http://127.0.0.1:PORT` once the buckets exist (port 0 picks a
@@ -24,9 +31,102 @@ import os
 import sys
 import threading
 import urllib.request
+from bisect import bisect_left, bisect_right, insort
 
 from moto.moto_server.werkzeug_app import create_backend_app
+from moto.s3.models import FakeDeleteMarker, S3Backend
+from moto.s3.utils import _VersionedKeyStore
 from werkzeug.serving import WSGIRequestHandler, make_server
+
+
+def sorted_names(store):
+    """The store's key names in order, kept as keys come and go."""
+    names = store.__dict__.get("_sorted_names")
+    if names is None:
+        names = sorted(dict.keys(store))
+        store.__dict__["_sorted_names"] = names
+    return names
+
+
+def index_key_names():
+    """Keep each bucket's key names sorted, and list from them by page."""
+    store = _VersionedKeyStore
+    set_item, set_list, pop, del_item = store.__setitem__, store.setlist, store.pop, store.__delitem__
+
+    def added(self, key):
+        if not dict.__contains__(self, key):
+            insort(sorted_names(self), key)
+
+    def removed(self, key):
+        names = sorted_names(self)
+        i = bisect_left(names, key)
+        if i < len(names) and names[i] == key:
+            del names[i]
+
+    def on_set_item(self, key, value):
+        added(self, key)
+        return set_item(self, key, value)
+
+    def on_set_list(self, key, list_):
+        added(self, key)
+        return set_list(self, key, list_)
+
+    def on_pop(self, key):
+        result = pop(self, key)
+        removed(self, key)
+        return result
+
+    def on_del_item(self, key):
+        del_item(self, key)
+        removed(self, key)
+
+    store.__setitem__, store.setlist, store.pop, store.__delitem__ = on_set_item, on_set_list, on_pop, on_del_item
+
+    def page(backend, bucket, prefix, delimiter, after, max_keys):
+        """Keys and common prefixes after `after`, in order, at most
+        `max_keys` + 1 of them (the extra one says the page is truncated)."""
+        names, prefix = sorted_names(bucket.keys), prefix or ""
+        i = bisect_left(names, prefix)
+        if after:
+            i = max(i, bisect_right(names, after))
+        out = []
+        while i < len(names) and names[i].startswith(prefix) and (max_keys is None or len(out) <= max_keys):
+            rest = names[i][len(prefix):]
+            if delimiter and delimiter in rest:
+                folder = prefix + rest.split(delimiter)[0] + delimiter
+                if not after or folder > after:
+                    out.append(folder)
+                # Every name under the folder sorts before this bound.
+                i = bisect_left(names, folder[:-1] + chr(ord(delimiter[-1]) + 1))
+                continue
+            key = bucket.keys[names[i]]
+            if not isinstance(key, FakeDeleteMarker):
+                out.append(key)
+            i += 1
+        return out
+
+    original_v1, original_v2 = S3Backend.list_objects, S3Backend.list_objects_v2
+
+    def list_v1(self, bucket, prefix, delimiter, marker, max_keys):
+        if type(bucket.keys) is not store:
+            return original_v1(self, bucket, prefix, delimiter, marker, max_keys)
+        entries = page(self, bucket, prefix, delimiter, None, None)
+        keys = [e for e in entries if not isinstance(e, str)]
+        folders = [e for e in entries if isinstance(e, str)]
+        if marker:
+            keys = self._get_results_from_token(keys, self._pagination_tokens.get(marker) or marker)
+        if max_keys is None:
+            return keys, folders, False, None
+        keys, truncated, next_marker = self._truncate_result(keys, max_keys)
+        return keys, folders, truncated, next_marker
+
+    def list_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys):
+        if type(bucket.keys) is not store:
+            return original_v2(self, bucket, prefix, delimiter, continuation_token, start_after, max_keys)
+        after = self._pagination_tokens.get(continuation_token) if continuation_token else start_after
+        return self._truncate_result(page(self, bucket, prefix, delimiter, after, max_keys), max_keys)
+
+    S3Backend.list_objects, S3Backend.list_objects_v2 = list_v1, list_v2
 
 
 def main():
@@ -38,6 +138,7 @@ def main():
     ap.add_argument("--ignore-conditional-writes", action="store_true")
     args = ap.parse_args()
 
+    index_key_names()
     app = create_backend_app("s3")
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1) if args.log else None

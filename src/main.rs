@@ -60,6 +60,7 @@ mod write_target;
 
 use address::{GraphArg, NamedGraphArg};
 use clap::{Parser, Subcommand};
+use omnigraph::engine::query::Insight;
 use omnigraph::engine::storage::durability;
 use omnigraph::{Graph, LoadMode, OmniError, Omnigraph, OpenMode, ReadTarget, Result, WriteOptions, wire};
 use schema_cli::SchemaCommand;
@@ -91,7 +92,9 @@ struct Cli {
     yes: bool,
     /// The operator profile (~/.omnigraph/config.yaml `profiles`) whose
     /// scope a command uses when it names no graph; also OMNIGRAPH_PROFILE.
-    #[arg(long, global = true, value_name = "NAME")]
+    /// Bare (no NAME, written last or before another flag) on `query`: run
+    /// the query and print its plan with each operator's rows and time.
+    #[arg(long, global = true, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
     profile: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -220,6 +223,13 @@ enum Command {
         /// Same as --format json.
         #[arg(long)]
         json: bool,
+        /// Print the plan the query would run, without running its result
+        /// (a bare --profile runs it and adds each operator's figures).
+        #[arg(long)]
+        explain: bool,
+        /// Set by a bare global `--profile`.
+        #[arg(skip)]
+        profile: bool,
         #[command(flatten)]
         limits: ReadLimitArgs,
         #[command(flatten)]
@@ -937,8 +947,19 @@ fn install_tracing(default: &str) {
 
 fn main() -> ExitCode {
     warn_deprecated_alias(&std::env::args().collect::<Vec<_>>());
-    let cli = Cli::parse();
-    operator::set_profile(cli.profile.clone());
+    let mut cli = Cli::parse();
+    // A bare `--profile` asks for a query's PROFILE, not an operator profile.
+    if cli.profile.as_deref() == Some("") {
+        match &mut cli.command {
+            Command::Query { profile, .. } => *profile = true,
+            _ => {
+                use clap::CommandFactory;
+                let what = "a value is required for '--profile <NAME>' (a bare --profile profiles a `query`)";
+                Cli::command().error(clap::error::ErrorKind::InvalidValue, what).exit();
+            }
+        }
+    }
+    operator::set_profile(cli.profile.clone().filter(|p| !p.is_empty()));
     // A daemon's warnings (a graph it cannot open and so does not serve, a
     // failed background compaction) reach its log unasked; a one-shot
     // command prints only errors, beside its own one-line error.
@@ -1693,7 +1714,9 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             let answer = wire::load_json(&out, g.root().uri(), mode.as_str(), &write.branch);
             if write.json { print_json(&answer) } else { print_write(&answer) }
         }
-        Command::Query { source, params, params_file, branch, commit, snapshot, format, json, limits, at } => {
+        Command::Query {
+            source, params, params_file, branch, commit, snapshot, format, json, explain, profile, limits, at
+        } => {
             let text = source.text()?;
             let params = match params_file {
                 Some(f) => parse_params(Some(&read_file(&f)?))?,
@@ -1701,10 +1724,12 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             };
             let format = query_format(json, format.as_deref());
             let at_ref = commit.or(snapshot);
+            let insight = Insight::from_flags(explain, profile)?;
             if let Some((positional, remote)) = at.remote()? {
                 let name = source.one_name(positional)?;
                 let body = serde_json::json!({
                     "query": text, "name": name, "params": params, "branch": branch, "snapshot": at_ref,
+                    "explain": explain, "profile": profile,
                 });
                 let answer = remote.post("/query", &body, &[]).await?;
                 return print_result(&wire::ReadOutput::from_json(&answer)?, &format);
@@ -1712,7 +1737,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             let (name, graph) = source.name_at(&at)?;
             let target = ReadTarget::of(at_ref, branch);
             let g = read_only(graph).await?;
-            let result = g.query_limited(&text, name, params, &target, limits.limits()).await?;
+            let result = g.query_insight(&text, name, params, &target, limits.limits(), insight).await?;
             let target = match &target {
                 ReadTarget::Branch(b) => serde_json::json!({ "branch": b }),
                 ReadTarget::Commit(c) => serde_json::json!({ "snapshot": c }),
@@ -2003,7 +2028,30 @@ fn cell_text(v: &serde_json::Value) -> String {
 
 /// Print a read's answer (as `POST /query` gives it, from the engine or
 /// from a server); JSON rows keep their projection order.
+/// A read's answer in `format`; with a plan (EXPLAIN, PROFILE) that is not
+/// JSON, the plan as an indented tree: alone for an EXPLAIN, after a
+/// table's rows, and on stderr beside rows meant for a program (jsonl, csv).
 fn print_result(out: &wire::ReadOutput, format: &str) -> Result<()> {
+    match (&out.plan, format) {
+        (_, "json") | (None, _) => print_rows(out, format),
+        (Some(plan), _) if out.explain => {
+            out!("{}", plan.render());
+            Ok(())
+        }
+        (Some(plan), "table") => {
+            print_rows(out, format)?;
+            out!("\n{}", plan.render());
+            Ok(())
+        }
+        (Some(plan), _) => {
+            print_rows(out, format)?;
+            eprint!("{}", plan.render());
+            Ok(())
+        }
+    }
+}
+
+fn print_rows(out: &wire::ReadOutput, format: &str) -> Result<()> {
     let cells = |row: &wire::OrderedRow| -> Vec<String> { row.0.iter().map(|(_, v)| cell_text(v)).collect() };
     match format {
         "json" => print_json(out),

@@ -3,7 +3,7 @@
 use super::{Graph, ReadTarget};
 use crate::engine::lang::query::ir::BodyIr;
 use crate::engine::lang::query::{parse_queries, typecheck};
-use crate::engine::query::QueryContext;
+use crate::engine::query::{DeclaredIndexes, Insight, QueryContext};
 use crate::engine::read_limits::ReadLimits;
 use crate::protocol::{OmniError, Result};
 
@@ -30,6 +30,21 @@ impl Graph {
         target: &ReadTarget,
         limits: ReadLimits,
     ) -> Result<crate::engine::query::QueryResult> {
+        self.query_insight(source, name, params, target, limits, Insight::Off).await
+    }
+
+    /// [`Graph::query_limited`] as an EXPLAIN (the plan, no rows) or a
+    /// PROFILE (the rows, and the plan with each operator's figures), as
+    /// `insight` asks: the result's `plan`.
+    pub async fn query_insight(
+        &self,
+        source: &str,
+        name: Option<&str>,
+        params: serde_json::Map<String, serde_json::Value>,
+        target: &ReadTarget,
+        limits: ReadLimits,
+        insight: Insight,
+    ) -> Result<crate::engine::query::QueryResult> {
         let at = self.read_at(target.as_ref_text()).await?;
         let (view, commit_id) = (at.view, at.commit_id);
         let schema = self.schema_at(&view, &commit_id, at.at_head).await?;
@@ -39,8 +54,9 @@ impl Graph {
         };
         let params = crate::engine::query::bind_params(&ir.params, &params)?;
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let cx =
-            QueryContext { root: self.root(), view: &view, commit_id: &commit_id, params: &params, now_ms, limits };
+        let (root, commit_id) = (self.root(), commit_id.as_str());
+        let declared_indexes = if insight == Insight::Off { Default::default() } else { declared(&schema.catalog) };
+        let cx = QueryContext { root, view: &view, commit_id, params: &params, now_ms, limits, insight, declared_indexes };
         crate::engine::query::execute(cx, read).await
     }
 
@@ -58,6 +74,18 @@ impl Graph {
             "columns": r.columns, "row_count": rows.len(), "rows": rows, "graph_commit_id": r.graph_commit_id,
         }))
     }
+}
+
+/// The BTree indexes every table of `catalog` declares, by table key.
+fn declared(catalog: &crate::engine::lang::catalog::Catalog) -> DeclaredIndexes {
+    use crate::engine::lang::catalog::indexes::{IndexKind, desired};
+    catalog
+        .types()
+        .map(|def| {
+            let btrees = desired(def).into_iter().filter(|s| s.kind == IndexKind::Btree).map(|s| s.name());
+            (crate::engine::layout::key_of(def), btrees.collect())
+        })
+        .collect()
 }
 
 /// Every row of a result as a JSON object keyed by column name (keys sorted;

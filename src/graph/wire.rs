@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::{CommitInfo, Snapshot};
 use crate::actors::saga::branch_control::{BranchInfo, DeletedBranch};
 use crate::actors::saga::write::WriteOutcome;
-use crate::engine::query::QueryResult;
+use crate::engine::query::{PlanNode, QueryResult};
 
 /// One result row: its columns in projection order (a JSON object whose keys
 /// keep the order the query returned them in).
@@ -60,6 +60,12 @@ pub struct ReadOutput {
     pub row_count: usize,
     /// The commit the read saw.
     pub graph_commit_id: String,
+    /// The plan, for an EXPLAIN or a PROFILE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanNode>,
+    /// Whether this is an EXPLAIN: the plan without rows.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub explain: bool,
 }
 
 impl ReadOutput {
@@ -81,6 +87,11 @@ impl ReadOutput {
             rows,
             columns,
             graph_commit_id: v["graph_commit_id"].as_str().ok_or_else(bad)?.to_string(),
+            plan: match v.get("plan") {
+                None | Some(Value::Null) => None,
+                Some(p) => Some(serde_json::from_value(p.clone()).map_err(|_| bad())?),
+            },
+            explain: v["explain"].as_bool().unwrap_or(false),
         })
     }
 }
@@ -95,6 +106,8 @@ pub fn read_output(r: &QueryResult, query_name: Option<&str>, target: Value) -> 
         row_count: rows.len(),
         rows,
         graph_commit_id: r.graph_commit_id.clone(),
+        plan: r.plan.clone(),
+        explain: r.explained,
     }
 }
 

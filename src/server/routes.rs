@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::{AppState, middleware};
 use crate::engine::diff::DiffFilter;
+use crate::engine::query::Insight;
 use crate::engine::feed::FeedStart;
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
@@ -385,6 +386,13 @@ struct QueryBody {
     commit: Option<String>,
     /// Limits for this query, each at most the server's.
     limits: Option<ReadLimits>,
+    /// Answer the plan instead of running the query (EXPLAIN).
+    #[serde(default)]
+    explain: bool,
+    /// Run the query and answer its plan with each operator's figures too
+    /// (PROFILE).
+    #[serde(default)]
+    profile: bool,
 }
 
 async fn query(
@@ -397,7 +405,8 @@ async fn query(
     let q: QueryBody = json_body(b)?;
     let target = ReadTarget::of(q.commit, q.branch);
     let limits = s.read_limits.tightened_by(q.limits.unwrap_or_else(ReadLimits::unlimited));
-    let r = s.graph(&id)?.query_limited(&q.query, q.name.as_deref(), q.params, &target, limits).await?;
+    let insight = Insight::from_flags(q.explain, q.profile)?;
+    let r = s.graph(&id)?.query_insight(&q.query, q.name.as_deref(), q.params, &target, limits, insight).await?;
     let target = match &target {
         ReadTarget::Branch(b) => json!({ "branch": b }),
         ReadTarget::Commit(c) => json!({ "snapshot": c }),

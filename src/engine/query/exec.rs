@@ -13,6 +13,7 @@ use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::functions::string::expr_fn as string_fn;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn::array_has;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, SortExpr, Volatility, create_udf};
 use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident, lit};
 use futures::StreamExt;
@@ -20,6 +21,7 @@ use lance::datafusion::LanceTableProvider;
 use serde_json::Value as Json;
 
 use super::params::ParamValues;
+use super::plan_tree::{DeclaredIndexes, Insight, PlanNode, Recorder};
 use crate::engine::committed::open_pinned_for_read;
 use crate::engine::lang::catalog::arrow::scalar_data_type;
 use crate::engine::lang::query::ast::AggFunc;
@@ -41,6 +43,10 @@ pub struct QueryResult {
     pub batches: Vec<RecordBatch>,
     /// The graph commit the snapshot belongs to.
     pub graph_commit_id: String,
+    /// The plan, when the run was an EXPLAIN or a PROFILE.
+    pub plan: Option<PlanNode>,
+    /// Whether the run was an EXPLAIN (the plan only: no rows were read).
+    pub explained: bool,
 }
 
 pub(super) type DfResult<T> = std::result::Result<T, datafusion::error::DataFusionError>;
@@ -66,6 +72,8 @@ pub(super) struct Planner<'a> {
     now_ms: i64,
     fresh: std::sync::atomic::AtomicU32,
     pub(super) meter: Arc<Meter>,
+    /// The plan's steps, when EXPLAIN or PROFILE asks for them.
+    pub(super) recorder: Recorder,
 }
 
 /// Where and how one query runs: the snapshot, its commit, the bound
@@ -83,6 +91,11 @@ pub struct QueryContext<'a> {
     pub now_ms: i64,
     /// The limits the query runs under.
     pub limits: ReadLimits,
+    /// Whether to report the plan (EXPLAIN) or run and profile it (PROFILE).
+    pub insight: Insight,
+    /// The indexes each table declares, for the plan's flags (empty when
+    /// `insight` is off).
+    pub declared_indexes: DeclaredIndexes,
 }
 
 /// Execute `ir` on the snapshot `cx.view`, stopped with
@@ -99,15 +112,30 @@ pub async fn execute(cx: QueryContext<'_>, ir: &ReadIr) -> Result<QueryResult> {
 async fn run(cx: &QueryContext<'_>, ir: &ReadIr, meter: Arc<Meter>) -> Result<QueryResult> {
     let ctx = session(cx.limits)?;
     let (root, view, params, now_ms) = (cx.root, cx.view, cx.params, cx.now_ms);
-    let p = Planner { ctx, root, view, params, now_ms, fresh: Default::default(), meter };
+    let recorder = Recorder::new(cx.insight, cx.declared_indexes.clone());
+    let p = Planner { ctx, root, view, params, now_ms, fresh: Default::default(), meter, recorder };
     let columns: Vec<String> = ir.projections.iter().map(|c| c.column.clone()).collect();
-    if let Some(batch) = p.whole_type_count(ir, &columns).await? {
-        return Ok(QueryResult { columns, batches: vec![batch], graph_commit_id: cx.commit_id.to_string() });
+    let graph_commit_id = cx.commit_id.to_string();
+    let explained = cx.insight == Insight::Explain;
+    if let Some(batches) = p.whole_type_count(ir, &columns).await? {
+        let plan = p.recorder.on().then(|| p.recorder.finish(None));
+        return Ok(QueryResult { columns, batches, graph_commit_id, plan, explained });
     }
     let df = p.match_frame(&ir.pattern, &[]).await?;
     let df = p.finish(df, ir).await?;
-    let batches = p.collect(df).await?;
-    Ok(QueryResult { columns, batches, graph_commit_id: cx.commit_id.to_string() })
+    let (batches, plan) = match cx.insight {
+        Insight::Off => (p.collect(df).await?, None),
+        Insight::Explain => {
+            let plan = df.create_physical_plan().await.map_err(|e| p.exec_err(e))?;
+            (Vec::new(), Some(p.recorder.describe(&plan).await?))
+        }
+        Insight::Profile => {
+            let (batches, plan) = p.run_plan(df).await?;
+            (batches, Some(p.recorder.describe(&plan).await?))
+        }
+    };
+    let plan = plan.map(|r| p.recorder.finish(Some(r)));
+    Ok(QueryResult { columns, batches, graph_commit_id, plan, explained })
 }
 
 /// A DataFusion session whose memory pool holds at most the memory limit.
@@ -145,7 +173,7 @@ impl Planner<'_> {
     /// fragment metadata (physical rows less deletions) instead of a scan
     /// of the table's ids. Readers that poll a growing table's size would
     /// otherwise pay O(rows) each time. `None` for any other query.
-    async fn whole_type_count(&self, ir: &ReadIr, columns: &[String]) -> Result<Option<RecordBatch>> {
+    async fn whole_type_count(&self, ir: &ReadIr, columns: &[String]) -> Result<Option<Vec<RecordBatch>>> {
         let m = &ir.pattern;
         let [var] = m.vars.as_slice() else { return Ok(None) };
         let plain = m.traversals.is_empty() && m.filters.is_empty() && m.searches.is_empty() && m.not_blocks.is_empty();
@@ -157,6 +185,12 @@ impl Planner<'_> {
         if var.kind != VarKind::Node || !plain || !only_counts || !ir.group_by.is_empty() || ir.limit == Some(0) {
             return Ok(None);
         }
+        let mut step = PlanNode::step("count_rows", format!("table={} from fragment metadata", var.table_key));
+        step.est_rows = Some(self.entry(&var.table_key)?.row_count);
+        if self.recorder.insight() == Insight::Explain {
+            self.recorder.push(step);
+            return Ok(Some(Vec::new()));
+        }
         let ds = self.pinned(&var.table_key).await?;
         let n = ds.count_rows(None).await.map_err(|e| OmniError::storage(format!("counting {}", var.type_name), e))?;
         let n =
@@ -167,12 +201,16 @@ impl Planner<'_> {
             columns.iter().map(|_| Arc::new(arrow_array::Int64Array::from(vec![n])) as ArrayRef).collect();
         let batch = RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), arrays)
             .map_err(|e| OmniError::Internal(format!("count of {}: {e}", var.type_name)))?;
-        Ok(Some(batch))
+        step.rows = self.recorder.profiling().then_some(1);
+        self.recorder.push(step);
+        Ok(Some(vec![batch]))
     }
 
     /// The table of `table_key` opened at the snapshot's pin.
     pub(super) async fn pinned(&self, table_key: &str) -> Result<Arc<lance::Dataset>> {
-        open_pinned_for_read(self.root, self.entry(table_key)?).await
+        let entry = self.entry(table_key)?;
+        self.recorder.table(&entry.location, table_key);
+        open_pinned_for_read(self.root, entry).await
     }
 
     /// A scan of `table_key` at its pin with every column renamed `{prefix}.{col}`.
@@ -192,7 +230,7 @@ impl Planner<'_> {
     /// Run `df` into memory (its rows charged against the row cap) and
     /// return it as a frame again, with the distinct ids `var` binds in it.
     pub(super) async fn materialize(&self, df: DataFrame, var: &str) -> Result<(DataFrame, Vec<String>)> {
-        let (frame, batches) = self.buffered(df).await?;
+        let (frame, batches) = self.buffered(df, &format!("${var}")).await?;
         let col = format!("{var}.id");
         let mut ids: BTreeSet<String> = BTreeSet::new();
         for b in &batches {
@@ -206,19 +244,45 @@ impl Planner<'_> {
     }
 
     /// Run `df` into memory, its rows charged against the row cap as they
-    /// stream, and return it as a frame again, with the batches.
-    async fn buffered(&self, df: DataFrame) -> Result<(DataFrame, Vec<RecordBatch>)> {
+    /// stream, and return it as a frame again, with the batches (a
+    /// `materialize` step of the plan, `what` saying what it holds).
+    async fn buffered(&self, df: DataFrame, what: &str) -> Result<(DataFrame, Vec<RecordBatch>)> {
         let schema = Arc::new(df.schema().as_arrow().clone());
-        let batches = self.collect(df).await?;
+        let batches = self.collect_step(df, "materialize", what).await?;
         let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.clone()]).map_err(df_err)?;
         Ok((self.ctx.read_table(Arc::new(table)).map_err(df_err)?, batches))
+    }
+
+    /// [`Self::collect`], recorded as the plan's step `op` (`detail`) with
+    /// the rows it produced when profiling.
+    pub(super) async fn collect_step(&self, df: DataFrame, op: &str, detail: &str) -> Result<Vec<RecordBatch>> {
+        if !self.recorder.on() {
+            return self.collect(df).await;
+        }
+        let started = std::time::Instant::now();
+        let (batches, plan) = self.run_plan(df).await?;
+        let mut step = PlanNode::step(op, detail.to_string()).with_children(vec![self.recorder.describe(&plan).await?]);
+        if self.recorder.profiling() {
+            step.rows = Some(batches.iter().map(|b| b.num_rows() as u64).sum());
+            step.time_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+        }
+        self.recorder.push(step);
+        Ok(batches)
     }
 
     /// Execute `df` to completion under the meter: the rows it yields are
     /// charged against the row cap as they stream, and a refused memory
     /// reservation is the memory limit, not an internal error.
     pub(super) async fn collect(&self, df: DataFrame) -> Result<Vec<RecordBatch>> {
-        let mut stream = df.execute_stream().await.map_err(|e| self.exec_err(e))?;
+        Ok(self.run_plan(df).await?.0)
+    }
+
+    /// [`Self::collect`], with the physical plan it ran (its operators hold
+    /// their figures).
+    async fn run_plan(&self, df: DataFrame) -> Result<(Vec<RecordBatch>, Arc<dyn ExecutionPlan>)> {
+        let task = Arc::new(df.task_ctx());
+        let plan = df.create_physical_plan().await.map_err(|e| self.exec_err(e))?;
+        let mut stream = execute_stream(plan.clone(), task).map_err(|e| self.exec_err(e))?;
         let (mut rows, mut out) = (0u64, Vec::new());
         while let Some(batch) = stream.next().await {
             let batch = batch.map_err(|e| self.exec_err(e))?;
@@ -227,7 +291,7 @@ impl Planner<'_> {
             self.meter.check_time()?;
             out.push(batch);
         }
-        Ok(out)
+        Ok((out, plan))
     }
 
     fn exec_err(&self, e: datafusion::error::DataFusionError) -> OmniError {
@@ -351,7 +415,7 @@ impl Planner<'_> {
         }
         let sub = Box::pin(self.match_frame(&inner, visible)).await?;
         if refs.is_empty() {
-            let any = self.collect(sub.limit(0, Some(1)).map_err(df_err)?).await?;
+            let any = self.collect_step(sub.limit(0, Some(1)).map_err(df_err)?, "materialize", "not { } has a match").await?;
             let exists = any.iter().any(|b| b.num_rows() > 0);
             return if exists { df.filter(lit(false)).map_err(df_err) } else { Ok(df) };
         }
@@ -479,7 +543,7 @@ impl Planner<'_> {
             // to the cap as they stream, not after the sort has buffered them
             // (a cross product would otherwise run into the time budget first).
             if ir.limit.is_none() && self.meter.limits().max_rows.is_some() {
-                df = self.buffered(df).await?.0;
+                df = self.buffered(df, "rows to sort").await?.0;
             }
             df = df.sort(sort).map_err(df_err)?;
         }

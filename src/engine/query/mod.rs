@@ -14,10 +14,12 @@
 mod adjacency;
 mod exec;
 mod params;
+pub mod plan_tree;
 mod search;
 mod traverse;
 
 pub use exec::{QueryContext, QueryResult, execute};
+pub use plan_tree::{DeclaredIndexes, Insight, PlanNode};
 
 /// Edge-table adjacencies cached for traversals now: (bytes, entries).
 pub fn adjacency_cached() -> (u64, u64) {

@@ -25,6 +25,7 @@ use datafusion::prelude::{Expr, ident};
 use serde_json::Value as Json;
 
 use super::exec::{Planner, df_err, var_col};
+use super::plan_tree::PlanNode;
 use crate::engine::lang::query::ir::{Bm25Ir, MatchIr, OrderKey, RankIr, TextSearchIr, TextSearchKind};
 use crate::engine::storage::table::{self, TextQuery};
 use crate::protocol::{OmniError, Result};
@@ -120,7 +121,7 @@ impl Planner<'_> {
                     .clone()
                     .select(vec![ident(&id), udf.call(vec![var_col(&n.var, &n.prop)]).alias("__d")])
                     .map_err(df_err)?;
-                let batches = self.collect(dist).await?;
+                let batches = self.collect_step(dist, "materialize", "nearest distances").await?;
                 let mut out: Vec<(String, f64)> = Vec::new();
                 for b in &batches {
                     let ids = b.column(0).as_any().downcast_ref::<StringArray>();
@@ -147,13 +148,28 @@ impl Planner<'_> {
     }
 
     async fn scores(&self, table_key: &str, var: &str, prop: &str, q: &TextQuery) -> Result<Vec<(String, f32)>> {
+        let started = std::time::Instant::now();
         let ds = self.pinned(table_key).await?;
-        table::full_text_scores(&ds, prop, q).await?.ok_or_else(|| {
+        let scores = table::full_text_scores(&ds, prop, q).await?.ok_or_else(|| {
             OmniError::BadRequest(format!(
                 "full-text search on `{var}.{prop}` requires a full-text index; none exists yet (run \
                  `omnigraph index ensure` or `optimize` to build indexes)"
             ))
-        })
+        })?;
+        if self.recorder.on() {
+            let mut step = PlanNode::step("text_search", format!("table={table_key} {var}.{prop} {q:?}"));
+            let index = format!("{prop}_inverted");
+            let coverage = crate::engine::storage::index_fold::coverage(&ds).await?;
+            if let Some(c) = coverage.iter().find(|c| c.index == index) {
+                step.served_by(c);
+            }
+            if self.recorder.profiling() {
+                step.rows = Some(scores.len() as u64);
+                step.time_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+            }
+            self.recorder.push(step);
+        }
+        Ok(scores)
     }
 
     fn text_operand(&self, op: &crate::engine::lang::query::ir::Operand) -> Result<String> {

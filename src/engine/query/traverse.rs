@@ -29,6 +29,7 @@ use datafusion::prelude::{Expr, ident, lit};
 
 use super::adjacency::adjacency;
 use super::exec::{DfResult, Planner, df_err, drop_prefixed, var_col};
+use super::plan_tree::PlanNode;
 use crate::engine::lang::query::ir::{Direction, TraversalIr, VarIr};
 use crate::engine::walk::{Interner, SourceWalk, Way, reach};
 use crate::protocol::{OmniError, Result};
@@ -112,13 +113,16 @@ impl Planner<'_> {
         // The frame's sources decide the plan: a walk starts only from them,
         // and a few of them make a single hop an index lookup.
         let (current, sources) = self.materialize(current, &t.src).await?;
+        let sources_count = sources.len();
         let (min, max) = (t.min_hops, if hetero { 1 } else { t.max_hops });
-        let hop = match Plan::choose(mode()?, t, sources.len()) {
+        let plan = Plan::choose(mode()?, t, sources.len());
+        let started = std::time::Instant::now();
+        let hop = match plan {
             Plan::Edges => {
                 let selective = (sources.len() <= SELECTIVE_SOURCES).then_some(sources.as_slice());
-                self.hop_frame(t, &tag, selective).await?
+                (self.hop_frame(t, &tag, selective).await?, None)
             }
-            _ if min > max => self.pairs_frame(&tag, Vec::new())?,
+            _ if min > max => (self.pairs_frame(&tag, Vec::new())?, Some(0)),
             Plan::Adjacency => {
                 let adj = adjacency(self.root, self.entry(&t.table_key)?).await?;
                 let (way, meter) = (way(t.direction), self.meter.clone());
@@ -128,13 +132,17 @@ impl Planner<'_> {
                 })
                 .await
                 .map_err(|e| OmniError::Internal(format!("traversal task: {e}")))??;
-                self.pairs_frame(&tag, pairs)?
+                let n = pairs.len() as u64;
+                (self.pairs_frame(&tag, pairs)?, Some(n))
             }
             Plan::Indexed => {
                 let pairs = self.indexed_reach(t, &tag, &sources, min, max).await?;
-                self.pairs_frame(&tag, pairs)?
+                let n = pairs.len() as u64;
+                (self.pairs_frame(&tag, pairs)?, Some(n))
             }
         };
+        self.record_walk(t, plan, (min, max), sources_count, hop.1, started);
+        let hop = hop.0;
         let joined = current
             .join_on(hop, JoinType::Inner, [var_col(&t.src, "id").eq(ident(format!("{tag}.s")))])
             .map_err(df_err)?;
@@ -148,6 +156,41 @@ impl Planner<'_> {
             }
         };
         drop_prefixed(joined, &format!("{tag}."))
+    }
+
+    /// Record a traversal's walk as a step of the plan: the edge table, the
+    /// hops, the plan chosen and its sources, and (profiling) the pairs it
+    /// reached. An `edges` hop is a join inside the next frame, so its rows
+    /// show there.
+    fn record_walk(
+        &self,
+        t: &TraversalIr,
+        plan: Plan,
+        (min, max): (u32, u32),
+        sources: usize,
+        pairs: Option<u64>,
+        started: std::time::Instant,
+    ) {
+        if !self.recorder.on() {
+            return;
+        }
+        let direction = match t.direction {
+            Direction::Out => "out",
+            Direction::In => "in",
+            Direction::Both => "both",
+        };
+        let plan = match plan {
+            Plan::Edges => "edges (joined in the next frame)",
+            Plan::Adjacency => "adjacency",
+            Plan::Indexed => "indexed",
+        };
+        let detail = format!("table={} {direction} hops={min}..{max} plan={plan} sources={sources}", t.table_key);
+        let mut step = PlanNode::step("traverse", detail);
+        if self.recorder.profiling() {
+            step.rows = pairs;
+            step.time_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+        }
+        self.recorder.push(step);
     }
 
     /// The (s, d) pairs one edge connects, oriented from the written `src`
@@ -220,7 +263,8 @@ impl Planner<'_> {
             let mut next: HashMap<u32, Vec<u32>> = HashMap::new();
             // A lookup per bounded chunk: a wide frontier never becomes one huge IN list.
             for chunk in keys.chunks(SELECTIVE_SOURCES) {
-                let batches = self.collect(self.hop_frame(t, tag, Some(chunk)).await?).await?;
+                let hop = self.hop_frame(t, tag, Some(chunk)).await?;
+                let batches = self.collect_step(hop, "materialize", "edges leaving the frontier").await?;
                 for (s, d) in pair_columns(&batches, tag)? {
                     let (s, d) = (names.intern(s), names.intern(d));
                     next.entry(s).or_default().push(d);
