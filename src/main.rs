@@ -1715,7 +1715,18 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             if write.json { print_json(&answer) } else { print_write(&answer) }
         }
         Command::Query {
-            source, params, params_file, branch, commit, snapshot, format, json, explain, profile, limits, at
+            source,
+            params,
+            params_file,
+            branch,
+            commit,
+            snapshot,
+            format,
+            json,
+            explain,
+            profile,
+            limits,
+            at,
         } => {
             let text = source.text()?;
             let params = match params_file {

@@ -56,7 +56,8 @@ impl Graph {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let (root, commit_id) = (self.root(), commit_id.as_str());
         let declared_indexes = if insight == Insight::Off { Default::default() } else { declared(&schema.catalog) };
-        let cx = QueryContext { root, view: &view, commit_id, params: &params, now_ms, limits, insight, declared_indexes };
+        let cx =
+            QueryContext { root, view: &view, commit_id, params: &params, now_ms, limits, insight, declared_indexes };
         crate::engine::query::execute(cx, read).await
     }
 

@@ -15,10 +15,10 @@ use serde_json::{Map, Value, json};
 
 use super::{AppState, middleware};
 use crate::engine::diff::DiffFilter;
-use crate::engine::query::Insight;
 use crate::engine::feed::FeedStart;
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
+use crate::engine::query::Insight;
 use crate::engine::read_limits::ReadLimits;
 use crate::engine::storage::durability;
 use crate::graph::{Export, FeedFrom, FeedRequest, Graph, MergeOptions, ReadTarget, WriteOptions, wire};

@@ -91,6 +91,21 @@ async fn coverage(g: &Graph) -> Vec<(String, f64, u64, u64)> {
     out
 }
 
+/// The PROFILE of person `i`'s key lookup: the coverage of the index its
+/// Lance read used, and the read's flags.
+async fn lookup_profile(g: &Graph, i: u64) -> (f64, Vec<String>) {
+    let q = format!("query q() {{ match {{ $p: Person {{ name: \"p{i:06}\" }} }} return {{ $p.age }} }}");
+    let at = ReadTarget::Branch("main".into());
+    let limits = omnigraph::engine::read_limits::ReadLimits::default();
+    let r = g.query_insight(&q, None, Map::new(), &at, limits, omnigraph::engine::query::Insight::Profile).await;
+    let plan = r.expect("profile").plan.expect("a plan");
+    let read = plan.walk().into_iter().find(|n| n.op == "FilteredReadExec" && n.detail.contains(&format!("p{i:06}")));
+    let read = read.unwrap_or_else(|| panic!("no lookup read in\n{}", plan.render()));
+    let index = read.index.as_ref().unwrap_or_else(|| panic!("no index served the lookup:\n{}", plan.render()));
+    assert_eq!(index.name, "id_btree", "{}", plan.render());
+    (index.coverage, read.flags.clone())
+}
+
 /// Build the indexes on 10,000 persons, write 50,000 more in 50 commits
 /// with keyed updates of 100 rows every tenth, and an `index ensure` every
 /// tenth (a delta fold: one more segment per index, covering the tail);
@@ -133,6 +148,8 @@ async fn indexes_fold_their_tails_through_fifty_commits_and_optimize() {
     let partial = coverage(&g).await;
     let person: Vec<_> = partial.iter().filter(|(k, ..)| k.starts_with("node:Person")).collect();
     assert!(person.iter().all(|(_, c, f, _)| *c < 1.0 && *f > 0), "3 commits since the last fold: {partial:?}");
+    let (coverage_before, flags) = lookup_profile(&g, n - 1).await;
+    assert!(coverage_before < 1.0 && flags == ["unindexed_tail"], "{coverage_before} {flags:?}");
 
     let report = g.optimize("main", None).await.expect("optimize");
     let folded = |r: &Option<omnigraph::EnsureIndicesReport>| {
@@ -150,6 +167,8 @@ async fn indexes_fold_their_tails_through_fifty_commits_and_optimize() {
     let after = coverage(&g).await;
     assert!(after.iter().all(|(_, c, f, s)| *c == 1.0 && *f == 0 && *s == 1), "after optimize: {after:?}");
     assert_answers(&g, &ages, n).await;
+    // The same lookup's PROFILE: an index scan with no unindexed tail.
+    assert_eq!(lookup_profile(&g, n - 1).await, (1.0, vec![]));
     let violations = omnigraph::recovery::invariants::violations(g.root(), "main").await.expect("check");
     assert!(violations.is_empty(), "{violations:?}");
     // Complete indexes: nothing left to fold, so no commit.

@@ -17,6 +17,7 @@ mod cookbooks;
 mod diff;
 mod docs_examples;
 mod durability;
+mod explain;
 mod export;
 mod faults;
 mod feed;

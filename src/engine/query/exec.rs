@@ -13,8 +13,8 @@ use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::functions::string::expr_fn as string_fn;
 use datafusion::functions_aggregate::expr_fn as agg;
 use datafusion::functions_nested::expr_fn::array_has;
-use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, SortExpr, Volatility, create_udf};
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{Expr, SessionConfig, SessionContext, ident, lit};
 use futures::StreamExt;
 use lance::datafusion::LanceTableProvider;
@@ -415,7 +415,8 @@ impl Planner<'_> {
         }
         let sub = Box::pin(self.match_frame(&inner, visible)).await?;
         if refs.is_empty() {
-            let any = self.collect_step(sub.limit(0, Some(1)).map_err(df_err)?, "materialize", "not { } has a match").await?;
+            let any =
+                self.collect_step(sub.limit(0, Some(1)).map_err(df_err)?, "materialize", "not { } has a match").await?;
             let exists = any.iter().any(|b| b.num_rows() > 0);
             return if exists { df.filter(lit(false)).map_err(df_err) } else { Ok(df) };
         }

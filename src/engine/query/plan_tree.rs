@@ -348,7 +348,9 @@ fn servable_columns(filter: &Expr) -> Vec<String> {
     let literal = |e: &Expr| matches!(e, Expr::Literal(..));
     let _ = filter.apply(|e| {
         match e {
-            Expr::BinaryExpr(b) if matches!(b.op, Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq) => {
+            Expr::BinaryExpr(b)
+                if matches!(b.op, Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq) =>
+            {
                 if literal(&b.right) {
                     out.extend(column(&b.left));
                 } else if literal(&b.left) {
@@ -414,9 +416,8 @@ mod tests {
         read.rows = Some(1);
         read.index = Some(IndexUse { name: "id_btree".into(), coverage: 0.5 });
         read.flags.push(UNINDEXED_TAIL.into());
-        let tree = PlanNode::step("query", String::new()).with_children(vec![
-            PlanNode::step("result", String::new()).with_children(vec![read]),
-        ]);
+        let tree = PlanNode::step("query", String::new())
+            .with_children(vec![PlanNode::step("result", String::new()).with_children(vec![read])]);
         assert_eq!(tree.shape(), "query(result(LanceRead))");
         assert_eq!(
             tree.render(),

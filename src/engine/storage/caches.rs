@@ -170,8 +170,11 @@ pub async fn report() -> SessionsReport {
     }
     let private = private_index_cache();
     let ((page_bytes, pages), (listing_bytes, listings)) = (private.pages().await, private.listings().await);
-    let index =
-        CacheReport { bytes: page_bytes + listing_bytes, entries: pages + listings, capacity_bytes: c.private_index_bytes };
+    let index = CacheReport {
+        bytes: page_bytes + listing_bytes,
+        entries: pages + listings,
+        capacity_bytes: c.private_index_bytes,
+    };
     let read_index = read_index_cache();
     let ((page_bytes, pages), (listing_bytes, listings)) = (read_index.pages().await, read_index.listings().await);
     let listings_capacity = c.read_index_listings_bytes;
