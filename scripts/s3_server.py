@@ -14,6 +14,9 @@ A long soak fills a bucket with tens of thousands of keys, and the server's
 own slowdown then hides whether omnigraph's cost stays flat. So each bucket
 keeps its key names sorted (kept as keys are stored and removed), and a list
 walks only the names of its page, as S3 does; what it answers is unchanged.
+moto also keeps every object it ever stored in a registry for its reset;
+this server forgets them (`forget_instances`), so its heap holds what the
+buckets hold.
 
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
@@ -129,6 +132,24 @@ def index_key_names():
     S3Backend.list_objects, S3Backend.list_objects_v2 = list_v1, list_v2
 
 
+class _Untracked(list):
+    """A list that keeps nothing: moto's instance registry, unused here."""
+
+    def append(self, _instance):
+        pass
+
+
+def forget_instances():
+    """moto keeps every model it ever created (each stored object, each
+    overwritten one) in a per-class list, only to dispose of them on reset,
+    which this server never does; over a long run that list holds every
+    object version written and the server's heap grows with them."""
+    from moto.core.model_instances import model_data
+
+    for cls in model_data.get("s3", {}).values():
+        cls.instances_tracked = _Untracked()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=9000)
@@ -139,6 +160,7 @@ def main():
     args = ap.parse_args()
 
     index_key_names()
+    forget_instances()
     app = create_backend_app("s3")
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1) if args.log else None

@@ -733,6 +733,10 @@ enum BranchCommand {
         /// Report the outcome, per-table counts and conflicts; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// One commit on the target with the source's net changes and no
+        /// merged parent (the source branch is untouched).
+        #[arg(long)]
+        squash: bool,
         /// Actor recorded on the merge commit.
         #[arg(long = "as")]
         actor: Option<String>,
@@ -1022,7 +1026,7 @@ fn main() -> ExitCode {
                 eprintln!("error: {e}");
                 if let OmniError::MergeConflicts(conflicts) = &e {
                     for c in conflicts {
-                        eprintln!("  {}: {}", c.kind.as_str(), c.message);
+                        eprintln!("  {}: {}{}", c.kind.as_str(), c.message, conflict_values(c));
                     }
                 }
             }
@@ -1036,6 +1040,17 @@ fn main() -> ExitCode {
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     std::process::exit(i32::from(code))
+}
+
+/// A row conflict's values on its line: `; age: base 27, ours 2, theirs 1`
+/// for a property, else the three entities.
+fn conflict_values(c: &omnigraph::engine::three_way::MergeConflict) -> String {
+    let text = |v: &Option<serde_json::Value>| v.as_ref().map_or("null".to_string(), |v| v.to_string());
+    if c.base.is_none() && c.ours.is_none() && c.theirs.is_none() {
+        return String::new();
+    }
+    let head = c.property.as_deref().map_or("; ".to_string(), |p| format!("; {p}: "));
+    format!("{head}base {}, ours {}, theirs {}", text(&c.base), text(&c.ours), text(&c.theirs))
 }
 
 impl Command {
@@ -1232,11 +1247,12 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             }
             Ok(())
         }
-        BranchCommand::Merge { into, delete_branch, dry_run, actor, json, source, graph } => {
+        BranchCommand::Merge { into, delete_branch, dry_run, squash, actor, json, source, graph } => {
             let answer = match graph.remote()? {
                 Some(r) => {
                     let body = serde_json::json!({
                         "source": source, "target": into, "delete_branch": delete_branch, "dry_run": dry_run,
+                        "squash": squash,
                     });
                     r.post("/branches/merge", &body, &[]).await?
                 }
@@ -1244,8 +1260,13 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
                     let g =
                         if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
                     let actor = operator::actor(actor.as_deref())?;
-                    let opts =
-                        omnigraph::MergeOptions { actor: actor.clone(), dry_run, delete_branch, memory_bytes: None };
+                    let opts = omnigraph::MergeOptions {
+                        actor: actor.clone(),
+                        dry_run,
+                        squash,
+                        delete_branch,
+                        memory_bytes: None,
+                    };
                     wire::merge_json(&g.branch_merge(&source, &into, &opts).await?, actor.as_deref())
                 }
             };

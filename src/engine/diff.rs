@@ -241,6 +241,16 @@ fn shared_columns(from: &Dataset, to: &Dataset, one_table: bool) -> Vec<(String,
         .collect()
 }
 
+/// The properties renamed from pin `from` to pin `to` of one type, as
+/// `(name in from, name in to)` (a rename keeps the column's field id).
+pub async fn renamed_columns(root: &Root, from: &TableEntry, to: &TableEntry) -> Result<Vec<(String, String)>> {
+    if from.table_id != to.table_id {
+        return Ok(Vec::new());
+    }
+    let (f, t) = (open_pinned_for_read(root, from).await?, open_pinned_for_read(root, to).await?);
+    Ok(shared_columns(&f, &t, true).into_iter().filter(|(a, b)| a != b).collect())
+}
+
 /// Fingerprint both sides over their shared columns and classify each id
 /// as the merge classifies (`to` as the source, `from` as the target and
 /// base), in partitions spilled to disk past `budget` bytes of
@@ -568,8 +578,17 @@ pub fn image(row: &EntityRow, edge: bool) -> Json {
     Json::Object(m)
 }
 
+/// Property `name` of `row` (`endpoints` for an edge's ends; null when
+/// absent), as [`changed_properties`] reports it.
+pub fn property_value(row: &EntityRow, name: &str, edge: bool) -> Json {
+    match name {
+        "endpoints" if edge => json!({ "from": row.src, "to": row.dst }),
+        _ => row.props.get(name).cloned().unwrap_or(Json::Null),
+    }
+}
+
 /// The properties whose values differ (an absent property is null).
-fn changed_properties(was: &EntityRow, now: &EntityRow, edge: bool) -> Vec<PropertyChange> {
+pub fn changed_properties(was: &EntityRow, now: &EntityRow, edge: bool) -> Vec<PropertyChange> {
     let names: std::collections::BTreeSet<&String> = was.props.keys().chain(now.props.keys()).collect();
     let value = |r: &EntityRow, n: &str| r.props.get(n).cloned().unwrap_or(Json::Null);
     let mut out: Vec<PropertyChange> = names

@@ -37,6 +37,7 @@ impl Graph {
             target: target.to_string(),
             actor: opts.actor.clone(),
             dry_run: opts.dry_run,
+            squash: opts.squash,
             memory_bytes: opts.memory_bytes,
         };
         let report = merge::run(&self.rt, &req).await?;
@@ -76,6 +77,9 @@ pub struct MergeOptions {
     pub actor: Option<String>,
     /// Report the outcome, per-table counts and conflicts; write nothing.
     pub dry_run: bool,
+    /// One commit on the target with the source's net changes and no merged
+    /// parent (the source branch is untouched).
+    pub squash: bool,
     /// Delete the source branch after a successful merge (a failure to
     /// delete does not fail the merge).
     pub delete_branch: bool,

@@ -89,9 +89,9 @@ impl Graph {
             return Err(OmniError::BadRequest("limit 0: ask for at least one entry".into()));
         }
         let mut entries = Vec::new();
-        self.walk_entity(type_name, id, branch, |row, change| {
+        self.walk_entity(type_name, id, branch, property.is_some(), |row, change, names| {
             let touched = match property {
-                Some(p) => change.op != Op::Update || change.changed.iter().any(|c| c.property == p),
+                Some(p) => change.op != Op::Update || change.changed.iter().any(|c| names.head(&c.property) == p),
                 None => true,
             };
             if touched {
@@ -117,18 +117,18 @@ impl Graph {
         let mut open: Vec<String> = Vec::new();
         let mut lines: Vec<BlameLine> = Vec::new();
         let mut first = true;
-        let walked = self.walk_entity(type_name, id, branch, |row, change| {
+        let walked = self.walk_entity(type_name, id, branch, true, |row, change, names| {
             if first {
                 first = false;
                 // The newest change shows the entity as the head has it.
                 open = match change.after.as_ref().and_then(|a| a.as_object()) {
-                    Some(image) => image.keys().filter(|k| *k != "id").cloned().collect(),
+                    Some(image) => image.keys().filter(|k| *k != "id").map(|k| names.head(k).to_string()).collect(),
                     None => return false,
                 };
             }
             let set: Vec<String> = match change.op {
                 Op::Insert => open.clone(),
-                Op::Update => change.changed.iter().map(|c| c.property.clone()).collect(),
+                Op::Update => change.changed.iter().map(|c| names.head(&c.property).to_string()).collect(),
                 // Deleted before it was inserted again: set by that insert.
                 Op::Delete => Vec::new(),
             };
@@ -164,12 +164,16 @@ impl Graph {
 
     /// Visit each change of entity `id` along `branch`'s first parents,
     /// newest first, while `visit` answers true; the entity's table key.
+    /// A change names properties as the newer of its two commits does;
+    /// with `follow_renames`, `visit` also gets the head's name of each
+    /// (a property renamed since is followed back under its old names).
     async fn walk_entity(
         &self,
         type_name: &str,
         id: &str,
         branch: Option<&str>,
-        mut visit: impl FnMut(&CommitRow, diff::Change) -> bool,
+        follow_renames: bool,
+        mut visit: impl FnMut(&CommitRow, diff::Change, &HeadNames) -> bool,
     ) -> Result<String> {
         let branch = branch.unwrap_or(MAIN);
         branch_name::validate_ref(branch)?;
@@ -180,6 +184,7 @@ impl Graph {
         let mut row = head;
         let mut this = self.pinned(&row, &key).await?;
         let mut after = diff::entity_at(self.root(), this.as_ref(), id).await?;
+        let mut names = HeadNames::default();
         loop {
             let parent = match &row.parent {
                 Some(p) => Some(self.commit_in(&view, p).await?),
@@ -204,9 +209,15 @@ impl Graph {
                 diff::entity_change(self.root(), &key, older, newer).await?
             };
             if let Some(change) = change
-                && !visit(&row, change)
+                && !visit(&row, change, &names)
             {
                 return Ok(key);
+            }
+            if follow_renames
+                && !same
+                && let (Some(older), Some(newer)) = (before_pin.as_ref(), this.as_ref())
+            {
+                names.step_back(&diff::renamed_columns(self.root(), older, newer).await?);
             }
             let Some(p) = parent else { return Ok(key) };
             (row, this, after) = (p, before_pin, before);
@@ -219,6 +230,29 @@ impl Graph {
     }
 }
 
+/// The head's name of each property renamed since the commit a walk has
+/// reached (a name absent here is the head's too).
+#[derive(Debug, Default)]
+struct HeadNames(std::collections::HashMap<String, String>);
+
+impl HeadNames {
+    /// The head's name of property `name` as the current commit names it.
+    fn head<'n>(&'n self, name: &'n str) -> &'n str {
+        self.0.get(name).map_or(name, String::as_str)
+    }
+
+    /// Step back over a commit that renamed `renamed` (`(older, newer)`):
+    /// the older names now stand for the head's names of the newer ones.
+    fn step_back(&mut self, renamed: &[(String, String)]) {
+        let moved: Vec<(String, String)> =
+            renamed.iter().map(|(older, newer)| (older.clone(), self.head(newer).to_string())).collect();
+        for (_, newer) in renamed {
+            self.0.remove(newer);
+        }
+        self.0.extend(moved);
+    }
+}
+
 /// The table key of `type_name` (a node or edge type, or a table key).
 fn table_key(view: &ManifestView, type_name: &str) -> Result<String> {
     let candidates = [type_name.to_string(), layout::node_key(type_name), layout::edge_key(type_name)];
@@ -226,4 +260,24 @@ fn table_key(view: &ManifestView, type_name: &str) -> Result<String> {
         .into_iter()
         .find(|k| view.state.tables.contains_key(k))
         .ok_or_else(|| OmniError::NotFound(format!("type `{type_name}` on branch `{}`", view.branch)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeadNames;
+
+    #[test]
+    fn head_names_follow_renames_and_swaps_back() {
+        let mut names = HeadNames::default();
+        assert_eq!(names.head("age"), "age");
+        // Walking back over `years` ← `age`, then over `age` ← `old_age`.
+        names.step_back(&[("age".into(), "years".into())]);
+        assert_eq!((names.head("age"), names.head("name")), ("years", "name"));
+        names.step_back(&[("old_age".into(), "age".into())]);
+        assert_eq!((names.head("old_age"), names.head("age")), ("years", "age"));
+        // A swap in one commit.
+        let mut swapped = HeadNames::default();
+        swapped.step_back(&[("a".into(), "b".into()), ("b".into(), "a".into())]);
+        assert_eq!((swapped.head("a"), swapped.head("b")), ("b", "a"));
+    }
 }

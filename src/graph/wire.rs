@@ -240,7 +240,7 @@ pub fn merge_json(m: &crate::graph::MergeResult, actor: Option<&str>) -> Value {
     let mut out = json!({
         "outcome": r.outcome, "graph_commit_id": r.graph_commit_id, "source": r.source, "target": r.target,
         "source_commit_id": r.source_commit_id, "base_commit_id": r.base_commit_id, "tables": r.tables,
-        "dry_run": r.dry_run, "actor_id": actor,
+        "dry_run": r.dry_run, "squash": r.squash, "actor_id": actor,
     });
     if let Some(deleted) = m.branch_deleted {
         out["branch_deleted"] = json!(deleted);

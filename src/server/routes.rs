@@ -611,6 +611,8 @@ struct MergeBody {
     delete_branch: bool,
     #[serde(default)]
     dry_run: bool,
+    #[serde(default)]
+    squash: bool,
 }
 
 async fn branch_merge(
@@ -625,6 +627,7 @@ async fn branch_merge(
     let opts = MergeOptions {
         actor: Some(actor.clone()),
         dry_run: req.dry_run,
+        squash: req.squash,
         delete_branch: req.delete_branch,
         memory_bytes: None,
     };

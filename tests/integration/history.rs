@@ -81,6 +81,33 @@ async fn a_schema_apply_is_no_entry_of_an_entity_history() {
     assert_eq!((years(&h.entries[0].before), years(&h.entries[0].after)), (Some(json!(31)), Some(json!(32))));
 }
 
+/// `history --property` and `blame` follow a property back across its
+/// rename: an update made under the old name is the new name's history.
+#[tokio::test]
+async fn history_and_blame_follow_a_renamed_property() {
+    let (_dir, g) = loaded_social_graph().await;
+    let pg = include_str!("../../examples/social.pg");
+    let renamed = pg
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+        .replace("@range(age,", "@range(years,");
+    let early = as_actor(&g, "ann", r#"query q() { update Person set { age: 40 } where name = "Alice" }"#).await;
+    g.schema_apply(&renamed, true, None).await.expect("rename");
+    let late = as_actor(&g, "bob", r#"query q() { update Person set { role: "manager" } where name = "Alice" }"#).await;
+    let h = g.entity_history("Person", "Alice", Some("years"), None, None).await.expect("history");
+    let got: Vec<(&str, ChangeOp)> = h.entries.iter().map(|e| (e.graph_commit_id.as_str(), e.op)).collect();
+    assert_eq!(got.len(), 2, "the update under `age`, then the load: {got:?}");
+    assert_eq!(got[0], (early.as_str(), ChangeOp::Update));
+    assert_eq!(got[1].1, ChangeOp::Insert);
+    let age = |i: &Option<omnigraph::ChangeImage>| i.as_ref().map(|i| i.properties["age"].clone());
+    assert_eq!((age(&h.entries[0].before), age(&h.entries[0].after)), (Some(json!(31)), Some(json!(40))));
+    let b = g.blame("Person", "Alice", None).await.expect("blame");
+    let years = b.properties.iter().find(|l| l.property == "years").expect("years, by its head name");
+    assert_eq!((years.graph_commit_id.as_str(), years.actor_id.as_deref()), (early.as_str(), Some("ann")));
+    assert!(b.properties.iter().all(|l| l.property != "age"), "{:?}", b.properties);
+    let role = b.properties.iter().find(|l| l.property == "role").expect("role");
+    assert_eq!(role.graph_commit_id, late);
+}
+
 #[tokio::test]
 async fn an_edge_history_carries_its_endpoints() {
     let (_dir, g) = loaded_social_graph().await;

@@ -282,6 +282,22 @@ async fn all_conflicts_are_reported_together_and_a_dry_run_writes_nothing() {
     let dry = MergeOptions { dry_run: true, ..MergeOptions::default() };
     let err = g.branch_merge("x", "main", &dry).await.expect_err("conflicts");
     assert_kinds(&err, &[ConflictKind::DivergentInsert, ConflictKind::DivergentUpdate]);
+    // Each row conflict carries its values: `ours` the target's, `theirs`
+    // the source's, `base` the merge base's; an update per property.
+    let body = err.to_json();
+    let of =
+        |kind: &str| body["merge_conflicts"].as_array().and_then(|a| a.iter().find(|c| c["kind"] == kind)).cloned();
+    let update = of("divergent_update").expect("update");
+    let values = |c: &serde_json::Value, f: &str| (c["base"][f].clone(), c["ours"][f].clone(), c["theirs"][f].clone());
+    assert_eq!(update["property"], "age", "{update}");
+    assert_eq!(
+        (update["base"].clone(), update["ours"].clone(), update["theirs"].clone()),
+        (27.into(), 2.into(), 1.into())
+    );
+    let insert = of("divergent_insert").expect("insert");
+    assert!(insert.get("property").is_none(), "{insert}");
+    assert_eq!(values(&insert, "age"), (serde_json::Value::Null, 2.into(), 1.into()), "{insert}");
+    assert_eq!((insert["ours"]["id"].clone(), insert["theirs"]["id"].clone()), ("Eve".into(), "Eve".into()));
     let err = g.branch_merge("x", "main", &MergeOptions::default()).await.expect_err("conflicts");
     assert_kinds(&err, &[ConflictKind::DivergentInsert, ConflictKind::DivergentUpdate]);
     assert_eq!(g.commits("main", Some(1)).await.expect("commits")[0].commit_id, head);
@@ -359,6 +375,38 @@ async fn delete_branch_after_merge_and_bad_requests() {
     assert_eq!(same.http_status(), 400);
     let missing = g.branch_merge("nope", "main", &MergeOptions::default()).await.expect_err("missing");
     assert_eq!(missing.http_status(), 404, "{missing}");
+}
+
+/// A squash merge: one single-parent commit on the target with the source's
+/// net changes; the source is untouched, and merging it again later (after
+/// more changes) takes only what the target does not yet hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_squash_merge_records_no_merged_parent() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("work", "main").await.expect("branch");
+    mutate(&g, "work", r#"query q() { insert Person { name: "Ivy", age: 20 } }"#).await;
+    mutate(&g, "work", r#"query q() { update Person set { age: 21 } where name = "Ivy" }"#).await;
+    mutate(&g, "main", r#"query q() { insert Company { name: "Side" } }"#).await;
+    let (main_before, work_head) = (g.commit("main").await.expect("main"), g.commit("work").await.expect("work"));
+    let opts = MergeOptions { squash: true, ..MergeOptions::default() };
+    let r = g.branch_merge("work", "main", &opts).await.expect("squash");
+    assert_eq!((r.report.outcome, r.report.squash), (MergeOutcome::Merged, true));
+    let squashed = g.commit("main").await.expect("main");
+    assert_eq!(Some(&squashed.commit_id), r.report.graph_commit_id.as_ref());
+    assert_eq!(squashed.parent_commit_id.as_ref(), Some(&main_before.commit_id));
+    assert_eq!(squashed.merged_parent_commit_id, None, "a squash records no merged parent");
+    assert_eq!(g.commit("work").await.expect("work").commit_id, work_head.commit_id, "the source is untouched");
+    let people = content(&g, "main").await["node:Person"].clone();
+    assert!(people.iter().any(|r| r.contains("Ivy") && r.contains("21")), "the net change: {people:?}");
+    assert_clean(&g, "main").await;
+    // The next merge of the same source finds the old base again: what the
+    // squash brought is already on main, equal, so only the new change moves.
+    mutate(&g, "work", r#"query q() { insert Person { name: "Jay" } }"#).await;
+    let again = g.branch_merge("work", "main", &MergeOptions::default()).await.expect("merge again");
+    let person = again.report.tables.iter().find(|t| t.table_key == "node:Person").expect("Person");
+    assert_eq!((person.inserted, person.updated, person.deleted), (1, 0, 0), "{:?}", again.report.tables);
+    assert!(g.commit("main").await.expect("main").merged_parent_commit_id.is_some());
+    assert_clean(&g, "main").await;
 }
 
 /// Over HTTP: a conflict-free merge answers the outcome and commit; a

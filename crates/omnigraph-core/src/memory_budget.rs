@@ -46,7 +46,11 @@ pub struct CacheCapacities {
     /// included.
     pub private_index_bytes: u64,
     /// The part of `private_index_bytes` that holds tables' index listings
-    /// (per version, as the read session's).
+    /// (per version, as the read session's). A writer reads the listing of
+    /// the version it writes on, which the commit before it cached: a small
+    /// share holds the current ones. An entry's weight undercounts what it
+    /// holds (an empty listing weighs tens of bytes), so a large share would
+    /// keep tens of thousands of dead listings.
     pub private_index_listings_bytes: u64,
     /// Each writer's or actor's own Lance session: its metadata cache. An
     /// actor keeps one dataset open across commits, and each new version's
@@ -74,7 +78,7 @@ impl CacheCapacities {
             adjacency_bytes: pct(30),
             pinned_handles: (b >> 23).clamp(16, 256),
             private_index_bytes: pct(4).clamp(1 << 20, 256 << 20),
-            private_index_listings_bytes: (pct(4) / 64).clamp(256 << 10, 4 << 20),
+            private_index_listings_bytes: (pct(4) / 256).clamp(64 << 10, 1 << 20),
             private_metadata_bytes: (b / 2048).clamp(256 << 10, 4 << 20),
         }
     }

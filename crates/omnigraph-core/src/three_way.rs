@@ -55,7 +55,7 @@ impl ConflictKind {
 }
 
 /// One reason a merge cannot be applied, as clients read it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeConflict {
     /// `node:<Type>` / `edge:<Type>`.
     pub type_key: String,
@@ -69,6 +69,55 @@ pub struct MergeConflict {
     pub kind: ConflictKind,
     /// What happened, for a person.
     pub message: String,
+    /// The property two sides set differently (a divergent update names
+    /// one conflict per such property).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub property: Option<String>,
+    /// The entity (or `property`'s value) at the merge base; null where
+    /// absent. Row conflicts carry `base`, `ours` and `theirs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<serde_json::Value>,
+    /// The same on the target (the branch merged into).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ours: Option<serde_json::Value>,
+    /// The same on the source (the branch merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theirs: Option<serde_json::Value>,
+}
+
+impl MergeConflict {
+    /// What orders conflicts: type, entity, kind, property, message.
+    fn order_key(&self) -> (&str, Option<&str>, ConflictKind, Option<&str>, &str) {
+        (&self.type_key, self.entity_id.as_deref(), self.kind, self.property.as_deref(), &self.message)
+    }
+
+    /// This conflict with its values: `property` (a divergent update's),
+    /// and the base's, the target's and the source's entity or value.
+    pub fn with_values(
+        mut self,
+        property: Option<String>,
+        base: serde_json::Value,
+        ours: serde_json::Value,
+        theirs: serde_json::Value,
+    ) -> MergeConflict {
+        self.property = property;
+        (self.base, self.ours, self.theirs) = (Some(base), Some(ours), Some(theirs));
+        self
+    }
+}
+
+impl PartialOrd for MergeConflict {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MergeConflict {
+    // Values break ties by their JSON text, so the order agrees with `==`.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let values = |c: &MergeConflict| serde_json::to_string(&(&c.base, &c.ours, &c.theirs)).unwrap_or_default();
+        self.order_key().cmp(&other.order_key()).then_with(|| values(self).cmp(&values(other)))
+    }
 }
 
 impl MergeConflict {
@@ -82,6 +131,10 @@ impl MergeConflict {
             entity_id: entity_id.map(str::to_string),
             kind,
             message: message.into(),
+            property: None,
+            base: None,
+            ours: None,
+            theirs: None,
         }
     }
 }

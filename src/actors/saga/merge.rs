@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Conflicts are reported all together before anything is written. A dry
-//! run stops after planning. Holding both branch gates from the capture on
+//! run stops after planning. A squash merge is the same commit without its
+//! second parent. Holding both branch gates from the capture on
 //! means neither head can move under the merge, and the source cannot be
 //! deleted while its pins are read.
 
@@ -43,6 +44,9 @@ pub struct MergeRequest {
     pub actor: Option<String>,
     /// Plan and report only: no sidecar, no commit.
     pub dry_run: bool,
+    /// Record no merged parent: one single-parent commit on the target
+    /// with the source's net changes (the source is untouched).
+    pub squash: bool,
     /// Memory one table's row fingerprints may hold before they spill to
     /// disk partitions (`None`: [`merge::spill::DEFAULT_BUDGET`]).
     pub memory_bytes: Option<u64>,
@@ -67,6 +71,8 @@ pub struct MergeReport {
     pub tables: Vec<TableReport>,
     /// Whether nothing was written because this was a dry run.
     pub dry_run: bool,
+    /// Whether the commit records no merged parent (a squash merge).
+    pub squash: bool,
 }
 
 /// Merge `req.source` into `req.target`.
@@ -108,6 +114,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         base_commit_id: base_id.clone(),
         tables: vec![],
         dry_run: req.dry_run,
+        squash: req.squash,
     };
     if outcome == Outcome::AlreadyUpToDate {
         return Ok(report);
@@ -125,7 +132,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
     conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
-        return Err(OmniError::MergeConflicts(merge::sorted(conflicts)));
+        let valued = merge::conflict_values::attach(rt.root(), &base, sides, conflicts).await?;
+        return Err(OmniError::MergeConflicts(merge::sorted(valued)));
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();
     if req.dry_run {
@@ -135,7 +143,9 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     // table actor of either serves another lease while the merge's effects land.
     Gates::none().catalog(rt, &source, &req.source).catalog(rt, &target, &req.target).take(rt, &mut leases).await?;
     let plan = merge::prepare(rt.root(), merges, target_ref).await?;
-    lineage.merged_parent = Some(source_head);
+    // A squash leaves the source's history out of the target's: the next
+    // merge of the same source finds the older base again.
+    lineage.merged_parent = (!req.squash).then_some(source_head);
     let token = AuthorityToken::of(&target, &schema.identity);
     let pins = write_plan::pins(&target);
     let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);

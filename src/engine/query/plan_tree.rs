@@ -166,16 +166,6 @@ impl PlanNode {
         }
     }
 
-    /// The operators' names as nested parentheses (`query(materialize(…))`):
-    /// the plan's shape without its arguments, as tests compare it.
-    pub fn shape(&self) -> String {
-        if self.children.is_empty() {
-            return self.op.clone();
-        }
-        let inner: Vec<String> = self.children.iter().map(PlanNode::shape).collect();
-        format!("{}({})", self.op, inner.join(","))
-    }
-
     /// Every node of the tree, depth first.
     pub fn walk(&self) -> Vec<&PlanNode> {
         let mut out = vec![self];
@@ -411,14 +401,13 @@ mod tests {
     }
 
     #[test]
-    fn a_tree_renders_indented_with_its_figures_and_has_a_shape() {
+    fn a_tree_renders_indented_with_its_figures() {
         let mut read = PlanNode::step("LanceRead", "table=node:Person".into());
         read.rows = Some(1);
         read.index = Some(IndexUse { name: "id_btree".into(), coverage: 0.5 });
         read.flags.push(UNINDEXED_TAIL.into());
         let tree = PlanNode::step("query", String::new())
             .with_children(vec![PlanNode::step("result", String::new()).with_children(vec![read])]);
-        assert_eq!(tree.shape(), "query(result(LanceRead))");
         assert_eq!(
             tree.render(),
             "query\n  result\n    LanceRead: table=node:Person  [rows=1 index=id_btree coverage=0.500 !unindexed_tail]\n"

@@ -1,0 +1,117 @@
+//! The values behind a merge's row conflicts: each conflicting entity as
+//! the merge base, the target (`ours`) and the source (`theirs`) hold it,
+//! so the user sees what to decide without reading both branches. An
+//! insert or delete kind carries whole images; a divergent update one
+//! conflict per property the two sides hold differently, with that
+//! property's three values.
+
+use serde_json::Value as Json;
+
+use crate::engine::diff;
+use crate::engine::manifest::ManifestState;
+use crate::engine::rows::EntityRow;
+use crate::engine::storage::Root;
+use crate::engine::three_way::{ConflictKind, MergeConflict};
+use crate::protocol::Result;
+
+/// At most this many row conflicts get their values (three lookups each);
+/// the rest are reported as before, by entity.
+pub const VALUED_CONFLICTS: usize = 1_000;
+
+/// `conflicts` with the values of their row conflicts read at the three
+/// states (`base`, `source`, `target`).
+pub async fn attach(
+    root: &Root,
+    base: &ManifestState,
+    (source, target): (&ManifestState, &ManifestState),
+    conflicts: Vec<MergeConflict>,
+) -> Result<Vec<MergeConflict>> {
+    let mut out = Vec::with_capacity(conflicts.len());
+    let mut read = 0;
+    for c in conflicts {
+        let row = matches!(
+            c.kind,
+            ConflictKind::DivergentInsert | ConflictKind::DivergentUpdate | ConflictKind::DeleteVsUpdate
+        );
+        let Some(id) = c.entity_id.clone().filter(|_| row && read < VALUED_CONFLICTS) else {
+            out.push(c);
+            continue;
+        };
+        read += 1;
+        let key = c.type_key.clone();
+        let at = |state: &ManifestState| {
+            let entry = state.tables.get(&key).cloned();
+            let id = id.clone();
+            async move { diff::entity_at(root, entry.as_ref(), &id).await }
+        };
+        let (b, ours, theirs) = (at(base).await?, at(target).await?, at(source).await?);
+        out.extend(valued(c, key.starts_with("edge:"), b, ours, theirs));
+    }
+    Ok(out)
+}
+
+/// `c` with its values (see the module doc).
+fn valued(
+    c: MergeConflict,
+    edge: bool,
+    base: Option<EntityRow>,
+    ours: Option<EntityRow>,
+    theirs: Option<EntityRow>,
+) -> Vec<MergeConflict> {
+    let image = |r: &Option<EntityRow>| r.as_ref().map_or(Json::Null, |r| diff::image(r, edge));
+    let whole = |c: MergeConflict| vec![c.with_values(None, image(&base), image(&ours), image(&theirs))];
+    let (Some(o), Some(t)) = (&ours, &theirs) else { return whole(c) };
+    if c.kind != ConflictKind::DivergentUpdate {
+        return whole(c);
+    }
+    let diverged = diff::changed_properties(o, t, edge);
+    if diverged.is_empty() {
+        return whole(c);
+    }
+    let at_base = |p: &str| base.as_ref().map_or(Json::Null, |b| diff::property_value(b, p, edge));
+    diverged
+        .into_iter()
+        .map(|d| {
+            let base = at_base(&d.property);
+            c.clone().with_values(Some(d.property), base, d.before, d.after)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn person(id: &str, age: i64, email: &str) -> EntityRow {
+        let mut r = EntityRow::node(id);
+        r.props.insert("age".into(), Json::from(age));
+        r.props.insert("email".into(), Json::from(email));
+        r
+    }
+
+    #[test]
+    fn a_divergent_update_names_each_property_the_sides_hold_differently() {
+        let c = MergeConflict::new("node:Person", Some("Bob"), ConflictKind::DivergentUpdate, "both changed");
+        let (base, ours, theirs) = (person("Bob", 30, "b@x"), person("Bob", 40, "b@x"), person("Bob", 41, "b@y"));
+        let got = valued(c, false, Some(base), Some(ours), Some(theirs));
+        let summary: Vec<(Option<&str>, Option<&Json>, Option<&Json>, Option<&Json>)> =
+            got.iter().map(|c| (c.property.as_deref(), c.base.as_ref(), c.ours.as_ref(), c.theirs.as_ref())).collect();
+        let (j30, j40, j41) = (Json::from(30), Json::from(40), Json::from(41));
+        let (bx, by) = (Json::from("b@x"), Json::from("b@y"));
+        assert_eq!(
+            summary,
+            [(Some("age"), Some(&j30), Some(&j40), Some(&j41)), (Some("email"), Some(&bx), Some(&bx), Some(&by))]
+        );
+    }
+
+    #[test]
+    fn insert_and_delete_kinds_carry_whole_images() {
+        let c = MergeConflict::new("node:Person", Some("Eve"), ConflictKind::DeleteVsUpdate, "deleted and updated");
+        let got = valued(c, false, Some(person("Eve", 1, "e@x")), None, Some(person("Eve", 2, "e@x")));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].property, None);
+        assert_eq!(got[0].ours, Some(Json::Null));
+        assert_eq!(got[0].theirs.as_ref().map(|t| t["age"].clone()), Some(Json::from(2)));
+        assert_eq!(got[0].base.as_ref().map(|t| t["id"].clone()), Some(Json::from("Eve")));
+    }
+}
