@@ -16,7 +16,12 @@ keeps its key names sorted (kept as keys are stored and removed), and a list
 walks only the names of its page, as S3 does; what it answers is unchanged.
 moto also keeps every object it ever stored in a registry for its reset;
 this server forgets them (`forget_instances`), so its heap holds what the
-buckets hold.
+buckets hold. And a list that names no `max-keys` gets pages of 100 keys
+(S3 returns "up to" 1,000): moto renders each key of a page through its
+templates, about 0.3 ms a key under the lock, so a 1,000-key page of a
+table's `_versions/` (of which Lance reads the first key) cost it ~300 ms,
+where S3 answers in constant time. Clients follow the continuation token
+either way, so pagination is exercised more, not less.
 
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
@@ -159,6 +164,7 @@ def main():
     ap.add_argument("--ignore-conditional-writes", action="store_true")
     args = ap.parse_args()
 
+    os.environ.setdefault("MOTO_S3_DEFAULT_MAX_KEYS", "100")
     index_key_names()
     forget_instances()
     app = create_backend_app("s3")
