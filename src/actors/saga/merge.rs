@@ -132,7 +132,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
     conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
-        let valued = merge::conflict_values::attach(rt.root(), &base, sides, conflicts).await?;
+        let valued = crate::engine::conflict_values::attach(rt.root(), &base, sides, conflicts).await?;
         return Err(OmniError::MergeConflicts(merge::sorted(valued)));
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();

@@ -17,7 +17,6 @@
 //!   pure-insert interval is only that), an upsert of the changed ids, then
 //!   deletes of at most [`DELETE_CHUNK`] ids each.
 
-pub mod conflict_values;
 pub mod delta;
 pub mod lineage;
 pub mod spill;

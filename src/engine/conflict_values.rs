@@ -94,13 +94,12 @@ mod tests {
         let c = MergeConflict::new("node:Person", Some("Bob"), ConflictKind::DivergentUpdate, "both changed");
         let (base, ours, theirs) = (person("Bob", 30, "b@x"), person("Bob", 40, "b@x"), person("Bob", 41, "b@y"));
         let got = valued(c, false, Some(base), Some(ours), Some(theirs));
-        let summary: Vec<(Option<&str>, Option<&Json>, Option<&Json>, Option<&Json>)> =
-            got.iter().map(|c| (c.property.as_deref(), c.base.as_ref(), c.ours.as_ref(), c.theirs.as_ref())).collect();
-        let (j30, j40, j41) = (Json::from(30), Json::from(40), Json::from(41));
-        let (bx, by) = (Json::from("b@x"), Json::from("b@y"));
+        // (property, base, ours, theirs) per conflict, as JSON.
+        let summary: Vec<Json> =
+            got.iter().map(|c| serde_json::json!([c.property, c.base, c.ours, c.theirs])).collect();
         assert_eq!(
             summary,
-            [(Some("age"), Some(&j30), Some(&j40), Some(&j41)), (Some("email"), Some(&bx), Some(&bx), Some(&by))]
+            [serde_json::json!(["age", 30, 40, 41]), serde_json::json!(["email", "b@x", "b@x", "b@y"])]
         );
     }
 
