@@ -60,17 +60,21 @@ async fn history_and_blame_across_updates_a_delete_and_a_reinsert() {
     assert!(matches!(g.entity_history("Person", "Alice", None, Some(".."), None).await, Err(OmniError::BadRequest(_))));
 }
 
+/// The example schema with Person's `age` renamed `years`, and `added`
+/// (property lines) after it.
+fn age_renamed_years(added: &str) -> String {
+    include_str!("../../examples/social.pg")
+        .replace("    age: I32?\n", &format!("    years: I32? @rename_from(\"age\")\n{added}"))
+        .replace("@range(age,", "@range(years,")
+}
+
 /// A schema apply that renames, adds and drops properties changed no
 /// entity's values: it is no entry of an entity's history, and a later
 /// update is named by the new property name.
 #[tokio::test]
 async fn a_schema_apply_is_no_entry_of_an_entity_history() {
     let (_dir, g) = loaded_social_graph().await;
-    let pg = include_str!("../../examples/social.pg");
-    let renamed = pg
-        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n    nickname: String?\n")
-        .replace("@range(age,", "@range(years,");
-    g.schema_apply(&renamed, true, None).await.expect("rename and add");
+    g.schema_apply(&age_renamed_years("    nickname: String?\n"), true, None).await.expect("rename and add");
     let ann = as_actor(&g, "ann", r#"query q() { update Person set { years: 32 } where name = "Alice" }"#).await;
     let h = g.entity_history("Person", "Alice", None, None, None).await.expect("history");
     let got: Vec<(&str, ChangeOp)> = h.entries.iter().map(|e| (e.graph_commit_id.as_str(), e.op)).collect();
@@ -86,12 +90,8 @@ async fn a_schema_apply_is_no_entry_of_an_entity_history() {
 #[tokio::test]
 async fn history_and_blame_follow_a_renamed_property() {
     let (_dir, g) = loaded_social_graph().await;
-    let pg = include_str!("../../examples/social.pg");
-    let renamed = pg
-        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
-        .replace("@range(age,", "@range(years,");
     let early = as_actor(&g, "ann", r#"query q() { update Person set { age: 40 } where name = "Alice" }"#).await;
-    g.schema_apply(&renamed, true, None).await.expect("rename");
+    g.schema_apply(&age_renamed_years(""), true, None).await.expect("rename");
     let late = as_actor(&g, "bob", r#"query q() { update Person set { role: "manager" } where name = "Alice" }"#).await;
     let h = g.entity_history("Person", "Alice", Some("years"), None, None).await.expect("history");
     let got: Vec<(&str, ChangeOp)> = h.entries.iter().map(|e| (e.graph_commit_id.as_str(), e.op)).collect();

@@ -45,28 +45,24 @@ pub fn capacities() -> CacheCapacities {
     CacheCapacities::split(BUDGET.load(Ordering::SeqCst))
 }
 
-/// The read session's index cache (pages and listings apart).
+/// The index cache in `cell`, made on first use with `bytes` in all, of
+/// which `listings` for index listings (pages and listings apart).
+fn index_cache(cell: &'static OnceLock<Arc<IndexCache>>, bytes: u64, listings: u64) -> Arc<IndexCache> {
+    cell.get_or_init(|| Arc::new(IndexCache::new(bytes.saturating_sub(listings), listings))).clone()
+}
+
+/// The read session's index cache.
 fn read_index_cache() -> Arc<IndexCache> {
     static CACHE: OnceLock<Arc<IndexCache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let c = capacities();
-            let listings = c.read_index_listings_bytes;
-            Arc::new(IndexCache::new(c.read_index_bytes.saturating_sub(listings), listings))
-        })
-        .clone()
+    let c = capacities();
+    index_cache(&CACHE, c.read_index_bytes, c.read_index_listings_bytes)
 }
 
 /// The index cache every private session shares (see the module doc).
 fn private_index_cache() -> Arc<IndexCache> {
     static CACHE: OnceLock<Arc<IndexCache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            let c = capacities();
-            let listings = c.private_index_listings_bytes;
-            Arc::new(IndexCache::new(c.private_index_bytes.saturating_sub(listings), listings))
-        })
-        .clone()
+    let c = capacities();
+    index_cache(&CACHE, c.private_index_bytes, c.private_index_listings_bytes)
 }
 
 /// The session every read-path open shares.
