@@ -446,6 +446,15 @@ async fn merge_over_http() {
     assert_eq!(conflicts[0]["type_name"], "Person");
     assert_eq!(conflicts[0]["entity_kind"], "node");
     assert_eq!(conflicts[0]["entity_id"], "Bob");
+    let values =
+        |c: &serde_json::Value| (c["property"].clone(), c["base"].clone(), c["ours"].clone(), c["theirs"].clone());
+    assert_eq!(values(&conflicts[0]), ("age".into(), 27.into(), 60.into(), 61.into()), "{v}");
+    // A squash over HTTP: one commit without a merged parent.
+    mutate("merge", r#"query q() { insert Company { name: "Squashed" } }"#).await;
+    let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "merge", "squash": true })).await;
+    assert_eq!((st, v["squash"].as_bool()), (200, Some(true)), "{v}");
+    let (_, shown) = get(&s, &format!("/graphs/g/commits/{}", v["graph_commit_id"].as_str().expect("commit"))).await;
+    assert!(shown["merged_parent_commit_id"].is_null(), "{shown}");
     let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "source": "nope" })).await;
     assert_eq!(st, 404, "{v}");
     let (st, v) = post(&s, "/graphs/g/branches/merge", serde_json::json!({ "target": "main" })).await;
