@@ -44,7 +44,7 @@ pub async fn attach(
             let id = id.clone();
             async move { diff::entity_at(root, entry.as_ref(), &id).await }
         };
-        let (b, ours, theirs) = (at(base).await?, at(target).await?, at(source).await?);
+        let (b, ours, theirs) = futures::try_join!(at(base), at(target), at(source))?;
         out.extend(valued(c, key.starts_with("edge:"), b, ours, theirs));
     }
     Ok(out)

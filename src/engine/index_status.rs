@@ -83,7 +83,7 @@ pub async fn of_table(def: TypeDef<'_>, entry: &TableEntry, ds: &Dataset) -> Res
                 built: found.is_some(),
                 indexed_rows,
                 total_rows,
-                coverage: if total_rows == 0 { 1.0 } else { indexed_rows as f64 / total_rows as f64 },
+                coverage: index_fold::share(indexed_rows, total_rows),
                 unindexed_fragments: found.map_or(all_fragments, |c| c.unindexed_fragments),
                 segments: found.map_or(0, |c| c.segments),
             }

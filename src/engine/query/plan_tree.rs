@@ -159,8 +159,7 @@ impl PlanNode {
     /// Say that the index `c` measures served this node, and flag the tail
     /// it leaves.
     pub fn served_by(&mut self, c: &index_fold::Coverage) {
-        let coverage = if c.total_rows == 0 { 1.0 } else { c.indexed_rows as f64 / c.total_rows as f64 };
-        self.index = Some(IndexUse { name: c.index.clone(), coverage });
+        self.index = Some(IndexUse { name: c.index.clone(), coverage: c.share() });
         if c.unindexed_fragments > 0 {
             self.flags.push(UNINDEXED_TAIL.into());
         }
@@ -189,6 +188,9 @@ pub struct Recorder {
     steps: Mutex<Vec<PlanNode>>,
     /// Table locations (under the graph's root) to table keys.
     tables: Mutex<HashMap<String, String>>,
+    /// Index coverage by table URI and version, measured once per query
+    /// (a plan reads one table at one version in several places).
+    coverage: Mutex<HashMap<(String, u64), Arc<Vec<index_fold::Coverage>>>>,
 }
 
 impl Recorder {
@@ -234,13 +236,24 @@ impl Recorder {
         let mut reads = Vec::new();
         let mut node = convert(plan, self.profiling(), &tables, &mut reads, &mut Vec::new());
         for read in reads {
-            let coverage = index_fold::coverage(&read.dataset).await?;
+            let coverage = self.coverage(&read.dataset).await?;
             let declared = read.table.as_deref().and_then(|t| self.declared.get(t));
             if let Some(target) = node_at(&mut node, &read.path) {
                 annotate(target, &read, &coverage, declared);
             }
         }
         Ok(node)
+    }
+
+    /// The index coverage of `ds`, measured once per table and version.
+    pub async fn coverage(&self, ds: &Dataset) -> Result<Arc<Vec<index_fold::Coverage>>> {
+        let key = (ds.uri().to_string(), ds.version().version);
+        if let Some(c) = self.coverage.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(c.clone());
+        }
+        let measured = Arc::new(index_fold::coverage(ds).await?);
+        self.coverage.lock().unwrap_or_else(|p| p.into_inner()).insert(key, measured.clone());
+        Ok(measured)
     }
 
     /// The whole tree: every step in order, then `result`.

@@ -159,7 +159,7 @@ impl Planner<'_> {
         if self.recorder.on() {
             let mut step = PlanNode::step("text_search", format!("table={table_key} {var}.{prop} {q:?}"));
             let index = format!("{prop}_inverted");
-            let coverage = crate::engine::storage::index_fold::coverage(&ds).await?;
+            let coverage = self.recorder.coverage(&ds).await?;
             if let Some(c) = coverage.iter().find(|c| c.index == index) {
                 step.served_by(c);
             }

@@ -40,6 +40,11 @@ pub struct Coverage {
 }
 
 impl Coverage {
+    /// Indexed rows over the table's rows (1.0 for an empty table).
+    pub fn share(&self) -> f64 {
+        share(self.indexed_rows, self.total_rows)
+    }
+
     /// Live rows a lookup scans beside the index.
     pub fn unindexed_rows(&self) -> u64 {
         self.total_rows - self.indexed_rows
@@ -75,6 +80,11 @@ pub async fn coverage(ds: &Dataset) -> Result<Vec<Coverage>> {
             }
         })
         .collect())
+}
+
+/// `indexed` rows of `total` as a share (1.0 for an empty table).
+pub fn share(indexed: u64, total: u64) -> f64 {
+    if total == 0 { 1.0 } else { indexed as f64 / total as f64 }
 }
 
 /// Each fragment's id and live rows (from the manifest where it records
