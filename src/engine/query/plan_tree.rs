@@ -180,6 +180,9 @@ impl PlanNode {
 /// could be served by, built or not.
 pub type DeclaredIndexes = HashMap<String, HashSet<String>>;
 
+/// One table version's index coverage, as measured.
+type Measured = Arc<Vec<index_fold::Coverage>>;
+
 /// The steps of one query as the planner takes them.
 #[derive(Debug, Default)]
 pub struct Recorder {
@@ -190,7 +193,7 @@ pub struct Recorder {
     tables: Mutex<HashMap<String, String>>,
     /// Index coverage by table URI and version, measured once per query
     /// (a plan reads one table at one version in several places).
-    coverage: Mutex<HashMap<(String, u64), Arc<Vec<index_fold::Coverage>>>>,
+    coverage: Mutex<HashMap<(String, u64), Measured>>,
 }
 
 impl Recorder {
@@ -246,7 +249,7 @@ impl Recorder {
     }
 
     /// The index coverage of `ds`, measured once per table and version.
-    pub async fn coverage(&self, ds: &Dataset) -> Result<Arc<Vec<index_fold::Coverage>>> {
+    pub async fn coverage(&self, ds: &Dataset) -> Result<Measured> {
         let key = (ds.uri().to_string(), ds.version().version);
         if let Some(c) = self.coverage.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(c.clone());
