@@ -23,6 +23,11 @@ table's `_versions/` (of which Lance reads the first key) cost it ~300 ms,
 where S3 answers in constant time. Clients follow the continuation token
 either way, so pagination is exercised more, not less.
 
+With OMNIGRAPH_S3_TIMING=FILE in its environment the server also appends one
+line per request to FILE: `SECONDS_SINCE_START WAIT_MS SERVICE_MS METHOD
+PATH?QUERY` (the wait for the lock, the time under it), to tell which
+request grows slow over a long run.
+
 Usage: s3_server.py [--port 9000] [--bucket NAME]... [--log FILE]
                     [--exit-on-stdin-eof] [--ignore-conditional-writes]
 Prints `ready http://127.0.0.1:PORT` once the buckets exist (port 0 picks a
@@ -38,6 +43,7 @@ import argparse
 import os
 import sys
 import threading
+import time
 import urllib.request
 from bisect import bisect_left, bisect_right, insort
 
@@ -170,20 +176,29 @@ def main():
     app = create_backend_app("s3")
     lock = threading.Lock()
     log = open(args.log, "a", buffering=1) if args.log else None
+    timing_path = os.environ.get("OMNIGRAPH_S3_TIMING")
+    timing = open(timing_path, "a", buffering=1) if timing_path else None
+    started = time.monotonic()
 
     def locked(environ, start_response):
+        arrived = time.monotonic()
+        path = environ.get("PATH_INFO", "")
+        if environ.get("QUERY_STRING"):
+            path += "?" + environ["QUERY_STRING"]
         with lock:
+            acquired = time.monotonic()
             if log is not None:
                 auth = environ.get("HTTP_AUTHORIZATION", "")
                 key = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else "-"
-                path = environ.get("PATH_INFO", "")
-                if environ.get("QUERY_STRING"):
-                    path += "?" + environ["QUERY_STRING"]
                 log.write(f"{environ.get('REQUEST_METHOD')} {path} {key}\n")
             if args.ignore_conditional_writes:
                 environ.pop("HTTP_IF_NONE_MATCH", None)
             # Materialise the body inside the lock: the response is built lazily.
-            return list(app(environ, start_response))
+            body = list(app(environ, start_response))
+            if timing is not None:
+                wait, service = (acquired - arrived) * 1e3, (time.monotonic() - acquired) * 1e3
+                timing.write(f"{arrived - started:.3f} {wait:.2f} {service:.2f} {environ.get('REQUEST_METHOD')} {path}\n")
+            return body
 
     class Quiet(WSGIRequestHandler):
         def log_request(self, *a, **k):
