@@ -28,6 +28,7 @@ pub use actors::saga::merge::MergeReport;
 pub use actors::saga::optimize::{ManifestCompaction, OptimizeReport, TableOptimize};
 pub use actors::saga::schema_apply::SchemaApplyReport;
 pub use actors::saga::write::WriteOutcome;
+pub use engine::conflict_page::ConflictPage;
 pub use engine::diff::{Change, DiffFilter, Op as ChangeOp, PropertyChange, PropertyDrift, Renamed, TypeStats};
 pub use engine::feed::FeedStart;
 pub use engine::lang::catalog::evolve::{Step as SchemaStep, StepKind as SchemaStepKind};
@@ -36,7 +37,7 @@ pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport
 pub use engine::query::QueryResult;
 pub use engine::storage::StorageOptions;
 pub use engine::storage::durability::Durability;
-pub use engine::three_way::{ConflictKind, MergeConflict};
+pub use engine::three_way::{ConflictCount, ConflictKind, ConflictSet, MergeConflict, MergeStrategy};
 pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
 pub use graph::{
     Baseline, BaselineHandshake, Blame, BlameLine, ChangeBlock, ChangeCause, ChangeEndpoints, ChangeImage, ChangeType,

@@ -740,6 +740,20 @@ enum BranchCommand {
         /// Actor recorded on the merge commit.
         #[arg(long = "as")]
         actor: Option<String>,
+        /// How row conflicts are decided: `fail` refuses the merge,
+        /// `ours` keeps the target's side, `theirs` takes the source's.
+        #[arg(long, default_value = "fail", value_parser = ["fail", "ours", "theirs"])]
+        strategy: String,
+        /// On conflicts, print their counts per type and kind instead of
+        /// listing them.
+        #[arg(long)]
+        stat: bool,
+        /// On conflicts, list the page after this `next_page_token`.
+        #[arg(long)]
+        page_token: Option<String>,
+        /// On conflicts, list at most this many (default 1000).
+        #[arg(long)]
+        limit: Option<usize>,
         /// Print JSON (the HTTP answer's fields).
         #[arg(long)]
         json: bool,
@@ -1024,11 +1038,6 @@ fn main() -> ExitCode {
                 outln!("{}", e.to_json());
             } else {
                 eprintln!("error: {e}");
-                if let OmniError::MergeConflicts(conflicts) = &e {
-                    for c in conflicts {
-                        eprintln!("  {}: {}{}", c.kind.as_str(), c.message, conflict_values(c));
-                    }
-                }
             }
             e.exit_code() as u8
         }
@@ -1044,13 +1053,14 @@ fn main() -> ExitCode {
 
 /// A row conflict's values on its line: `; age: base 27, ours 2, theirs 1`
 /// for a property, else the three entities.
-fn conflict_values(c: &omnigraph::engine::three_way::MergeConflict) -> String {
-    let text = |v: &Option<serde_json::Value>| v.as_ref().map_or("null".to_string(), |v| v.to_string());
-    if c.base.is_none() && c.ours.is_none() && c.theirs.is_none() {
+fn conflict_values(c: &serde_json::Value) -> String {
+    let [base, ours, theirs] = ["base", "ours", "theirs"].map(|f| c.get(f));
+    if base.is_none() && ours.is_none() && theirs.is_none() {
         return String::new();
     }
-    let head = c.property.as_deref().map_or("; ".to_string(), |p| format!("; {p}: "));
-    format!("{head}base {}, ours {}, theirs {}", text(&c.base), text(&c.ours), text(&c.theirs))
+    let shown = |v: Option<&serde_json::Value>| v.map_or("null".to_string(), |v| v.to_string());
+    let head = c["property"].as_str().map_or("; ".to_string(), |p| format!("; {p}: "));
+    format!("{head}base {}, ours {}, theirs {}", shown(base), shown(ours), shown(theirs))
 }
 
 impl Command {
@@ -1214,7 +1224,90 @@ async fn run(command: Command, quiet: bool) -> Result<Outcome> {
     if let Command::Lint { query, schema, json, graph } = command {
         return run_lint(&query, schema, json, graph).await;
     }
+    if let Command::Branch { command: merge @ BranchCommand::Merge { .. } } = command {
+        return run_merge(merge).await;
+    }
     run_command(command, quiet).await.map(|()| Outcome::Done)
+}
+
+/// `branch merge`: the answer, or its conflicts (listed, or counted with
+/// `--stat`) and exit code 1.
+async fn run_merge(command: BranchCommand) -> Result<Outcome> {
+    let BranchCommand::Merge {
+        into,
+        delete_branch,
+        dry_run,
+        squash,
+        actor,
+        strategy,
+        stat,
+        page_token,
+        limit,
+        json,
+        source,
+        graph,
+    } = command
+    else {
+        return Err(OmniError::Internal("run_merge takes a merge".into()));
+    };
+    let answer = match graph.remote()? {
+        Some(r) => {
+            let body = serde_json::json!({
+                "source": source, "target": into, "delete_branch": delete_branch, "dry_run": dry_run,
+                "squash": squash, "page_token": page_token, "limit": limit, "strategy": strategy,
+            });
+            r.post("/branches/merge", &body, &[]).await
+        }
+        None => {
+            let g = if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
+            let actor = operator::actor(actor.as_deref())?;
+            let page = omnigraph::ConflictPage { token: page_token, limit };
+            let strategy = strategy.parse()?;
+            let opts = omnigraph::MergeOptions {
+                actor: actor.clone(),
+                dry_run,
+                squash,
+                delete_branch,
+                memory_bytes: None,
+                page,
+                strategy,
+            };
+            g.branch_merge(&source, &into, &opts).await.map(|m| wire::merge_json(&m, actor.as_deref()))
+        }
+    };
+    let e = match answer {
+        Ok(answer) if json => return print_json(&answer).map(|()| Outcome::Done),
+        Ok(answer) => return print_merge(&answer).map(|()| Outcome::Done),
+        Err(e) => e,
+    };
+    let body = e.to_json();
+    if e.http_status() != 409 || body.get("merge_conflicts").is_none() {
+        return Err(e);
+    }
+    if json {
+        print_json(&body)?;
+    } else {
+        print_conflicts(&e, &body, stat);
+    }
+    Ok(Outcome::Reported(e.exit_code() as u8))
+}
+
+/// A refused merge for people (stderr): the error line, then one line per
+/// conflict, or with `stat` one per type and kind.
+fn print_conflicts(e: &OmniError, body: &serde_json::Value, stat: bool) {
+    eprintln!("error: {e}");
+    if stat {
+        for c in body["conflict_stat"].as_array().into_iter().flatten() {
+            eprintln!("  {:<4} {:<24} {:<28} {}", text(c, "entity_kind"), text(c, "type"), text(c, "kind"), c["count"]);
+        }
+        return;
+    }
+    for c in body["merge_conflicts"].as_array().into_iter().flatten() {
+        eprintln!("  {}: {}{}", text(c, "kind"), text(c, "message"), conflict_values(c));
+    }
+    if let Some(token) = body["next_page_token"].as_str() {
+        eprintln!("  … more conflicts: --page-token {token}");
+    }
 }
 
 async fn run_branch(command: BranchCommand) -> Result<()> {
@@ -1247,31 +1340,7 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             }
             Ok(())
         }
-        BranchCommand::Merge { into, delete_branch, dry_run, squash, actor, json, source, graph } => {
-            let answer = match graph.remote()? {
-                Some(r) => {
-                    let body = serde_json::json!({
-                        "source": source, "target": into, "delete_branch": delete_branch, "dry_run": dry_run,
-                        "squash": squash,
-                    });
-                    r.post("/branches/merge", &body, &[]).await?
-                }
-                None => {
-                    let g =
-                        if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
-                    let actor = operator::actor(actor.as_deref())?;
-                    let opts = omnigraph::MergeOptions {
-                        actor: actor.clone(),
-                        dry_run,
-                        squash,
-                        delete_branch,
-                        memory_bytes: None,
-                    };
-                    wire::merge_json(&g.branch_merge(&source, &into, &opts).await?, actor.as_deref())
-                }
-            };
-            if json { print_json(&answer) } else { print_merge(&answer) }
-        }
+        BranchCommand::Merge { .. } => Err(OmniError::Internal("a merge is answered by run_merge".into())),
         BranchCommand::Delete { json, name, graph } => {
             let answer = match graph.remote()? {
                 Some(r) => r.delete(&format!("/branches/{}", url_segment(&name))).await?,

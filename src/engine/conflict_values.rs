@@ -58,7 +58,7 @@ fn valued(
     ours: Option<EntityRow>,
     theirs: Option<EntityRow>,
 ) -> Vec<MergeConflict> {
-    let image = |r: &Option<EntityRow>| r.as_ref().map_or(Json::Null, |r| diff::image(r, edge));
+    let image = |r: &Option<EntityRow>| r.as_ref().map_or(Json::Null, |r| r.image(edge));
     let whole = |c: MergeConflict| vec![c.with_values(None, image(&base), image(&ours), image(&theirs))];
     let (Some(o), Some(t)) = (&ours, &theirs) else { return whole(c) };
     if c.kind != ConflictKind::DivergentUpdate {

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use lance::Dataset;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 
 use crate::engine::committed::open_pinned_for_read;
 use crate::engine::layout;
@@ -544,8 +544,8 @@ fn table_changes(
         type_id: type_id.to_string(),
         id,
         op,
-        before: before.map(|r| image(r, edge)),
-        after: after.map(|r| image(r, edge)),
+        before: before.map(|r| r.image(edge)),
+        after: after.map(|r| r.image(edge)),
         changed,
     };
     for (id, now) in after {
@@ -564,18 +564,6 @@ fn table_changes(
         out.push(change(id, Op::Delete, Some(&was), None, Vec::new()));
     }
     out
-}
-
-/// An entity's image: `id`, every non-null property, and an edge's
-/// `endpoints {from, to}`.
-pub fn image(row: &EntityRow, edge: bool) -> Json {
-    let mut m = Map::new();
-    m.insert("id".into(), Json::String(row.id.clone()));
-    m.extend(row.props.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())));
-    if edge {
-        m.insert("endpoints".into(), json!({ "from": row.src, "to": row.dst }));
-    }
-    Json::Object(m)
 }
 
 /// Property `name` of `row` (`endpoints` for an edge's ends; null when
@@ -647,7 +635,7 @@ mod tests {
         (was.src, was.dst) = (Some("a".into()), Some("b".into()));
         let mut now = was.clone();
         now.dst = Some("c".into());
-        assert_eq!(image(&was, true), json!({"id": "e", "endpoints": {"from": "a", "to": "b"}}));
+        assert_eq!(was.image(true), json!({"id": "e", "endpoints": {"from": "a", "to": "b"}}));
         let changed = changed_properties(&was, &now, true);
         assert_eq!(changed.len(), 1);
         assert_eq!(changed[0].property, "endpoints");

@@ -26,6 +26,32 @@ pub async fn unique_against_committed(
     replaced: impl Fn(&str) -> bool,
     lines: Option<&[u32]>,
 ) -> Result<()> {
+    match unique_clash(ds, type_name, uniques, rows, replaced, lines).await? {
+        Some(clash) => Err(OmniError::BadRequest(clash.message)),
+        None => Ok(()),
+    }
+}
+
+/// A written row whose `@unique` tuple a committed row already holds.
+#[derive(Debug)]
+pub struct UniqueClash {
+    /// What was broken, for a person.
+    pub message: String,
+    /// The row written.
+    pub writer: EntityRow,
+    /// The committed row that holds the tuple.
+    pub holder: EntityRow,
+}
+
+/// [`unique_against_committed`]'s first clash, with both rows.
+pub async fn unique_clash(
+    ds: &Arc<Dataset>,
+    type_name: &str,
+    uniques: &[Vec<String>],
+    rows: &[EntityRow],
+    replaced: impl Fn(&str) -> bool,
+    lines: Option<&[u32]>,
+) -> Result<Option<UniqueClash>> {
     let written: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
     let schema = ds.schema();
     for set in uniques.iter().filter(|s| !s.is_empty()) {
@@ -56,15 +82,16 @@ pub async fn unique_against_committed(
             let live = committed.id != *mine && !written.contains(committed.id.as_str()) && !replaced(&committed.id);
             if live {
                 let at = lines.and_then(|l| l.get(i)).map(|n| format!("line {n}: ")).unwrap_or_default();
-                return Err(OmniError::BadRequest(format!(
+                let message = format!(
                     "{at}@unique({}) violated on {type_name}: {key} is already held by `{}` (writing `{mine}`)",
                     set.join(", "),
                     committed.id
-                )));
+                );
+                return Ok(Some(UniqueClash { message, writer: rows[i].clone(), holder: committed }));
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Edge cardinality per source node after a write.
@@ -76,13 +103,39 @@ pub async fn unique_against_committed(
 pub async fn card_per_source(
     committed_edges: Option<&Dataset>,
     type_name: &str,
-    (min, max): (u32, Option<u32>),
+    card: (u32, Option<u32>),
     written: &[EntityRow],
     removed: &HashSet<String>,
     sources: &HashSet<String>,
 ) -> Result<()> {
+    match card_breach(committed_edges, type_name, card, written, removed, sources).await? {
+        Some(breach) => Err(OmniError::BadRequest(breach.message)),
+        None => Ok(()),
+    }
+}
+
+/// A source node whose edge count leaves its `@card` bounds.
+#[derive(Debug)]
+pub struct CardBreach {
+    /// What was broken, for a person.
+    pub message: String,
+    /// The source node.
+    pub src: String,
+    /// Its edges after the write, by id (sorted).
+    pub edges: Vec<String>,
+}
+
+/// [`card_per_source`]'s first breach, with the source's edges.
+pub async fn card_breach(
+    committed_edges: Option<&Dataset>,
+    type_name: &str,
+    (min, max): (u32, Option<u32>),
+    written: &[EntityRow],
+    removed: &HashSet<String>,
+    sources: &HashSet<String>,
+) -> Result<Option<CardBreach>> {
     if min == 0 && max.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let mut per_src: HashMap<String, HashSet<String>> = sources.iter().map(|s| (s.clone(), HashSet::new())).collect();
     let written_ids: HashSet<&str> = written.iter().map(|r| r.id.as_str()).collect();
@@ -98,14 +151,18 @@ pub async fn card_per_source(
             per_src.entry(src.clone()).or_default().insert(r.id.clone());
         }
     }
+    let mut per_src: Vec<(String, HashSet<String>)> = per_src.into_iter().collect();
+    // The same breach whatever the map's order.
+    per_src.sort_by(|a, b| a.0.cmp(&b.0));
     for (src, ids) in per_src {
         let n = ids.len() as u64;
         if n < u64::from(min) || max.is_some_and(|m| n > u64::from(m)) {
             let bound = max.map_or(format!("{min}.."), |m| format!("{min}..{m}"));
-            return Err(OmniError::BadRequest(format!(
-                "@card({bound}) violated on {type_name}: `{src}` would have {n} edges"
-            )));
+            let message = format!("@card({bound}) violated on {type_name}: `{src}` would have {n} edges");
+            let mut edges: Vec<String> = ids.into_iter().collect();
+            edges.sort();
+            return Ok(Some(CardBreach { message, src, edges }));
         }
     }
-    Ok(())
+    Ok(None)
 }

@@ -10,6 +10,7 @@ pub use omnigraph_core::{
 };
 
 pub mod committed;
+pub mod conflict_page;
 pub mod conflict_values;
 pub mod diff;
 pub mod export;

@@ -3,6 +3,8 @@
 use super::Graph;
 use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
 use crate::actors::saga::merge::{self, MergeReport, MergeRequest};
+use crate::engine::conflict_page::ConflictPage;
+use crate::engine::three_way::MergeStrategy;
 use crate::protocol::{OmniError, Result};
 
 impl Graph {
@@ -39,6 +41,8 @@ impl Graph {
             dry_run: opts.dry_run,
             squash: opts.squash,
             memory_bytes: opts.memory_bytes,
+            page: opts.page.clone(),
+            strategy: opts.strategy,
         };
         let report = merge::run(&self.rt, &req).await?;
         let deleted = if opts.delete_branch && !opts.dry_run {
@@ -87,6 +91,11 @@ pub struct MergeOptions {
     /// them to partitions on disk (`None`: 256 MiB). A smaller budget trades
     /// speed for memory; the result is the same.
     pub memory_bytes: Option<u64>,
+    /// Which page of the conflicts a refusal lists (`next_page_token` of
+    /// the refusal before, and a page size).
+    pub page: ConflictPage,
+    /// How row conflicts are decided (default `fail`: they refuse the merge).
+    pub strategy: MergeStrategy,
 }
 
 /// A merge's report, and what became of the source branch.

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{AppState, middleware};
+use crate::engine::conflict_page::ConflictPage;
 use crate::engine::diff::DiffFilter;
 use crate::engine::feed::FeedStart;
 use crate::engine::loader::LoadMode;
@@ -613,6 +614,12 @@ struct MergeBody {
     dry_run: bool,
     #[serde(default)]
     squash: bool,
+    /// A refusal's `next_page_token`: list the conflicts after it.
+    page_token: Option<String>,
+    /// Conflicts a refusal lists (default 1000).
+    limit: Option<usize>,
+    /// `fail` (default), `ours` or `theirs`.
+    strategy: Option<String>,
 }
 
 async fn branch_merge(
@@ -630,6 +637,8 @@ async fn branch_merge(
         squash: req.squash,
         delete_branch: req.delete_branch,
         memory_bytes: None,
+        page: ConflictPage { token: req.page_token, limit: req.limit },
+        strategy: req.strategy.as_deref().map(str::parse).transpose()?.unwrap_or_default(),
     };
     let result = g.branch_merge(&req.source, &target, &opts).await?;
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))

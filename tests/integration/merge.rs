@@ -141,7 +141,8 @@ async fn the_merge_truth_table_of_one_change_per_side() {
                     );
                     assert_eq!(content(&g, &dst).await, content(&g, &oracle).await, "{cell}: merged graph");
                 }
-                (Expect::Conflict(kind), Err(OmniError::MergeConflicts(conflicts))) => {
+                (Expect::Conflict(kind), Err(OmniError::MergeConflicts(set))) => {
+                    let conflicts = &set.conflicts;
                     assert!(conflicts.iter().any(|c| c.kind == kind), "{cell}: {conflicts:?}");
                     assert_eq!(content(&g, &dst).await, before, "{cell}: a refused merge writes nothing");
                 }
@@ -153,6 +154,103 @@ async fn the_merge_truth_table_of_one_change_per_side() {
         }
     }
     assert_eq!(cells, 100);
+}
+
+/// What a decided conflict cell adds on top of the target's change:
+/// `theirs` takes the source's side of the conflicting entity, and under
+/// either strategy the source's changes that do not conflict are merged as
+/// always (deleting Carol on the source deleted her edges, which the target
+/// left alone). `None` where a strategy cannot decide (a conflict from
+/// validating the merged result).
+fn decided_fix(source: Change, target: Change, theirs: bool) -> Option<Vec<&'static str>> {
+    use Change::*;
+    let carol_edges =
+        [r#"query q() { delete Knows where to = "Carol" }"#, r#"query q() { delete WorksAt where from = "Carol" }"#];
+    let fix: Vec<&str> = match (source, target) {
+        (AddEve30, AddEve31) => vec![r#"query q() { update Person set { age: 30 } where name = "Eve" }"#],
+        (AddEve31, AddEve30) => vec![r#"query q() { update Person set { age: 31 } where name = "Eve" }"#],
+        (SetBobAge40, SetBobAge41) => vec![r#"query q() { update Person set { age: 40 } where name = "Bob" }"#],
+        (SetBobAge41, SetBobAge40) => vec![r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
+        (RemoveCarol, SetCarolAge50) if theirs => vec![r#"query q() { delete Person where name = "Carol" }"#],
+        (RemoveCarol, SetCarolAge50) => return Some(carol_edges.to_vec()),
+        (SetCarolAge50, RemoveCarol) => {
+            vec![r#"query q() { insert Person { name: "Carol", age: 50, role: "manager" } }"#]
+        }
+        _ => return None,
+    };
+    Some(if theirs { fix } else { vec![] })
+}
+
+/// The truth table's conflict cells under `--strategy ours` and `theirs`:
+/// each row conflict is decided for one side in one merge commit (checked
+/// against an oracle branch), an orphaned edge is refused under both, and a
+/// divergent update keeps the properties only one side changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_truth_tables_conflict_cells_under_ours_and_theirs() {
+    let (_dir, g) = loaded_social_graph().await;
+    let with = |strategy| MergeOptions { strategy, ..MergeOptions::default() };
+    let mut cells = 0;
+    for (i, s) in CHANGES.iter().enumerate() {
+        for (j, t) in CHANGES.iter().enumerate() {
+            let Expect::Conflict(kind) = expected(*s, *t) else { continue };
+            for strategy in [omnigraph::MergeStrategy::Ours, omnigraph::MergeStrategy::Theirs] {
+                let name = format!("{i}x{j}{}", strategy.as_str());
+                let (src, dst, oracle) = (format!("s{name}"), format!("t{name}"), format!("o{name}"));
+                for b in [&src, &dst, &oracle] {
+                    g.branch_create(b, "main").await.expect("branch");
+                }
+                s.apply(&g, &src).await;
+                t.apply(&g, &dst).await;
+                t.apply(&g, &oracle).await;
+                let cell = format!("source {s:?} into target {t:?} under {strategy:?}");
+                let before = content(&g, &dst).await;
+                let got = g.branch_merge(&src, &dst, &with(strategy)).await;
+                let theirs = strategy == omnigraph::MergeStrategy::Theirs;
+                let Some(fix) = decided_fix(*s, *t, theirs) else {
+                    let err = got.expect_err(&cell);
+                    assert!(
+                        matches!(&err, OmniError::MergeConflicts(set) if set.conflicts.iter().all(|c| c.kind == kind)),
+                        "{cell}: {err}"
+                    );
+                    assert_eq!(content(&g, &dst).await, before, "{cell}: a refused merge writes nothing");
+                    continue;
+                };
+                for q in fix {
+                    mutate(&g, &oracle, q).await;
+                }
+                let r = got.unwrap_or_else(|e| panic!("{cell}: {e}"));
+                assert_eq!((r.report.outcome, r.report.conflicts_decided), (MergeOutcome::Merged, 1), "{cell}");
+                let head = &g.commits(&dst, Some(1)).await.expect("commits")[0];
+                assert_eq!(Some(&head.commit_id), r.report.graph_commit_id.as_ref(), "{cell}: one merge commit");
+                assert_eq!(content(&g, &dst).await, content(&g, &oracle).await, "{cell}: merged graph");
+                assert_clean(&g, &dst).await;
+                cells += 1;
+            }
+        }
+    }
+    assert_eq!(cells, 12, "6 row-conflict cells under two strategies");
+
+    // Property by property: both set Bob's age; only the source his email,
+    // only the target his role.
+    for (strategy, age) in [(omnigraph::MergeStrategy::Ours, 41), (omnigraph::MergeStrategy::Theirs, 40)] {
+        let (src, dst) = (format!("ps{}", strategy.as_str()), format!("pt{}", strategy.as_str()));
+        g.branch_create(&src, "main").await.expect("branch");
+        g.branch_create(&dst, "main").await.expect("branch");
+        mutate(&g, &src, r#"query q() { update Person set { age: 40, email: "bob@new.example" } where name = "Bob" }"#)
+            .await;
+        mutate(&g, &dst, r#"query q() { update Person set { age: 41, role: "engineer" } where name = "Bob" }"#).await;
+        let r = g.branch_merge(&src, &dst, &with(strategy)).await.expect("decided");
+        assert_eq!(r.report.conflicts_decided, 1);
+        let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email, $p.role } }"#;
+        let target = omnigraph::ReadTarget::Branch(dst.clone());
+        let bob = g.query(q, None, Map::new(), &target).await.expect("query");
+        let row = omnigraph::result_rows(&bob);
+        assert_eq!(
+            (&row[0]["p.age"], &row[0]["p.email"], &row[0]["p.role"]),
+            (&serde_json::json!(age), &serde_json::json!("bob@new.example"), &serde_json::json!("engineer")),
+            "{strategy:?}: {row:?}"
+        );
+    }
 }
 
 /// A branch of a branch merges into its parent, then the parent into main;
@@ -256,7 +354,8 @@ async fn merged_results_keep_unique_and_cardinality_rules() {
 }
 
 fn assert_kinds(err: &OmniError, kinds: &[ConflictKind]) {
-    let OmniError::MergeConflicts(conflicts) = err else { panic!("expected merge conflicts, got {err}") };
+    let OmniError::MergeConflicts(set) = err else { panic!("expected merge conflicts, got {err}") };
+    let conflicts = &set.conflicts;
     let mut got: Vec<ConflictKind> = conflicts.iter().map(|c| c.kind).collect();
     got.sort();
     let mut want = kinds.to_vec();
@@ -464,6 +563,63 @@ async fn merge_over_http() {
     assert_eq!(st, 200, "{}", s.log());
 }
 
+/// A large conflict set pages: each page lists the next conflicts in order,
+/// with the counts of all; a page token is refused once a branch moves, a
+/// forged token or a bad limit at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicts_page_in_order_with_counts_and_tokens_bound_to_both_heads() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("x", "main").await.expect("branch");
+    for (branch, age) in [("x", 1), ("main", 2)] {
+        let inserts: String = (0..5).map(|i| format!("insert Person {{ name: \"P{i}\", age: {age} }} ")).collect();
+        mutate(&g, branch, &format!("query q() {{ {inserts}}}")).await;
+        mutate(&g, branch, &format!("query q() {{ update Person set {{ age: {age} }} where name = \"Bob\" }}")).await;
+    }
+    let paged = |token: Option<String>, limit: Option<usize>| MergeOptions {
+        dry_run: true,
+        page: omnigraph::ConflictPage { token, limit },
+        ..MergeOptions::default()
+    };
+    let refusal = |e: OmniError| match e {
+        OmniError::MergeConflicts(set) => set,
+        other => panic!("expected conflicts, got {other}"),
+    };
+    let whole = refusal(g.branch_merge("x", "main", &paged(None, None)).await.expect_err("conflicts"));
+    let ids = |set: &omnigraph::ConflictSet| -> Vec<(ConflictKind, Option<String>)> {
+        set.conflicts.iter().map(|c| (c.kind, c.entity_id.clone())).collect()
+    };
+    assert_eq!((whole.total, whole.conflicts.len(), whole.next_page_token.as_deref()), (6, 6, None));
+    let stat: Vec<(String, ConflictKind, usize)> =
+        whole.stat.iter().map(|c| (c.type_name.clone(), c.kind, c.count)).collect();
+    assert_eq!(
+        stat,
+        [("Person".into(), ConflictKind::DivergentInsert, 5), ("Person".into(), ConflictKind::DivergentUpdate, 1)]
+    );
+    let (mut seen, mut token, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let set = refusal(g.branch_merge("x", "main", &paged(token.clone(), Some(4))).await.expect_err("conflicts"));
+        assert_eq!((set.total, &set.stat), (6, &whole.stat), "every page counts all");
+        assert!(set.conflicts.iter().all(|c| c.ours.is_some()), "a page's row conflicts carry values");
+        seen.extend(ids(&set));
+        pages += 1;
+        match set.next_page_token {
+            Some(t) => token = Some(t),
+            None => break,
+        }
+    }
+    assert_eq!((pages, seen), (2, ids(&whole)), "two pages hold every conflict once, in order");
+
+    let first = refusal(g.branch_merge("x", "main", &paged(None, Some(2))).await.expect_err("conflicts"));
+    let stale = first.next_page_token.expect("more pages");
+    for bad in [paged(Some("00ff".into()), None), paged(None, Some(0)), paged(None, Some(10_001))] {
+        let err = g.branch_merge("x", "main", &bad).await.expect_err("refused");
+        assert!(matches!(err, OmniError::BadRequest(_)), "{err}");
+    }
+    mutate(&g, "main", r#"query q() { insert Person { name: "Zed", age: 9 } }"#).await;
+    let err = g.branch_merge("x", "main", &paged(Some(stale), Some(2))).await.expect_err("refused");
+    assert!(matches!(&err, OmniError::BadRequest(m) if m.contains("moved")), "{err}");
+}
+
 /// Through the CLI: `branch merge --json` prints the HTTP answer's fields;
 /// a conflict exits 1 and prints every conflict (as JSON with `--json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -486,9 +642,42 @@ async fn merge_through_the_cli() {
         body["merge_conflicts"].as_array().expect("conflicts").iter().filter_map(|c| c["kind"].as_str()).collect();
     kinds.sort();
     assert_eq!(kinds, ["divergent_update", "orphan_edge"], "{body}");
+    let orphan = body["merge_conflicts"].as_array().and_then(|a| a.iter().find(|c| c["kind"] == "orphan_edge"));
+    let edge = orphan.map(|c| c["rows"][0]["endpoints"].clone()).unwrap_or_default();
+    assert_eq!(edge, serde_json::json!({"from": "Carol", "to": "Alice"}), "the orphaned edge's row: {body}");
     let out = run(&["branch", "merge", "--into", "b", "a", &loc]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("divergent_update:") && err.contains("orphan_edge:"), "{err}");
+    // `theirs` decides Bob's update; the orphaned edge still refuses the merge.
+    let out = run(&["branch", "merge", "--into", "b", "--json", "--strategy", "theirs", "a", &loc]);
+    assert_eq!(out.status.code(), Some(1));
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let kinds: Vec<&str> =
+        body["merge_conflicts"].as_array().expect("conflicts").iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert_eq!(kinds, ["orphan_edge"], "{body}");
+    // `--stat` counts them per type and kind instead.
+    let out = run(&["branch", "merge", "--into", "b", "--stat", "a", &loc]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let counted =
+        |t: &str, k: &str| err.lines().any(|l| l.contains(t) && l.contains(k) && l.trim_end().ends_with(" 1"));
+    assert!(counted("Person", "divergent_update") && counted("Knows", "orphan_edge"), "{err}");
+    assert!(!err.contains("divergent_update:"), "--stat lists no conflict: {err}");
+    // One per page: the first page's token reaches the second.
+    let page = |extra: &[&str]| {
+        let out = run(&[&["branch", "merge", "--into", "b", "--json", "--limit", "1"], extra, &["a", &loc]].concat());
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")
+    };
+    let first = page(&[]);
+    assert_eq!(
+        (first["conflict_count"].as_u64(), first["merge_conflicts"].as_array().map(Vec::len)),
+        (Some(2), Some(1))
+    );
+    let token = first["next_page_token"].as_str().expect("a second page").to_string();
+    let second = page(&["--page-token", &token]);
+    assert_eq!(second["next_page_token"], serde_json::Value::Null, "{second}");
+    let kinds: Vec<&serde_json::Value> = [&first, &second].iter().map(|p| &p["merge_conflicts"][0]["kind"]).collect();
+    assert_eq!(kinds, ["orphan_edge", "divergent_update"], "in order: edge:Knows sorts before node:Person");
 
     let out = run(&["branch", "merge", "--json", "--delete-branch", "--as", "ci", "a", &loc]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -579,7 +768,41 @@ async fn every_reachable_conflict_kind_over_http() {
         let kinds: Vec<&str> =
             v["merge_conflicts"].as_array().expect("list").iter().filter_map(|c| c["kind"].as_str()).collect();
         assert_eq!(kinds, [*kind], "{v}");
+        let c = &v["merge_conflicts"][0];
+        assert_eq!((&c["type"], &c["type_name"]), (&c["type_name"], &c["type_name"]), "{c}");
+        assert_eq!(c["id"], c["entity_id"], "{c}");
+        assert_eq!((v["conflict_count"].as_u64(), v["conflict_stat"][0]["kind"].as_str()), (Some(1), Some(*kind)));
+        // A validation conflict carries the rows behind it.
+        let rows = c["rows"].as_array().cloned().unwrap_or_default();
+        match *kind {
+            "unique_violation" => {
+                let mut ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+                ids.sort();
+                assert_eq!(ids, ["Dan", "Fay"], "{c}");
+                assert!(rows.iter().all(|r| r["email"] == "x@example.com"), "{c}");
+            }
+            "cardinality_violation" => {
+                assert_eq!(rows.len(), 2, "Bob's two WorksAt edges: {c}");
+                assert!(rows.iter().all(|r| r["endpoints"]["from"] == "Bob"), "{c}");
+            }
+            _ => assert!(rows.is_empty() && c.get("ours").is_some(), "a row conflict carries values: {c}"),
+        }
+        // A strategy decides a row conflict, never a validation one.
+        let body = serde_json::json!({ "source": src, "target": dst, "strategy": "theirs", "dry_run": true });
+        let (st, v) = post(&s, "/graphs/g/branches/merge", body).await;
+        if rows.is_empty() {
+            assert_eq!(
+                (st, v["conflicts_decided"].as_u64(), v["strategy"].as_str()),
+                (200, Some(1), Some("theirs")),
+                "{v}"
+            );
+        } else {
+            assert_eq!(st, 409, "{kind} under theirs: {v}");
+        }
     }
+    let body = serde_json::json!({ "source": "src0", "target": "dst0", "strategy": "mine" });
+    let (st, v) = post(&s, "/graphs/g/branches/merge", body).await;
+    assert_eq!((st, v["code"].as_str()), (400, Some("bad_request")), "{v}");
 }
 
 /// The one kind two valid branches cannot produce: a row breaking a rule
@@ -638,6 +861,7 @@ async fn a_rule_breaking_row_written_around_validation_is_a_value_constraint_con
     assert_eq!(conflicts[0]["kind"], "value_constraint_violation", "{v}");
     assert_eq!(conflicts[0]["entity_id"], "Old", "{v}");
     assert!(conflicts[0]["message"].as_str().is_some_and(|m| m.contains("age")), "{v}");
+    assert_eq!(conflicts[0]["rows"][0]["id"], "Old", "the row that breaks the rule: {v}");
     let after = crate::server::get(&s, "/graphs/g/snapshot?branch=dst").await;
     assert_eq!(before, after, "a refused merge writes nothing");
 }
@@ -684,7 +908,7 @@ async fn a_merge_spilled_to_disk_partitions_equals_one_in_memory() {
     mutate(&g, "s", r#"query q() { insert Person { name: "Eve", age: 1 } }"#).await;
     mutate(&g, "main", r#"query q() { insert Person { name: "Eve", age: 2 } }"#).await;
     let conflicts = |e: OmniError| match e {
-        OmniError::MergeConflicts(c) => c,
+        OmniError::MergeConflicts(set) => set.conflicts,
         other => panic!("expected conflicts, got {other}"),
     };
     let a = conflicts(g.branch_merge("s", "main", &dry(&MergeOptions::default())).await.expect_err("conflicts"));
@@ -759,7 +983,8 @@ async fn row_versions_and_fingerprints_classify_a_merge_alike() {
     assert!(compared >= 3, "{compared} tables compared");
     // Bob (updated on both) and Carol (deleted against updated) conflict.
     let err = g.branch_merge("feature", "main", &MergeOptions::default()).await.expect_err("conflicts");
-    let OmniError::MergeConflicts(conflicts) = err else { panic!("{err:?}") };
+    let OmniError::MergeConflicts(set) = err else { panic!("{err:?}") };
+    let conflicts = set.conflicts;
     let kinds: Vec<_> = conflicts.iter().map(|c| c.kind).collect();
     assert!(
         kinds.contains(&ConflictKind::DivergentUpdate) && kinds.contains(&ConflictKind::DeleteVsUpdate),

@@ -59,6 +59,19 @@ pub struct EntityRow {
 }
 
 impl EntityRow {
+    /// The entity as clients read it: `id`, every non-null property, and an
+    /// edge's `endpoints {from, to}` (a diff's before/after image, a
+    /// conflict's values and rows).
+    pub fn image(&self, edge: bool) -> Value {
+        let mut m = serde_json::Map::new();
+        m.insert("id".into(), Value::String(self.id.clone()));
+        m.extend(self.props.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())));
+        if edge {
+            m.insert("endpoints".into(), serde_json::json!({ "from": self.src, "to": self.dst }));
+        }
+        Value::Object(m)
+    }
+
     /// A node row with no properties.
     pub fn node(id: impl Into<String>) -> Self {
         EntityRow { id: id.into(), ..EntityRow::default() }

@@ -54,8 +54,11 @@ impl ConflictKind {
     }
 }
 
-/// One reason a merge cannot be applied, as clients read it.
+/// One reason a merge cannot be applied, as clients read it. On the wire
+/// it carries `type` and `id` (this project's names) beside the
+/// reference's `type_name` and `entity_id`, so clients of either read it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "WireConflict", from = "WireConflict")]
 pub struct MergeConflict {
     /// `node:<Type>` / `edge:<Type>`.
     pub type_key: String,
@@ -71,18 +74,90 @@ pub struct MergeConflict {
     pub message: String,
     /// The property two sides set differently (a divergent update names
     /// one conflict per such property).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub property: Option<String>,
     /// The entity (or `property`'s value) at the merge base; null where
     /// absent. Row conflicts carry `base`, `ours` and `theirs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<serde_json::Value>,
     /// The same on the target (the branch merged into).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ours: Option<serde_json::Value>,
     /// The same on the source (the branch merged).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub theirs: Option<serde_json::Value>,
+    /// The rows behind a conflict found by validating the merged result
+    /// (an orphaned edge, the two rows sharing a `@unique` value, a
+    /// node's edges past its `@card`, a row breaking a rule), as the
+    /// merged graph would hold them; empty for row conflicts.
+    pub rows: Vec<serde_json::Value>,
+}
+
+/// [`MergeConflict`]'s JSON: both spellings of the type and the id.
+#[derive(Serialize, Deserialize)]
+struct WireConflict {
+    kind: ConflictKind,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    type_: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(default)]
+    type_key: String,
+    #[serde(default)]
+    entity_kind: String,
+    #[serde(default)]
+    type_name: String,
+    #[serde(default)]
+    entity_id: Option<String>,
+    #[serde(default)]
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    property: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    base: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ours: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    theirs: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    rows: Vec<serde_json::Value>,
+}
+
+impl From<MergeConflict> for WireConflict {
+    fn from(c: MergeConflict) -> Self {
+        WireConflict {
+            kind: c.kind,
+            type_: Some(c.type_name.clone()),
+            id: c.entity_id.clone(),
+            type_key: c.type_key,
+            entity_kind: c.entity_kind,
+            type_name: c.type_name,
+            entity_id: c.entity_id,
+            message: c.message,
+            property: c.property,
+            base: c.base,
+            ours: c.ours,
+            theirs: c.theirs,
+            rows: c.rows,
+        }
+    }
+}
+
+impl From<WireConflict> for MergeConflict {
+    fn from(w: WireConflict) -> Self {
+        let type_name = if w.type_name.is_empty() { w.type_.unwrap_or_default() } else { w.type_name };
+        let entity_kind = if w.entity_kind.is_empty() { "node".to_string() } else { w.entity_kind };
+        let type_key = if w.type_key.is_empty() { format!("{entity_kind}:{type_name}") } else { w.type_key };
+        MergeConflict {
+            type_key,
+            entity_kind,
+            type_name,
+            entity_id: w.entity_id.or(w.id),
+            kind: w.kind,
+            message: w.message,
+            property: w.property,
+            base: w.base,
+            ours: w.ours,
+            theirs: w.theirs,
+            rows: w.rows,
+        }
+    }
 }
 
 impl MergeConflict {
@@ -104,6 +179,12 @@ impl MergeConflict {
         (self.base, self.ours, self.theirs) = (Some(base), Some(ours), Some(theirs));
         self
     }
+
+    /// This conflict with the rows behind it (see [`MergeConflict::rows`]).
+    pub fn with_rows(mut self, rows: Vec<serde_json::Value>) -> MergeConflict {
+        self.rows = rows;
+        self
+    }
 }
 
 impl PartialOrd for MergeConflict {
@@ -115,7 +196,8 @@ impl PartialOrd for MergeConflict {
 impl Ord for MergeConflict {
     // Values break ties by their JSON text, so the order agrees with `==`.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        let values = |c: &MergeConflict| serde_json::to_string(&(&c.base, &c.ours, &c.theirs)).unwrap_or_default();
+        let values =
+            |c: &MergeConflict| serde_json::to_string(&(&c.base, &c.ours, &c.theirs, &c.rows)).unwrap_or_default();
         self.order_key().cmp(&other.order_key()).then_with(|| values(self).cmp(&values(other)))
     }
 }
@@ -135,8 +217,213 @@ impl MergeConflict {
             base: None,
             ours: None,
             theirs: None,
+            rows: Vec::new(),
         }
     }
+}
+
+/// A refused merge's conflicts as a client reads them: one page, with the
+/// counts of all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictSet {
+    /// This page's conflicts, in order.
+    pub conflicts: Vec<MergeConflict>,
+    /// How many conflicts there are in all, counted before a divergent
+    /// update is listed once per property.
+    pub total: usize,
+    /// Counts per type and kind over all of them.
+    pub stat: Vec<ConflictCount>,
+    /// Where the next page starts, when one remains.
+    pub next_page_token: Option<String>,
+}
+
+/// How many conflicts of one kind one type has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictCount {
+    /// The node or edge type.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// `node` or `edge`.
+    pub entity_kind: String,
+    /// The kind of conflict.
+    pub kind: ConflictKind,
+    /// How many.
+    pub count: usize,
+}
+
+/// Where a page of conflicts resumes: after the conflict with this order key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictCursor {
+    type_key: String,
+    entity_id: Option<String>,
+    kind: ConflictKind,
+    message: String,
+}
+
+impl ConflictCursor {
+    fn of(c: &MergeConflict) -> ConflictCursor {
+        ConflictCursor {
+            type_key: c.type_key.clone(),
+            entity_id: c.entity_id.clone(),
+            kind: c.kind,
+            message: c.message.clone(),
+        }
+    }
+
+    fn key(&self) -> (&str, Option<&str>, ConflictKind, Option<&str>, &str) {
+        (&self.type_key, self.entity_id.as_deref(), self.kind, None, &self.message)
+    }
+}
+
+impl ConflictSet {
+    /// Counts per type and kind of `all`, by type then kind.
+    pub fn count(all: &[MergeConflict]) -> Vec<ConflictCount> {
+        let mut counts: std::collections::BTreeMap<(&str, ConflictKind), (&str, usize)> = Default::default();
+        for c in all {
+            counts.entry((&c.type_key, c.kind)).or_insert((&c.entity_kind, 0)).1 += 1;
+        }
+        counts
+            .into_iter()
+            .map(|((key, kind), (entity_kind, count))| ConflictCount {
+                type_name: key.split_once(':').map_or(key, |(_, n)| n).to_string(),
+                entity_kind: entity_kind.to_string(),
+                kind,
+                count,
+            })
+            .collect()
+    }
+
+    /// At most `limit` of `all` (valueless, in order) after `after`, and
+    /// the cursor of the page that follows them when any remain.
+    pub fn page(
+        all: &[MergeConflict],
+        after: Option<&ConflictCursor>,
+        limit: usize,
+    ) -> (Vec<MergeConflict>, Option<ConflictCursor>) {
+        let start = after.map_or(0, |a| all.partition_point(|c| c.order_key() <= a.key()));
+        let page: Vec<MergeConflict> = all.iter().skip(start).take(limit).cloned().collect();
+        let next = page.last().filter(|_| start + page.len() < all.len()).map(ConflictCursor::of);
+        (page, next)
+    }
+}
+
+/// How a merge decides its row conflicts (`divergent_insert`,
+/// `divergent_update`, `delete_vs_update`). Conflicts found by validating
+/// the merged result are never decided: they refuse the merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeStrategy {
+    /// Refuse the merge on any conflict.
+    #[default]
+    Fail,
+    /// The target's side wins (the branch merged into).
+    Ours,
+    /// The source's side wins (the branch merged).
+    Theirs,
+}
+
+impl MergeStrategy {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeStrategy::Fail => "fail",
+            MergeStrategy::Ours => "ours",
+            MergeStrategy::Theirs => "theirs",
+        }
+    }
+}
+
+impl std::str::FromStr for MergeStrategy {
+    type Err = crate::protocol::OmniError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fail" => Ok(MergeStrategy::Fail),
+            "ours" => Ok(MergeStrategy::Ours),
+            "theirs" => Ok(MergeStrategy::Theirs),
+            other => Err(crate::protocol::OmniError::BadRequest(format!(
+                "unknown merge strategy `{other}`: expected fail, ours or theirs"
+            ))),
+        }
+    }
+}
+
+/// What a strategy makes of one row conflict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// The target's row (or its absence) stands.
+    Keep,
+    /// Write this row: over the target's, or as a new one where the target
+    /// has none.
+    Write(crate::rows::EntityRow),
+    /// Delete the target's row.
+    Delete,
+}
+
+/// Decide one row conflict of `kind` under `strategy` (`None` for
+/// [`MergeStrategy::Fail`]), from the entity at the base, the source and
+/// the target (`None` = absent there). An insert or delete kind goes to
+/// the chosen side whole; a divergent update is merged property by
+/// property: a property one side changed takes that change, and one both
+/// changed differently takes the chosen side's value (an edge's endpoints
+/// count as one property).
+pub fn decide(
+    kind: ConflictKind,
+    strategy: MergeStrategy,
+    base: Option<&crate::rows::EntityRow>,
+    source: Option<&crate::rows::EntityRow>,
+    target: Option<&crate::rows::EntityRow>,
+) -> Option<Decision> {
+    let theirs = match strategy {
+        MergeStrategy::Fail => return None,
+        MergeStrategy::Ours => false,
+        MergeStrategy::Theirs => true,
+    };
+    let decision = match (source, target) {
+        (Some(s), Some(t)) if kind == ConflictKind::DivergentUpdate => match base {
+            Some(b) => write_unless_same(merge_properties(b, s, t, theirs), t),
+            None => write_unless_same(if theirs { s.clone() } else { t.clone() }, t),
+        },
+        (Some(s), Some(t)) => write_unless_same(if theirs { s.clone() } else { t.clone() }, t),
+        (Some(s), None) if theirs => Decision::Write(s.clone()),
+        (None, Some(_)) if theirs => Decision::Delete,
+        _ => Decision::Keep,
+    };
+    Some(decision)
+}
+
+fn write_unless_same(row: crate::rows::EntityRow, target: &crate::rows::EntityRow) -> Decision {
+    if &row == target { Decision::Keep } else { Decision::Write(row) }
+}
+
+/// The three-way merge of one entity's properties (see [`decide`]).
+pub fn merge_properties(
+    base: &crate::rows::EntityRow,
+    source: &crate::rows::EntityRow,
+    target: &crate::rows::EntityRow,
+    theirs: bool,
+) -> crate::rows::EntityRow {
+    fn pick<'v, V: PartialEq>(b: &'v V, s: &'v V, t: &'v V, theirs: bool) -> &'v V {
+        if s == b || s == t {
+            t
+        } else if t == b || theirs {
+            s
+        } else {
+            t
+        }
+    }
+    let null = serde_json::Value::Null;
+    let mut merged = target.clone();
+    let names: std::collections::BTreeSet<&String> =
+        base.props.keys().chain(source.props.keys()).chain(target.props.keys()).collect();
+    for name in names {
+        let at = |r: &'_ crate::rows::EntityRow| r.props.get(name).unwrap_or(&null).clone();
+        let (b, s, t) = (at(base), at(source), at(target));
+        merged.props.insert(name.clone(), pick(&b, &s, &t, theirs).clone());
+    }
+    let ends = |r: &crate::rows::EntityRow| (r.src.clone(), r.dst.clone());
+    (merged.src, merged.dst) = pick(&ends(base), &ends(source), &ends(target), theirs).clone();
+    merged
 }
 
 /// What the merge does with one entity.
@@ -224,5 +511,112 @@ mod tests {
         assert_eq!(v["entity_kind"], "edge");
         assert_eq!(v["type_name"], "Knows");
         assert_eq!(ConflictKind::ValueConstraintViolation.as_str(), "value_constraint_violation");
+    }
+
+    /// A conflict reads as `{kind, type, id, …}` and as the reference's
+    /// `{entity_kind, type_name, entity_id, …}`, and either reads back.
+    #[test]
+    fn a_conflict_carries_both_spellings_of_type_and_id() {
+        let c = MergeConflict::new("edge:Knows", Some("k1"), ConflictKind::DivergentUpdate, "m").with_values(
+            Some("since".into()),
+            serde_json::json!(1),
+            serde_json::json!(2),
+            serde_json::json!(3),
+        );
+        let wire = serde_json::to_value(&c).unwrap();
+        assert_eq!(wire["type"], "Knows");
+        assert_eq!(wire["id"], "k1");
+        assert_eq!(wire["type_name"], "Knows");
+        assert_eq!(wire["entity_id"], "k1");
+        assert_eq!(wire["entity_kind"], "edge");
+        assert_eq!(wire["kind"], "divergent_update");
+        assert_eq!(wire["property"], "since");
+        assert_eq!(
+            (&wire["base"], &wire["ours"], &wire["theirs"]),
+            (&serde_json::json!(1), &serde_json::json!(2), &serde_json::json!(3))
+        );
+        assert_eq!(serde_json::from_value::<MergeConflict>(wire).unwrap(), c);
+        let short: MergeConflict =
+            serde_json::from_value(serde_json::json!({"kind": "orphan_edge", "type": "Person", "id": "p1"})).unwrap();
+        assert_eq!((short.type_key.as_str(), short.entity_id.as_deref()), ("node:Person", Some("p1")));
+        let bare =
+            serde_json::to_value(MergeConflict::new("node:Person", None, ConflictKind::UniqueViolation, "u")).unwrap();
+        assert!(bare.get("id").is_none() && bare.get("base").is_none(), "{bare}");
+    }
+
+    #[test]
+    fn conflicts_page_in_order_and_count_per_type_and_kind() {
+        let mut all: Vec<MergeConflict> = (0..5)
+            .map(|i| MergeConflict::new("node:Person", Some(&format!("p{i}")), ConflictKind::DivergentUpdate, "u"))
+            .collect();
+        all.push(MergeConflict::new("edge:Knows", Some("k"), ConflictKind::OrphanEdge, "o"));
+        all.sort();
+        let stat = ConflictSet::count(&all);
+        let counts: Vec<(&str, ConflictKind, usize)> =
+            stat.iter().map(|c| (c.type_name.as_str(), c.kind, c.count)).collect();
+        assert_eq!(counts, [("Knows", ConflictKind::OrphanEdge, 1), ("Person", ConflictKind::DivergentUpdate, 5)]);
+        let (mut seen, mut after) = (Vec::new(), None);
+        loop {
+            let (page, next) = ConflictSet::page(&all, after.as_ref(), 2);
+            assert!(page.len() <= 2 && !page.is_empty());
+            seen.extend(page);
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(seen, all, "the pages hold every conflict once, in order");
+        let (whole, next) = ConflictSet::page(&all, None, 6);
+        assert_eq!((whole.len(), next), (6, None));
+    }
+
+    fn person(age: i64, email: &str) -> crate::rows::EntityRow {
+        let mut r = crate::rows::EntityRow::node("Bob");
+        r.props.insert("age".into(), serde_json::json!(age));
+        r.props.insert("email".into(), serde_json::json!(email));
+        r
+    }
+
+    /// Every row-conflict shape under both strategies, and `fail`.
+    #[test]
+    fn strategies_decide_each_row_conflict_for_one_side() {
+        use ConflictKind::*;
+        let (b, s, t) = (person(30, "b@x"), person(41, "b@y"), person(40, "b@x"));
+        let theirs = MergeStrategy::Theirs;
+        let ours = MergeStrategy::Ours;
+        // A divergent update merges property by property: the source alone
+        // changed `email`, both changed `age`.
+        assert_eq!(decide(DivergentUpdate, theirs, Some(&b), Some(&s), Some(&t)), Some(Decision::Write(s.clone())));
+        assert_eq!(
+            decide(DivergentUpdate, ours, Some(&b), Some(&s), Some(&t)),
+            Some(Decision::Write(person(40, "b@y"))),
+            "ours keeps its age and takes the source's email"
+        );
+        // The target alone changed `email`: theirs keeps it.
+        let t2 = person(40, "b@z");
+        assert_eq!(
+            decide(DivergentUpdate, theirs, Some(&b), Some(&person(41, "b@x")), Some(&t2)),
+            Some(Decision::Write(person(41, "b@z")))
+        );
+        // A divergent insert goes whole to the chosen side.
+        assert_eq!(decide(DivergentInsert, theirs, None, Some(&s), Some(&t)), Some(Decision::Write(s.clone())));
+        assert_eq!(decide(DivergentInsert, ours, None, Some(&s), Some(&t)), Some(Decision::Keep));
+        // Delete against update: the chosen side's absence or row.
+        assert_eq!(decide(DeleteVsUpdate, theirs, Some(&b), None, Some(&t)), Some(Decision::Delete));
+        assert_eq!(decide(DeleteVsUpdate, ours, Some(&b), None, Some(&t)), Some(Decision::Keep));
+        assert_eq!(decide(DeleteVsUpdate, theirs, Some(&b), Some(&s), None), Some(Decision::Write(s.clone())));
+        assert_eq!(decide(DeleteVsUpdate, ours, Some(&b), Some(&s), None), Some(Decision::Keep));
+        assert_eq!(decide(DivergentUpdate, MergeStrategy::Fail, Some(&b), Some(&s), Some(&t)), None);
+        // An edge's moved ends are one property.
+        let edge = |from: &str, since: i64| {
+            let mut r = crate::rows::EntityRow::node("k");
+            (r.src, r.dst) = (Some(from.into()), Some("Z".into()));
+            r.props.insert("since".into(), serde_json::json!(since));
+            r
+        };
+        let merged = merge_properties(&edge("A", 1), &edge("B", 1), &edge("A", 2), false);
+        assert_eq!(merged, edge("B", 2), "the source moved the edge, the target changed `since`");
+        assert_eq!("theirs".parse::<MergeStrategy>().ok(), Some(theirs));
+        assert!("mine".parse::<MergeStrategy>().is_err());
     }
 }

@@ -27,8 +27,10 @@ use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
 use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
+use crate::engine::conflict_page::{self, ConflictPage};
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
+use crate::engine::three_way::MergeStrategy;
 use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::WriterKind;
@@ -50,6 +52,10 @@ pub struct MergeRequest {
     /// Memory one table's row fingerprints may hold before they spill to
     /// disk partitions (`None`: [`merge::spill::DEFAULT_BUDGET`]).
     pub memory_bytes: Option<u64>,
+    /// Which page of the conflicts a refusal lists.
+    pub page: ConflictPage,
+    /// How row conflicts are decided (`fail`: they refuse the merge).
+    pub strategy: MergeStrategy,
 }
 
 /// What a merge did (or, for a dry run, would do).
@@ -73,6 +79,10 @@ pub struct MergeReport {
     pub dry_run: bool,
     /// Whether the commit records no merged parent (a squash merge).
     pub squash: bool,
+    /// How row conflicts were decided.
+    pub strategy: MergeStrategy,
+    /// Row conflicts the strategy decided (their rows are part of `tables`).
+    pub conflicts_decided: usize,
 }
 
 /// Merge `req.source` into `req.target`.
@@ -80,6 +90,7 @@ pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
     if req.source == req.target {
         return Err(OmniError::BadRequest(format!("cannot merge branch `{}` into itself", req.source)));
     }
+    req.page.check()?;
     let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "merge", source = %req.source, target = %req.target);
     attempt(rt, req, lineage).instrument(span).await
@@ -115,6 +126,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         tables: vec![],
         dry_run: req.dry_run,
         squash: req.squash,
+        strategy: req.strategy,
+        conflicts_decided: 0,
     };
     if outcome == Outcome::AlreadyUpToDate {
         return Ok(report);
@@ -124,16 +137,19 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let budget = req.memory_bytes.unwrap_or(merge::spill::DEFAULT_BUDGET);
     let sides = (&*source.state, &*target.state);
-    let merges = merge::plan_tables(rt.root(), &schema.catalog, &base, sides, target_ref.as_deref(), budget)
+    let mut merges = merge::plan_tables(rt.root(), &schema.catalog, &base, sides, target_ref.as_deref(), budget)
         .instrument(plan_span)
         .await?;
+    let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy = req.strategy.as_str());
+    report.conflicts_decided = decide(rt, &base, &mut merges, req.strategy).instrument(span).await?;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
     conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
-        let valued = crate::engine::conflict_values::attach(rt.root(), &base, sides, conflicts).await?;
-        return Err(OmniError::MergeConflicts(merge::sorted(valued)));
+        let states = (&*base, sides.0, sides.1);
+        let heads = (source_head.as_str(), target_head.as_str());
+        return Err(conflict_page::refusal(rt.root(), states, heads, &req.page, conflicts).await?);
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();
     if req.dry_run {
@@ -154,6 +170,22 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     report.graph_commit_id = Some(done.commit_id);
     Ok(report)
+}
+
+/// Decide every table's row conflicts under `strategy`; how many were decided.
+async fn decide(
+    rt: &Runtime,
+    base: &ManifestState,
+    merges: &mut Vec<merge::TableMerge>,
+    strategy: MergeStrategy,
+) -> Result<usize> {
+    let mut decided = 0;
+    for m in merges.iter_mut() {
+        decided += merge::strategy::decide_table(rt.root(), base.tables.get(&m.table_key), m, strategy).await?;
+    }
+    // A table whose every conflict kept the target's side changes nothing.
+    merges.retain(|m| !m.delta.is_empty() || !m.delta.conflicts.is_empty());
+    Ok(decided)
 }
 
 /// The tables visible at the merge base: the target's own state when the

@@ -116,7 +116,7 @@ async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
 }
 
 /// `batches` in `base`'s column order and types.
-fn normalised(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+pub(super) fn normalised(base: &Dataset, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
     let schema = std::sync::Arc::new(arrow_schema::Schema::from(base.schema()));
     let mut out = Vec::with_capacity(batches.len());
     for batch in batches.iter().filter(|b| b.num_rows() > 0) {

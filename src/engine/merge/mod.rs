@@ -20,6 +20,7 @@
 pub mod delta;
 pub mod lineage;
 pub mod spill;
+pub mod strategy;
 pub mod validate;
 
 use std::collections::HashMap;
@@ -35,7 +36,6 @@ use crate::engine::lang::catalog::Catalog;
 use crate::engine::layout;
 use crate::engine::manifest::{CommitRow, ManifestState, TableEntry, TableUpdate, merge_base};
 use crate::engine::storage::{MergeMode, Root, StagePlan};
-use crate::engine::three_way::MergeConflict;
 use crate::engine::write_plan::{self, PointerUpdate, Prepared};
 use crate::protocol::{OmniError, Result};
 
@@ -339,11 +339,4 @@ fn located_plans(m: &TableMerge, located: &HashMap<String, u64>) -> Result<Vec<S
         plans.push(StagePlan::Rewrite { addresses: at(&mut chunk.iter().copied())?, batches: vec![] });
     }
     Ok(plans)
-}
-
-/// Every conflict, in a stable order.
-pub fn sorted(mut conflicts: Vec<MergeConflict>) -> Vec<MergeConflict> {
-    conflicts.sort();
-    conflicts.dedup();
-    conflicts
 }

@@ -12,7 +12,7 @@ use crate::engine::layout;
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::Root;
 use crate::engine::three_way::{ConflictKind, MergeConflict};
-use crate::engine::validate::Validator;
+use crate::engine::validate::{Rule, Validator};
 use crate::protocol::{OmniError, Result};
 
 use super::TableMerge;
@@ -40,10 +40,12 @@ pub async fn merged_result(
                 sources.extend(rows::from_batch(&r).into_iter().filter_map(|e| e.src));
             }
             let gone: HashSet<String> = m.delta.deleted.iter().cloned().collect();
-            if let Err(e) =
-                integrity::card_per_source(Some(target_ds), type_name, card, &written, &gone, &sources).await
+            if let Some(breach) =
+                integrity::card_breach(Some(target_ds), type_name, card, &written, &gone, &sources).await?
             {
-                out.push(table_conflict(&m.table_key, ConflictKind::CardinalityViolation, e)?);
+                let rows = edge_rows(target_ds, &written, &breach.edges).await?;
+                let c = MergeConflict::new(&m.table_key, None, ConflictKind::CardinalityViolation, breach.message);
+                out.push(c.with_rows(rows));
             }
             let ends = [(&edge.from_type, "src"), (&edge.to_type, "dst")];
             for (node_type, end) in ends {
@@ -56,7 +58,9 @@ pub async fn merged_result(
                     let msg = format!(
                         "edge {type_name} `{edge_id}` {end} `{node}` is not a live {node_type} after the merge"
                     );
-                    out.push(MergeConflict::new(&m.table_key, Some(edge_id), ConflictKind::OrphanEdge, msg));
+                    let row = written.iter().filter(|r| &r.id == edge_id).map(|r| r.image(true)).collect();
+                    let c = MergeConflict::new(&m.table_key, Some(edge_id), ConflictKind::OrphanEdge, msg);
+                    out.push(c.with_rows(row));
                 }
             }
         }
@@ -77,18 +81,23 @@ async fn rules(
         .type_def(type_name)
         .ok_or_else(|| OmniError::Internal(format!("{} is not in the catalog", m.table_key)))?;
     let validator = Validator::for_type(def)?;
+    let edge = matches!(def, TypeDef::Edge(_));
     for row in written {
         for v in validator.row_violations(row) {
-            out.push(MergeConflict::new(
-                &m.table_key,
-                Some(&row.id),
-                ConflictKind::ValueConstraintViolation,
-                v.to_string(),
-            ));
+            let kind = ConflictKind::ValueConstraintViolation;
+            let c = MergeConflict::new(&m.table_key, Some(&row.id), kind, v.to_string());
+            out.push(c.with_rows(vec![row.image(edge)]));
         }
     }
     if let Err(v) = validator.check_unique(written) {
-        out.push(MergeConflict::new(&m.table_key, Some(&v.id), ConflictKind::UniqueViolation, v.to_string()));
+        // The two written rows that share the value.
+        let other = match v.rule.as_ref() {
+            Rule::Unique { other_id, .. } => Some(other_id.as_str()),
+            _ => None,
+        };
+        let rows = written.iter().filter(|r| r.id == v.id || Some(r.id.as_str()) == other).map(|r| r.image(edge));
+        let c = MergeConflict::new(&m.table_key, Some(&v.id), ConflictKind::UniqueViolation, v.to_string());
+        out.push(c.with_rows(rows.collect()));
         return Ok(());
     }
     let uniques = match def {
@@ -101,20 +110,31 @@ async fn rules(
     // Held by a target row that stays: neither replaced nor deleted.
     let gone: HashSet<&str> = m.delta.deleted.iter().map(String::as_str).collect();
     let replaced = |id: &str| gone.contains(id);
-    if let Err(e) = integrity::unique_against_committed(&m.target_ds, type_name, uniques, written, replaced, None).await
-    {
-        out.push(table_conflict(&m.table_key, ConflictKind::UniqueViolation, e)?);
+    if let Some(clash) = integrity::unique_clash(&m.target_ds, type_name, uniques, written, replaced, None).await? {
+        let (kind, id) = (ConflictKind::UniqueViolation, Some(clash.writer.id.as_str()));
+        let rows = vec![clash.writer.image(edge), clash.holder.image(edge)];
+        out.push(MergeConflict::new(&m.table_key, id, kind, clash.message).with_rows(rows));
     }
     Ok(())
 }
 
-/// A rule's refusal (a `BadRequest` from the shared checks) as a conflict;
-/// any other error is a real failure.
-fn table_conflict(table_key: &str, kind: ConflictKind, e: OmniError) -> Result<MergeConflict> {
-    match e {
-        OmniError::BadRequest(msg) => Ok(MergeConflict::new(table_key, None, kind, msg)),
-        other => Err(other),
+/// Most rows one conflict lists (a node past its `@card` may have many edges).
+const ROWS_PER_CONFLICT: usize = 100;
+
+/// The images of the edges `ids` as the merged graph holds them: the
+/// merge's own rows where it writes them, else the target's.
+async fn edge_rows(target: &lance::Dataset, written: &[EntityRow], ids: &[String]) -> Result<Vec<serde_json::Value>> {
+    let ids = &ids[..ids.len().min(ROWS_PER_CONFLICT)];
+    let by_id: HashMap<&str, &EntityRow> = written.iter().map(|r| (r.id.as_str(), r)).collect();
+    let kept: HashSet<&str> = ids.iter().map(String::as_str).filter(|id| !by_id.contains_key(id)).collect();
+    let mut committed: HashMap<String, EntityRow> = HashMap::new();
+    for batch in super::delta::rows_with_ids(target, &kept).await? {
+        committed.extend(rows::from_batch(&batch).into_iter().map(|r| (r.id.clone(), r)));
     }
+    let image = |id: &String| {
+        by_id.get(id.as_str()).map(|r| r.image(true)).or_else(|| committed.get(id).map(|r| r.image(true)))
+    };
+    Ok(ids.iter().filter_map(image).collect())
 }
 
 /// Which of `ids` are live `node_type` nodes after the merge: written by the
@@ -173,16 +193,23 @@ async fn edges_of_deleted_nodes(
                 Some(ds) => ds.clone(),
                 None => opened.insert(committed::open_pinned(root, entry).await?).clone(),
             };
+            let mut orphans = Vec::new();
             for (node, edge_ids) in committed::edges_by_endpoint(&ds, end, &deleted).await? {
                 // An edge the merge deletes or rewrites is judged by its merged row.
                 let kept = edge_ids.into_iter().filter(|id| {
                     edge_merge.is_none_or(|m| !m.delta.deleted.contains(id) && !m.delta.updated.contains(id))
                 });
-                for id in kept {
-                    let msg =
-                        format!("edge {} `{id}` keeps {end} `{node}`, a {node_type} the merge deletes", edge.name);
-                    out.push(MergeConflict::new(&key, Some(&id), ConflictKind::OrphanEdge, msg));
-                }
+                orphans.extend(kept.map(|id| (id, node.clone())));
+            }
+            let ids: HashSet<&str> = orphans.iter().map(|(id, _)| id.as_str()).collect();
+            let mut rows_by_id: HashMap<String, serde_json::Value> = HashMap::new();
+            for batch in super::delta::rows_with_ids(&ds, &ids).await? {
+                rows_by_id.extend(rows::from_batch(&batch).into_iter().map(|r| (r.id.clone(), r.image(true))));
+            }
+            for (id, node) in orphans {
+                let msg = format!("edge {} `{id}` keeps {end} `{node}`, a {node_type} the merge deletes", edge.name);
+                let row = rows_by_id.get(&id).cloned().into_iter().collect();
+                out.push(MergeConflict::new(&key, Some(&id), ConflictKind::OrphanEdge, msg).with_rows(row));
             }
         }
     }

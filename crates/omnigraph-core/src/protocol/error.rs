@@ -64,10 +64,10 @@ pub enum OmniError {
         reason: String,
     },
 
-    /// A branch merge met conflicts; nothing was written. Every conflict is
-    /// listed.
+    /// A branch merge met conflicts; nothing was written. One page of them
+    /// is listed, with the counts of all.
     #[error("merge conflicts: {}", summarize_conflicts(.0))]
-    MergeConflicts(Vec<crate::three_way::MergeConflict>),
+    MergeConflicts(crate::three_way::ConflictSet),
 
     /// Time travel to a commit whose versions `cleanup` removed.
     #[error("commit `{commit_id}` was removed by cleanup: time travel reaches only the commits cleanup retained")]
@@ -264,7 +264,10 @@ impl OmniError {
             OmniError::BranchConflict { branch, reason } => serde_json::json!({
                 "branch_conflict": { "branch": branch, "reason": reason }
             }),
-            OmniError::MergeConflicts(conflicts) => serde_json::json!({ "merge_conflicts": conflicts }),
+            OmniError::MergeConflicts(set) => serde_json::json!({
+                "merge_conflicts": set.conflicts, "conflict_count": set.total,
+                "conflict_stat": set.stat, "next_page_token": set.next_page_token,
+            }),
             OmniError::ParentlessCommit { graph_commit_id } => serde_json::json!({
                 "change_diff_refusal": { "reason": "parentless_commit", "graph_commit_id": graph_commit_id }
             }),
@@ -284,14 +287,14 @@ impl OmniError {
 }
 
 /// `3 conflicts (2 divergent_update, 1 orphan_edge): node:Person `p1`: …`.
-fn summarize_conflicts(conflicts: &[crate::three_way::MergeConflict]) -> String {
+fn summarize_conflicts(set: &crate::three_way::ConflictSet) -> String {
     let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-    for c in conflicts {
-        *kinds.entry(c.kind.as_str()).or_default() += 1;
+    for c in &set.stat {
+        *kinds.entry(c.kind.as_str()).or_default() += c.count;
     }
     let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    let first = conflicts.first().map(|c| format!(": {}", c.message)).unwrap_or_default();
-    format!("{} ({}){first}", conflicts.len(), counts.join(", "))
+    let first = set.conflicts.first().map(|c| format!(": {}", c.message)).unwrap_or_default();
+    format!("{} ({}){first}", set.total, counts.join(", "))
 }
 
 /// The `code` every error answer with `status` carries, so a client can
