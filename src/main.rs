@@ -744,6 +744,10 @@ enum BranchCommand {
         /// `ours` keeps the target's side, `theirs` takes the source's.
         #[arg(long, default_value = "fail", value_parser = ["fail", "ours", "theirs"])]
         strategy: String,
+        /// A JSON file of decisions for named conflicts:
+        /// `[{type, id, property?, take: ours|theirs|base|delete, value?}]`.
+        #[arg(long = "resolve", value_name = "FILE")]
+        resolve: Option<std::path::PathBuf>,
         /// On conflicts, print their counts per type and kind instead of
         /// listing them.
         #[arg(long)]
@@ -1240,6 +1244,7 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
         squash,
         actor,
         strategy,
+        resolve,
         stat,
         page_token,
         limit,
@@ -1250,11 +1255,16 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
     else {
         return Err(OmniError::Internal("run_merge takes a merge".into()));
     };
+    let resolutions = match &resolve {
+        Some(path) => read_resolutions(path)?,
+        None => vec![],
+    };
     let answer = match graph.remote()? {
         Some(r) => {
             let body = serde_json::json!({
                 "source": source, "target": into, "delete_branch": delete_branch, "dry_run": dry_run,
                 "squash": squash, "page_token": page_token, "limit": limit, "strategy": strategy,
+                "resolutions": resolutions,
             });
             r.post("/branches/merge", &body, &[]).await
         }
@@ -1271,6 +1281,7 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
                 memory_bytes: None,
                 page,
                 strategy,
+                resolutions,
             };
             g.branch_merge(&source, &into, &opts).await.map(|m| wire::merge_json(&m, actor.as_deref()))
         }
@@ -1290,6 +1301,18 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
         print_conflicts(&e, &body, stat);
     }
     Ok(Outcome::Reported(e.exit_code() as u8))
+}
+
+/// The resolutions in a `--resolve` file (a JSON list).
+fn read_resolutions(path: &std::path::Path) -> Result<Vec<omnigraph::Resolution>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| OmniError::BadRequest(format!("cannot read resolutions from {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        OmniError::BadRequest(format!(
+            "{}: not a resolution list ([{{type, id, property?, take?, value?}}]): {e}",
+            path.display()
+        ))
+    })
 }
 
 /// A refused merge for people (stderr): the error line, then one line per
@@ -1600,6 +1623,13 @@ fn print_merge(m: &serde_json::Value) -> Result<()> {
         let how = if t["adopted"] == true { ", adopted" } else { "" };
         let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
         outln!("  {key:<24} +{ins} ~{upd} -{del}{how}");
+    }
+    if let Some(n) = m["conflicts_decided"].as_u64().filter(|n| *n > 0) {
+        outln!("  {n} conflicts decided (strategy {})", text(m, "strategy"));
+    }
+    for r in m["resolutions"].as_array().into_iter().flatten() {
+        let property = r["property"].as_str().map(|p| format!(" {p}")).unwrap_or_default();
+        outln!("  resolved {} {}{property}: {}", text(r, "type"), text(r, "id"), text(r, "outcome"));
     }
     if m["branch_deleted"] == true {
         outln!("deleted branch {source}");

@@ -4,6 +4,7 @@ use super::Graph;
 use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
 use crate::actors::saga::merge::{self, MergeReport, MergeRequest};
 use crate::engine::conflict_page::ConflictPage;
+use crate::engine::resolution::Resolution;
 use crate::engine::three_way::MergeStrategy;
 use crate::protocol::{OmniError, Result};
 
@@ -43,6 +44,7 @@ impl Graph {
             memory_bytes: opts.memory_bytes,
             page: opts.page.clone(),
             strategy: opts.strategy,
+            resolutions: opts.resolutions.clone(),
         };
         let report = merge::run(&self.rt, &req).await?;
         let deleted = if opts.delete_branch && !opts.dry_run {
@@ -96,6 +98,9 @@ pub struct MergeOptions {
     pub page: ConflictPage,
     /// How row conflicts are decided (default `fail`: they refuse the merge).
     pub strategy: MergeStrategy,
+    /// Decisions for named row conflicts, applied in the merge commit
+    /// (over the strategy; see `docs/branches.md`, "Resolutions").
+    pub resolutions: Vec<Resolution>,
 }
 
 /// A merge's report, and what became of the source branch.

@@ -241,6 +241,7 @@ pub fn merge_json(m: &crate::graph::MergeResult, actor: Option<&str>) -> Value {
         "outcome": r.outcome, "graph_commit_id": r.graph_commit_id, "source": r.source, "target": r.target,
         "source_commit_id": r.source_commit_id, "base_commit_id": r.base_commit_id, "tables": r.tables,
         "dry_run": r.dry_run, "squash": r.squash, "strategy": r.strategy, "conflicts_decided": r.conflicts_decided,
+        "resolutions": r.resolutions,
         "actor_id": actor,
     });
     if let Some(deleted) = m.branch_deleted {

@@ -620,6 +620,9 @@ struct MergeBody {
     limit: Option<usize>,
     /// `fail` (default), `ours` or `theirs`.
     strategy: Option<String>,
+    /// Decisions for named row conflicts.
+    #[serde(default)]
+    resolutions: Vec<crate::engine::resolution::Resolution>,
 }
 
 async fn branch_merge(
@@ -639,6 +642,7 @@ async fn branch_merge(
         memory_bytes: None,
         page: ConflictPage { token: req.page_token, limit: req.limit },
         strategy: req.strategy.as_deref().map(str::parse).transpose()?.unwrap_or_default(),
+        resolutions: req.resolutions,
     };
     let result = g.branch_merge(&req.source, &target, &opts).await?;
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))

@@ -624,7 +624,7 @@ async fn conflicts_page_in_order_with_counts_and_tokens_bound_to_both_heads() {
 /// a conflict exits 1 and prints every conflict (as JSON with `--json`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_through_the_cli() {
-    let (_dir, g) = loaded_social_graph().await;
+    let (dir, g) = loaded_social_graph().await;
     let loc = g.root().uri().to_string();
     g.branch_create("a", "main").await.expect("branch");
     g.branch_create("b", "main").await.expect("branch");
@@ -655,6 +655,18 @@ async fn merge_through_the_cli() {
     let kinds: Vec<&str> =
         body["merge_conflicts"].as_array().expect("conflicts").iter().filter_map(|c| c["kind"].as_str()).collect();
     assert_eq!(kinds, ["orphan_edge"], "{body}");
+    // `--resolve FILE` decides Bob by name; a file that is no resolution list is a usage error.
+    let file = dir.path().join("resolve.json");
+    std::fs::write(&file, r#"[{"type": "Person", "id": "Bob", "take": "base"}]"#).expect("write");
+    let out = run(&["branch", "merge", "--into", "b", "--json", "--resolve", file.to_str().expect("path"), "a", &loc]);
+    let body: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let kinds: Vec<&str> =
+        body["merge_conflicts"].as_array().expect("conflicts").iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert_eq!((out.status.code(), kinds), (Some(1), vec!["orphan_edge"]), "{body}");
+    std::fs::write(&file, r#"{"type": "Person"}"#).expect("write");
+    let out = run(&["branch", "merge", "--into", "b", "--resolve", file.to_str().expect("path"), "a", &loc]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a resolution list"));
     // `--stat` counts them per type and kind instead.
     let out = run(&["branch", "merge", "--into", "b", "--stat", "a", &loc]);
     assert_eq!(out.status.code(), Some(1));
@@ -803,6 +815,105 @@ async fn every_reachable_conflict_kind_over_http() {
     let body = serde_json::json!({ "source": "src0", "target": "dst0", "strategy": "mine" });
     let (st, v) = post(&s, "/graphs/g/branches/merge", body).await;
     assert_eq!((st, v["code"].as_str()), (400, Some("bad_request")), "{v}");
+}
+
+/// Resolutions over HTTP: one merge decides a divergent insert, a
+/// divergent update (one property, by value) and a delete against update,
+/// each as named; a resolution naming no conflict, or leaving one open, is a
+/// 400; one whose decision orphans an edge is refused with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolutions_decide_three_conflict_kinds_in_one_merge_over_http() {
+    use crate::server::{get, post, start};
+    let s = start().await;
+    let on = |b: &str, q: &str| serde_json::json!({ "query": q, "branch": b });
+    for b in ["src", "dst"] {
+        let (st, v) = post(&s, "/graphs/g/branches", serde_json::json!({ "name": b })).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    for (b, q) in [
+        ("src", r#"query q() { insert Person { name: "Eve", age: 1 } }"#),
+        ("dst", r#"query q() { insert Person { name: "Eve", age: 2 } }"#),
+        ("src", r#"query q() { update Person set { age: 10, email: "bob@src.example" } where name = "Bob" }"#),
+        ("dst", r#"query q() { update Person set { age: 20 } where name = "Bob" }"#),
+        ("src", r#"query q() { delete Person where name = "Carol" }"#),
+        ("dst", r#"query q() { update Person set { age: 3 } where name = "Carol" }"#),
+    ] {
+        let (st, v) = post(&s, "/graphs/g/mutate", on(b, q)).await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let merge = |resolutions: serde_json::Value| serde_json::json!({ "source": "src", "target": "dst", "resolutions": resolutions });
+    let eve = serde_json::json!({ "type": "Person", "id": "Eve", "take": "theirs" });
+    let bob = serde_json::json!({ "type": "Person", "id": "Bob", "property": "age", "value": 77 });
+    let carol = serde_json::json!({ "type": "Person", "id": "Carol", "take": "ours" });
+    let before = get(&s, "/graphs/g/snapshot?branch=dst").await;
+    // Refused before anything is written: a resolution naming no conflict,
+    // one conflict left open, a malformed resolution.
+    let nobody = serde_json::json!({ "type": "Person", "id": "Nobody", "take": "ours" });
+    for (bad, says) in [
+        (serde_json::json!([eve, bob, carol, nobody]), "Person `Nobody` names no conflict"),
+        (serde_json::json!([eve, bob]), "Person `Carol` (delete_vs_update) unresolved"),
+        (serde_json::json!([{ "type": "Person", "id": "Eve" }]), "neither `take` nor `value`"),
+    ] {
+        let (st, v) = post(&s, "/graphs/g/branches/merge", merge(bad)).await;
+        assert_eq!((st, v["code"].as_str()), (400, Some("bad_request")), "{v}");
+        assert!(v["error"].as_str().is_some_and(|e| e.contains(says)), "{says}: {v}");
+    }
+    assert_eq!(get(&s, "/graphs/g/snapshot?branch=dst").await, before, "a refused merge writes nothing");
+
+    let (st, v) = post(&s, "/graphs/g/branches/merge", merge(serde_json::json!([eve, bob, carol]))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["conflicts_decided"], 3, "{v}");
+    let outcomes: Vec<(&str, &str)> = v["resolutions"]
+        .as_array()
+        .expect("resolutions")
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap_or(""), r["outcome"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(outcomes, [("Eve", "written"), ("Bob", "written"), ("Carol", "kept")]);
+    let q = "query q() { match { $p: Person } return { $p.name, $p.age, $p.email } order { $p.name asc } }";
+    let (st, r) = post(&s, "/graphs/g/query", serde_json::json!({ "query": q, "branch": "dst" })).await;
+    assert_eq!(st, 200, "{r}");
+    let people: Vec<String> = r["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|p| format!("{} {} {}", p["p.name"].as_str().unwrap_or(""), p["p.age"], p["p.email"]))
+        .collect();
+    assert_eq!(
+        people,
+        [
+            "Alice 31 \"alice@example.com\"",
+            // Bob: the resolved age, and the email only the source changed.
+            "Bob 77 \"bob@src.example\"",
+            "Carol 3 null",
+            "Eve 1 null",
+        ],
+        "{r}"
+    );
+}
+
+/// A resolution whose decision orphans an edge: the merged result is
+/// validated after the resolutions, so the merge is refused with the
+/// orphan and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resolution_that_orphans_an_edge_is_refused_and_writes_nothing() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("src", "main").await.expect("branch");
+    g.branch_create("dst", "main").await.expect("branch");
+    mutate(&g, "src", r#"query q() { delete Person where name = "Carol" }"#).await;
+    mutate(&g, "dst", r#"query q() { update Person set { age: 3 } where name = "Carol" }"#).await;
+    mutate(&g, "dst", r#"query q() { insert Knows { from: "Alice", to: "Carol" } }"#).await;
+    let before = content(&g, "dst").await;
+    let carol: omnigraph::Resolution =
+        serde_json::from_value(serde_json::json!({ "type": "Person", "id": "Carol", "take": "theirs" })).expect("r");
+    let opts = MergeOptions { resolutions: vec![carol], ..MergeOptions::default() };
+    let err = g.branch_merge("src", "dst", &opts).await.expect_err("orphan");
+    let OmniError::MergeConflicts(set) = &err else { panic!("{err}") };
+    let kinds: Vec<ConflictKind> = set.conflicts.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ConflictKind::OrphanEdge], "{err}");
+    assert_eq!(set.conflicts[0].rows[0]["endpoints"]["to"], "Carol", "{err}");
+    assert_eq!(content(&g, "dst").await, before, "nothing written");
+    assert!(list_pending(g.root()).await.expect("list").is_empty(), "no sidecar");
 }
 
 /// The one kind two valid branches cannot produce: a row breaking a rule

@@ -14,6 +14,7 @@ pub mod operator_config;
 pub mod protocol;
 pub mod read_limits;
 pub mod refs;
+pub mod resolution;
 pub mod rows;
 pub mod three_way;
 pub mod token;

@@ -403,27 +403,95 @@ pub fn merge_properties(
     target: &crate::rows::EntityRow,
     theirs: bool,
 ) -> crate::rows::EntityRow {
-    fn pick<'v, V: PartialEq>(b: &'v V, s: &'v V, t: &'v V, theirs: bool) -> &'v V {
+    let side = if theirs { Pick::Theirs } else { Pick::Ours };
+    let merged = merge_properties_by(base, source, target, |_| Ok::<_, std::convert::Infallible>(side.clone()));
+    match merged {
+        Ok(row) => row,
+        Err(never) => match never {},
+    }
+}
+
+/// The value a property takes when both sides changed it differently.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pick {
+    /// The target's value.
+    Ours,
+    /// The source's value.
+    Theirs,
+    /// The merge base's value.
+    Base,
+    /// This value (an edge's `endpoints`: `{from, to}`).
+    Value(serde_json::Value),
+}
+
+/// The name an edge's ends go by, as one property.
+pub const ENDPOINTS: &str = "endpoints";
+
+/// The properties (and `endpoints`) both sides changed differently.
+pub fn conflicting_properties(
+    base: &crate::rows::EntityRow,
+    source: &crate::rows::EntityRow,
+    target: &crate::rows::EntityRow,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let _ = merge_properties_by(base, source, target, |p| {
+        out.push(p.to_string());
+        Ok::<_, std::convert::Infallible>(Pick::Ours)
+    });
+    out
+}
+
+/// [`merge_properties`] with `both` naming the value of each property both
+/// sides changed differently (an error from it stops the merge).
+pub fn merge_properties_by<E>(
+    base: &crate::rows::EntityRow,
+    source: &crate::rows::EntityRow,
+    target: &crate::rows::EntityRow,
+    mut both: impl FnMut(&str) -> Result<Pick, E>,
+) -> Result<crate::rows::EntityRow, E> {
+    use serde_json::Value;
+    /// `Some(t or s)` where one side's change decides, `None` where both conflict.
+    fn settled<V: PartialEq + Clone>(b: &V, s: &V, t: &V) -> Option<V> {
         if s == b || s == t {
-            t
-        } else if t == b || theirs {
-            s
+            Some(t.clone())
+        } else if t == b {
+            Some(s.clone())
         } else {
-            t
+            None
         }
     }
-    let null = serde_json::Value::Null;
     let mut merged = target.clone();
     let names: std::collections::BTreeSet<&String> =
         base.props.keys().chain(source.props.keys()).chain(target.props.keys()).collect();
     for name in names {
-        let at = |r: &'_ crate::rows::EntityRow| r.props.get(name).unwrap_or(&null).clone();
+        let at = |r: &crate::rows::EntityRow| r.props.get(name).cloned().unwrap_or(Value::Null);
         let (b, s, t) = (at(base), at(source), at(target));
-        merged.props.insert(name.clone(), pick(&b, &s, &t, theirs).clone());
+        let value = match settled(&b, &s, &t) {
+            Some(v) => v,
+            None => match both(name)? {
+                Pick::Ours => t,
+                Pick::Theirs => s,
+                Pick::Base => b,
+                Pick::Value(v) => v,
+            },
+        };
+        merged.props.insert(name.clone(), value);
     }
     let ends = |r: &crate::rows::EntityRow| (r.src.clone(), r.dst.clone());
-    (merged.src, merged.dst) = pick(&ends(base), &ends(source), &ends(target), theirs).clone();
-    merged
+    let (b, s, t) = (ends(base), ends(source), ends(target));
+    (merged.src, merged.dst) = match settled(&b, &s, &t) {
+        Some(e) => e,
+        None => match both(ENDPOINTS)? {
+            Pick::Ours => t,
+            Pick::Theirs => s,
+            Pick::Base => b,
+            Pick::Value(v) => {
+                let end = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+                (end("from"), end("to"))
+            }
+        },
+    };
+    Ok(merged)
 }
 
 /// What the merge does with one entity.

@@ -30,6 +30,7 @@ use crate::actors::runtime::Runtime;
 use crate::engine::conflict_page::{self, ConflictPage};
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
+use crate::engine::resolution::{Resolution, Resolved};
 use crate::engine::three_way::MergeStrategy;
 use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
@@ -56,6 +57,8 @@ pub struct MergeRequest {
     pub page: ConflictPage,
     /// How row conflicts are decided (`fail`: they refuse the merge).
     pub strategy: MergeStrategy,
+    /// The user's decisions for named row conflicts (over the strategy).
+    pub resolutions: Vec<Resolution>,
 }
 
 /// What a merge did (or, for a dry run, would do).
@@ -81,8 +84,11 @@ pub struct MergeReport {
     pub squash: bool,
     /// How row conflicts were decided.
     pub strategy: MergeStrategy,
-    /// Row conflicts the strategy decided (their rows are part of `tables`).
+    /// Row conflicts decided by the strategy or a resolution (their rows
+    /// are part of `tables`).
     pub conflicts_decided: usize,
+    /// What each resolution did, in the order given.
+    pub resolutions: Vec<Resolved>,
 }
 
 /// Merge `req.source` into `req.target`.
@@ -91,6 +97,9 @@ pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
         return Err(OmniError::BadRequest(format!("cannot merge branch `{}` into itself", req.source)));
     }
     req.page.check()?;
+    for r in &req.resolutions {
+        r.check().map_err(OmniError::BadRequest)?;
+    }
     let lineage = Lineage::mint(req.actor.clone());
     let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "merge", source = %req.source, target = %req.target);
     attempt(rt, req, lineage).instrument(span).await
@@ -128,6 +137,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         squash: req.squash,
         strategy: req.strategy,
         conflicts_decided: 0,
+        resolutions: vec![],
     };
     if outcome == Outcome::AlreadyUpToDate {
         return Ok(report);
@@ -141,7 +151,8 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         .instrument(plan_span)
         .await?;
     let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy = req.strategy.as_str());
-    report.conflicts_decided = decide(rt, &base, &mut merges, req.strategy).instrument(span).await?;
+    let decided = decide(rt, &base, &mut merges, req).instrument(span).await?;
+    (report.conflicts_decided, report.resolutions) = decided;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
@@ -172,20 +183,49 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     Ok(report)
 }
 
-/// Decide every table's row conflicts under `strategy`; how many were decided.
+/// Decide every table's row conflicts by `req`'s resolutions and strategy:
+/// how many were decided, and what each resolution did. A resolution that
+/// names no conflict of this merge, or (under strategy `fail`) a row
+/// conflict the resolutions leave open, is a 400 naming it.
 async fn decide(
     rt: &Runtime,
     base: &ManifestState,
     merges: &mut Vec<merge::TableMerge>,
-    strategy: MergeStrategy,
-) -> Result<usize> {
-    let mut decided = 0;
+    req: &MergeRequest,
+) -> Result<(usize, Vec<Resolved>)> {
+    let (mut decided, mut outcomes) = (0, vec![None; req.resolutions.len()]);
     for m in merges.iter_mut() {
-        decided += merge::strategy::decide_table(rt.root(), base.tables.get(&m.table_key), m, strategy).await?;
+        let type_name = m.table_key.split_once(':').map_or(m.table_key.as_str(), |(_, n)| n);
+        let mine: Vec<(usize, &Resolution)> =
+            req.resolutions.iter().enumerate().filter(|(_, r)| r.type_name == type_name).collect();
+        let entry = base.tables.get(&m.table_key);
+        let d = merge::strategy::decide_table(rt.root(), entry, m, req.strategy, &mine).await?;
+        decided += d.count;
+        for (i, outcome) in d.resolved {
+            outcomes[i] = Some(outcome);
+        }
+    }
+    let mut resolved = Vec::with_capacity(outcomes.len());
+    for (r, outcome) in req.resolutions.iter().zip(outcomes) {
+        let Some(outcome) = outcome else {
+            return Err(OmniError::BadRequest(format!("resolution for {r} names no conflict of this merge")));
+        };
+        resolved.push(Resolved { resolution: r.clone(), outcome: outcome.to_string() });
+    }
+    if !req.resolutions.is_empty() {
+        let open = merges.iter().flat_map(|m| &m.delta.conflicts).next();
+        if let Some(c) = open {
+            return Err(OmniError::BadRequest(format!(
+                "the resolutions leave {} `{}` ({}) unresolved: resolve it too, or give a strategy",
+                c.type_name,
+                c.entity_id.as_deref().unwrap_or_default(),
+                c.kind.as_str()
+            )));
+        }
     }
     // A table whose every conflict kept the target's side changes nothing.
     merges.retain(|m| !m.delta.is_empty() || !m.delta.conflicts.is_empty());
-    Ok(decided)
+    Ok((decided, resolved))
 }
 
 /// The tables visible at the merge base: the target's own state when the

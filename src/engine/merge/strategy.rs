@@ -1,6 +1,7 @@
-//! A merge strategy applied to one table's row conflicts: each conflicting
-//! entity is read at the base, the source and the target, decided
-//! ([`three_way::decide`]), and the decision joins the table's delta as
+//! A merge strategy and the user's resolutions applied to one table's row
+//! conflicts: each conflicting entity is read at the base, the source and
+//! the target, decided ([`resolution::decide`]: a resolution naming it,
+//! else the strategy), and the decision joins the table's delta as
 //! any other row the merge writes. So the decided rows land in the same
 //! pre-minted chain as the rest of the merge: one commit, no intermediate
 //! state, and recovery rolls forward exactly what was decided.
@@ -14,23 +15,37 @@ use super::TableMerge;
 use super::delta;
 use crate::engine::committed;
 use crate::engine::manifest::TableEntry;
+use crate::engine::resolution::{self, Resolution};
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::Root;
-use crate::engine::three_way::{self, Decision, MergeStrategy};
+use crate::engine::three_way::{Decision, MergeStrategy};
 use crate::protocol::{OmniError, Result};
 
-/// Decide every row conflict of `m` under `strategy` (nothing for
-/// [`MergeStrategy::Fail`]); `base` is the table's pin at the merge base.
-/// Returns how many conflicts were decided; `m.delta.conflicts` is left
-/// empty and its delta and rows hold the decisions.
+/// What deciding one table's row conflicts did.
+#[derive(Debug, Default)]
+pub struct Decided {
+    /// Row conflicts decided (by a resolution or the strategy).
+    pub count: usize,
+    /// Each resolution applied (by its index in the merge's list), and its
+    /// outcome (`kept`, `written`, `deleted`).
+    pub resolved: Vec<(usize, &'static str)>,
+}
+
+/// Decide the row conflicts of `m`: by the `resolutions` naming them (each
+/// with its index in the merge's list; all of `m`'s type), else by
+/// `strategy`. `base` is the table's pin at the merge base. What neither
+/// decides stays in `m.delta.conflicts`; the decisions join its delta and
+/// rows. A resolution that does not fit its conflict is a 400.
 pub async fn decide_table(
     root: &Root,
     base: Option<&TableEntry>,
     m: &mut TableMerge,
     strategy: MergeStrategy,
-) -> Result<usize> {
-    if strategy == MergeStrategy::Fail || m.delta.conflicts.is_empty() {
-        return Ok(0);
+    resolutions: &[(usize, &Resolution)],
+) -> Result<Decided> {
+    let mut out = Decided::default();
+    if (strategy == MergeStrategy::Fail && resolutions.is_empty()) || m.delta.conflicts.is_empty() {
+        return Ok(out);
     }
     // A target that is the merge base changed nothing, so it has no conflict.
     assert!(m.located.is_none(), "{}: a conflict where the target is the merge base", m.table_key);
@@ -46,17 +61,21 @@ pub async fn decide_table(
         Some(ds) => read(ds, &ids).await?.0,
         None => HashMap::new(),
     };
-    let mut whole = BTreeSet::new();
-    let mut merged = Vec::new();
-    let mut decided = 0;
+    let (mut whole, mut merged) = (BTreeSet::new(), Vec::new());
     for c in std::mem::take(&mut m.delta.conflicts) {
-        let id = c
-            .entity_id
-            .clone()
-            .ok_or_else(|| OmniError::Internal(format!("{}: a row conflict without an id", m.table_key)))?;
+        let Some(id) = c.entity_id.clone() else {
+            return Err(OmniError::Internal(format!("{}: a row conflict without an id", m.table_key)));
+        };
         let (b, s, t) = (base_rows.get(&id), source_rows.get(&id), target_rows.get(&id));
-        let Some(decision) = three_way::decide(c.kind, strategy, b, s, t) else { continue };
-        decided += 1;
+        let mine: Vec<&(usize, &Resolution)> = resolutions.iter().filter(|(_, r)| r.id == id).collect();
+        let named: Vec<&Resolution> = mine.iter().map(|(_, r)| *r).collect();
+        let decision = resolution::decide(c.kind, strategy, &named, (b, s, t)).map_err(OmniError::BadRequest)?;
+        let Some(decision) = decision else {
+            m.delta.conflicts.push(c);
+            continue;
+        };
+        out.count += 1;
+        out.resolved.extend(mine.iter().map(|(i, _)| (*i, decision.outcome())));
         match decision {
             Decision::Keep => continue,
             Decision::Delete => {
@@ -78,7 +97,7 @@ pub async fn decide_table(
         let schema = arrow_schema::Schema::from(m.target_ds.schema());
         m.rows.push(rows::to_batch(&schema, &merged)?);
     }
-    Ok(decided)
+    Ok(out)
 }
 
 /// The rows of `ds` whose ids are in `ids`, by id, and as stored.
