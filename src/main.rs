@@ -742,8 +742,10 @@ enum BranchCommand {
         actor: Option<String>,
         /// How row conflicts are decided: `fail` refuses the merge,
         /// `ours` keeps the target's side, `theirs` takes the source's.
-        #[arg(long, default_value = "fail", value_parser = ["fail", "ours", "theirs"])]
-        strategy: String,
+        /// Without it, the schema's `@merge` policies decide (refused where
+        /// there is none); given, it overrides them.
+        #[arg(long, value_parser = ["fail", "ours", "theirs"])]
+        strategy: Option<String>,
         /// A JSON file of decisions for named conflicts:
         /// `[{type, id, property?, take: ours|theirs|base|delete, value?}]`.
         #[arg(long = "resolve", value_name = "FILE")]
@@ -1272,7 +1274,7 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
             let g = if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
             let actor = operator::actor(actor.as_deref())?;
             let page = omnigraph::ConflictPage { token: page_token, limit };
-            let strategy = strategy.parse()?;
+            let strategy = strategy.as_deref().map(str::parse).transpose()?;
             let opts = omnigraph::MergeOptions {
                 actor: actor.clone(),
                 dry_run,

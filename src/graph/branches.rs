@@ -96,8 +96,9 @@ pub struct MergeOptions {
     /// Which page of the conflicts a refusal lists (`next_page_token` of
     /// the refusal before, and a page size).
     pub page: ConflictPage,
-    /// How row conflicts are decided (default `fail`: they refuse the merge).
-    pub strategy: MergeStrategy,
+    /// How row conflicts are decided; `None` (the default): by the schema's
+    /// `@merge` policies, and refused where there is none.
+    pub strategy: Option<MergeStrategy>,
     /// Decisions for named row conflicts, applied in the merge commit
     /// (over the strategy; see `docs/branches.md`, "Resolutions").
     pub resolutions: Vec<Resolution>,

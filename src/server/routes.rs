@@ -641,7 +641,7 @@ async fn branch_merge(
         delete_branch: req.delete_branch,
         memory_bytes: None,
         page: ConflictPage { token: req.page_token, limit: req.limit },
-        strategy: req.strategy.as_deref().map(str::parse).transpose()?.unwrap_or_default(),
+        strategy: req.strategy.as_deref().map(str::parse).transpose()?,
         resolutions: req.resolutions,
     };
     let result = g.branch_merge(&req.source, &target, &opts).await?;

@@ -188,7 +188,7 @@ fn decided_fix(source: Change, target: Change, theirs: bool) -> Option<Vec<&'sta
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_truth_tables_conflict_cells_under_ours_and_theirs() {
     let (_dir, g) = loaded_social_graph().await;
-    let with = |strategy| MergeOptions { strategy, ..MergeOptions::default() };
+    let with = |strategy| MergeOptions { strategy: Some(strategy), ..MergeOptions::default() };
     let mut cells = 0;
     for (i, s) in CHANGES.iter().enumerate() {
         for (j, t) in CHANGES.iter().enumerate() {
@@ -890,6 +890,78 @@ async fn resolutions_decide_three_conflict_kinds_in_one_merge_over_http() {
         ],
         "{r}"
     );
+}
+
+/// `@merge` policies in the schema decide a merge given no strategy: the
+/// type's for a whole entity and for its properties, a property's own over
+/// it, `newest` by which head was authored later; a strategy given for the
+/// merge overrides them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
+    const SCHEMA: &str = "node Person @merge(theirs) {\n  name: String @key\n  age: I32?\n  \
+                          email: String? @merge(ours)\n}\nnode Doc @merge(newest) {\n  slug: String @key\n  body: String?\n}\n";
+    let lines = [
+        r#"{"type": "Person", "data": {"name": "Bob", "age": 30, "email": "b@base"}}"#,
+        r#"{"type": "Doc", "data": {"slug": "d", "body": "base"}}"#,
+    ];
+    let (_dir, g) = crate::common::graph_with(SCHEMA, &lines).await;
+    let bob = |b: &str| {
+        let g = &g;
+        let target = omnigraph::ReadTarget::Branch(b.to_string());
+        async move {
+            let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email } }"#;
+            let r = g.query(q, None, Map::new(), &target).await.expect("query");
+            let row = omnigraph::result_rows(&r)[0].clone();
+            (row["p.age"].clone(), row["p.email"].clone())
+        }
+    };
+    for (i, (strategy, want)) in [
+        (None, (serde_json::json!(41), serde_json::json!("t@x"))),
+        (Some(omnigraph::MergeStrategy::Ours), (serde_json::json!(40), serde_json::json!("t@x"))),
+        (Some(omnigraph::MergeStrategy::Theirs), (serde_json::json!(41), serde_json::json!("s@x"))),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (src, dst) = (format!("s{i}"), format!("t{i}"));
+        g.branch_create(&src, "main").await.expect("branch");
+        g.branch_create(&dst, "main").await.expect("branch");
+        mutate(&g, &src, r#"query q() { update Person set { age: 41, email: "s@x" } where name = "Bob" }"#).await;
+        mutate(&g, &src, r#"query q() { insert Person { name: "Eve", age: 1 } }"#).await;
+        mutate(&g, &dst, r#"query q() { update Person set { age: 40, email: "t@x" } where name = "Bob" }"#).await;
+        mutate(&g, &dst, r#"query q() { insert Person { name: "Eve", age: 2 } }"#).await;
+        let opts = MergeOptions { strategy, ..MergeOptions::default() };
+        let r = g.branch_merge(&src, &dst, &opts).await.unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
+        assert_eq!((r.report.conflicts_decided, r.report.strategy), (2, strategy));
+        assert_eq!(bob(&dst).await, want, "{strategy:?}");
+    }
+    // A strategy of `fail` given for the merge overrides the policies too.
+    g.branch_create("sf", "main").await.expect("branch");
+    g.branch_create("tf", "main").await.expect("branch");
+    mutate(&g, "sf", r#"query q() { update Person set { age: 41 } where name = "Bob" }"#).await;
+    mutate(&g, "tf", r#"query q() { update Person set { age: 40 } where name = "Bob" }"#).await;
+    let fail = MergeOptions { strategy: Some(omnigraph::MergeStrategy::Fail), ..MergeOptions::default() };
+    assert!(matches!(g.branch_merge("sf", "tf", &fail).await, Err(OmniError::MergeConflicts(_))));
+
+    // `newest`: the side whose head was authored later wins.
+    let body = |b: &str| {
+        let g = &g;
+        let target = omnigraph::ReadTarget::Branch(b.to_string());
+        async move {
+            let q = r#"query q() { match { $d: Doc { slug: "d" } } return { $d.body } }"#;
+            let r = g.query(q, None, Map::new(), &target).await.expect("query");
+            omnigraph::result_rows(&r)[0]["d.body"].clone()
+        }
+    };
+    for (src, dst, later) in [("ns1", "nt1", "target"), ("ns2", "nt2", "source")] {
+        g.branch_create(src, "main").await.expect("branch");
+        g.branch_create(dst, "main").await.expect("branch");
+        let (first, second) = if later == "target" { (src, dst) } else { (dst, src) };
+        mutate(&g, first, &format!(r#"query q() {{ update Doc set {{ body: "{first}" }} where slug = "d" }}"#)).await;
+        mutate(&g, second, &format!(r#"query q() {{ update Doc set {{ body: "{second}" }} where slug = "d" }}"#)).await;
+        g.branch_merge(src, dst, &MergeOptions::default()).await.expect("decided by newest");
+        assert_eq!(body(dst).await, serde_json::json!(second), "the {later}'s later change wins");
+    }
 }
 
 /// A resolution whose decision orphans an edge: the merged result is

@@ -95,29 +95,33 @@ impl Resolution {
     }
 }
 
+/// The strategy for each part of one conflicting entity: the whole entity
+/// (`None`, for insert and delete kinds) or one property a divergent update
+/// changed on both sides (`endpoints` for an edge's ends).
+pub type Strategies<'a> = &'a (dyn Fn(Option<&str>) -> MergeStrategy + Sync);
+
 /// Decide one row conflict (`kind`, the entity at the base, the source and
 /// the target) by `resolutions` (every one naming this entity), leaving to
-/// `strategy` the properties they do not name. `Ok(None)`: nothing decides
-/// it (no resolution, strategy `fail`). An error names a resolution that
-/// does not fit the conflict, or a conflicting property left open.
+/// `strategy` what they do not name. `Ok(None)`: something stays open (no
+/// resolution, strategy `fail`). An error names a resolution that does not
+/// fit the conflict, or a conflicting property the resolutions left open.
 pub fn decide(
     kind: ConflictKind,
-    strategy: MergeStrategy,
+    strategy: Strategies<'_>,
     resolutions: &[&Resolution],
     (base, source, target): (Option<&EntityRow>, Option<&EntityRow>, Option<&EntityRow>),
 ) -> Result<Option<Decision>, String> {
-    if resolutions.is_empty() {
-        return Ok(three_way::decide(kind, strategy, base, source, target));
-    }
     if let Some(whole) = resolutions.iter().find(|r| r.property.is_none()) {
         if resolutions.len() > 1 {
             return Err(format!("more than one resolution for {whole}"));
         }
         return Ok(Some(whole_entity(whole, base, source, target)));
     }
-    let (Some(b), Some(s), Some(t)) = (base, source, target) else {
-        let r = resolutions[0];
-        return Err(format!("resolution for {r} names a property, but its conflict is a {}", kind.as_str()));
+    let (ConflictKind::DivergentUpdate, Some(b), Some(s), Some(t)) = (kind, base, source, target) else {
+        if let Some(r) = resolutions.first() {
+            return Err(format!("resolution for {r} names a property, but its conflict is a {}", kind.as_str()));
+        }
+        return Ok(three_way::decide(kind, strategy(None), base, source, target));
     };
     let open = three_way::conflicting_properties(b, s, t);
     if let Some(r) = resolutions.iter().find(|r| !open.iter().any(|p| Some(p) == r.property.as_ref())) {
@@ -126,16 +130,18 @@ pub fn decide(
     let merged = three_way::merge_properties_by(b, s, t, |p| {
         match resolutions.iter().find(|r| r.property.as_deref() == Some(p)) {
             Some(r) => Ok(r.pick()),
-            None => match strategy {
+            None => match strategy(Some(p)) {
                 MergeStrategy::Ours => Ok(Pick::Ours),
                 MergeStrategy::Theirs => Ok(Pick::Theirs),
-                MergeStrategy::Fail => {
-                    Err(format!("{} `{}` property `{p}` is left unresolved", resolutions[0].type_name, t.id))
-                }
+                MergeStrategy::Fail => Err(p.to_string()),
             },
         }
-    })?;
-    Ok(Some(if &merged == t { Decision::Keep } else { Decision::Write(merged) }))
+    });
+    match merged {
+        Ok(row) => Ok(Some(if &row == t { Decision::Keep } else { Decision::Write(row) })),
+        Err(_) if resolutions.is_empty() => Ok(None),
+        Err(p) => Err(format!("{} `{}` property `{p}` is left unresolved", resolutions[0].type_name, t.id)),
+    }
 }
 
 /// A whole-entity resolution's decision.
@@ -193,7 +199,7 @@ mod tests {
         use ConflictKind::*;
         let (b, s, t) = (bob(30, "b@x"), bob(41, "b@y"), bob(40, "b@z"));
         let sides = (Some(&b), Some(&s), Some(&t));
-        let fail = MergeStrategy::Fail;
+        let fail: Strategies<'_> = &|_| MergeStrategy::Fail;
         // Whole entity.
         let base = res(serde_json::json!({"type": "Person", "id": "Bob", "take": "base"}));
         assert_eq!(decide(DivergentUpdate, fail, &[&base], sides), Ok(Some(Decision::Write(b.clone()))));
@@ -211,7 +217,7 @@ mod tests {
         // decided by a strategy.
         let open = decide(DivergentUpdate, fail, &[&age], sides).expect_err("open");
         assert!(open.contains("`email` is left unresolved"), "{open}");
-        let theirs = decide(DivergentUpdate, MergeStrategy::Theirs, &[&age], sides);
+        let theirs = decide(DivergentUpdate, &|_| MergeStrategy::Theirs, &[&age], sides);
         assert_eq!(theirs, Ok(Some(Decision::Write(bob(99, "b@y")))));
         // A property the sides do not hold differently names no conflict.
         let role = res(serde_json::json!({"type": "Person", "id": "Bob", "property": "role", "take": "ours"}));
@@ -230,5 +236,20 @@ mod tests {
         assert!(
             serde_json::from_value::<Resolution>(serde_json::json!({"type": "P", "id": "x", "tkae": "ours"})).is_err()
         );
+    }
+
+    /// Policies per property: a property's own strategy, else the entity's.
+    #[test]
+    fn each_property_takes_its_own_strategy() {
+        let (b, s, t) = (bob(30, "b@x"), bob(41, "b@y"), bob(40, "b@z"));
+        let per: Strategies<'_> = &|p| match p {
+            Some("email") => MergeStrategy::Theirs,
+            _ => MergeStrategy::Ours,
+        };
+        let got = decide(ConflictKind::DivergentUpdate, per, &[], (Some(&b), Some(&s), Some(&t)));
+        assert_eq!(got, Ok(Some(Decision::Write(bob(40, "b@y")))));
+        let half: Strategies<'_> = &|p| if p == Some("email") { MergeStrategy::Theirs } else { MergeStrategy::Fail };
+        let got = decide(ConflictKind::DivergentUpdate, half, &[], (Some(&b), Some(&s), Some(&t)));
+        assert_eq!(got, Ok(None), "age stays open: the conflict stands");
     }
 }

@@ -348,6 +348,49 @@ impl std::str::FromStr for MergeStrategy {
     }
 }
 
+/// A merge policy declared in the schema (`@merge(…)` on a type or a
+/// property): how a merge given no strategy decides the conflicts there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergePolicy {
+    /// The target's side.
+    Ours,
+    /// The source's side.
+    Theirs,
+    /// The side whose head commit was authored later (a tie: the target's).
+    Newest,
+    /// Refuse the merge (as with no policy).
+    Fail,
+}
+
+impl std::str::FromStr for MergePolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ours" => Ok(MergePolicy::Ours),
+            "theirs" => Ok(MergePolicy::Theirs),
+            "newest" => Ok(MergePolicy::Newest),
+            "fail" => Ok(MergePolicy::Fail),
+            other => Err(format!("unknown merge policy `{other}`")),
+        }
+    }
+}
+
+impl MergePolicy {
+    /// The strategy this policy is in one merge, given whether the source's
+    /// head was authored after the target's.
+    pub fn strategy(self, source_is_newer: bool) -> MergeStrategy {
+        match self {
+            MergePolicy::Ours => MergeStrategy::Ours,
+            MergePolicy::Theirs => MergeStrategy::Theirs,
+            MergePolicy::Newest if source_is_newer => MergeStrategy::Theirs,
+            MergePolicy::Newest => MergeStrategy::Ours,
+            MergePolicy::Fail => MergeStrategy::Fail,
+        }
+    }
+}
+
 /// What a strategy makes of one row conflict.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {

@@ -28,6 +28,7 @@ use super::recovery::sweep::{Scope, sweep};
 use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
 use crate::engine::conflict_page::{self, ConflictPage};
+use crate::engine::lang::catalog::Catalog;
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
 use crate::engine::resolution::{Resolution, Resolved};
@@ -55,8 +56,9 @@ pub struct MergeRequest {
     pub memory_bytes: Option<u64>,
     /// Which page of the conflicts a refusal lists.
     pub page: ConflictPage,
-    /// How row conflicts are decided (`fail`: they refuse the merge).
-    pub strategy: MergeStrategy,
+    /// How row conflicts are decided; `None`: by the schema's `@merge`
+    /// policies, refused where there is none.
+    pub strategy: Option<MergeStrategy>,
     /// The user's decisions for named row conflicts (over the strategy).
     pub resolutions: Vec<Resolution>,
 }
@@ -82,8 +84,8 @@ pub struct MergeReport {
     pub dry_run: bool,
     /// Whether the commit records no merged parent (a squash merge).
     pub squash: bool,
-    /// How row conflicts were decided.
-    pub strategy: MergeStrategy,
+    /// The strategy given (`None`: the schema's policies decided).
+    pub strategy: Option<MergeStrategy>,
     /// Row conflicts decided by the strategy or a resolution (their rows
     /// are part of `tables`).
     pub conflicts_decided: usize,
@@ -119,10 +121,11 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let head_of = |v: &ManifestView, b: &str| {
         v.state
             .effective_head(b)
-            .map(|c| c.commit_id.clone())
+            .map(|c| (c.commit_id.clone(), c.created_at_us))
             .ok_or_else(|| OmniError::Internal(format!("branch `{b}` has no commit")))
     };
-    let (source_head, target_head) = (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
+    let ((source_head, source_at), (target_head, target_at)) =
+        (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
     let commits = manifest::merge_base::joint_dag(&source.state, &target.state)?;
     let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
     let mut report = MergeReport {
@@ -150,8 +153,10 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     let mut merges = merge::plan_tables(rt.root(), &schema.catalog, &base, sides, target_ref.as_deref(), budget)
         .instrument(plan_span)
         .await?;
-    let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy = req.strategy.as_str());
-    let decided = decide(rt, &base, &mut merges, req).instrument(span).await?;
+    let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
+    let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
+    let how = Deciding { catalog: &schema.catalog, source_is_newer: source_at > target_at };
+    let decided = decide(rt, &base, &mut merges, req, how).instrument(span).await?;
     (report.conflicts_decided, report.resolutions) = decided;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
@@ -187,19 +192,38 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
 /// how many were decided, and what each resolution did. A resolution that
 /// names no conflict of this merge, or (under strategy `fail`) a row
 /// conflict the resolutions leave open, is a 400 naming it.
+/// What decides conflicts beside the request: the schema's `@merge`
+/// policies, and which head is newer (for `newest`).
+struct Deciding<'a> {
+    catalog: &'a Catalog,
+    source_is_newer: bool,
+}
+
 async fn decide(
     rt: &Runtime,
     base: &ManifestState,
     merges: &mut Vec<merge::TableMerge>,
     req: &MergeRequest,
+    how: Deciding<'_>,
 ) -> Result<(usize, Vec<Resolved>)> {
     let (mut decided, mut outcomes) = (0, vec![None; req.resolutions.len()]);
     for m in merges.iter_mut() {
-        let type_name = m.table_key.split_once(':').map_or(m.table_key.as_str(), |(_, n)| n);
+        let type_name = m.table_key.split_once(':').map_or(m.table_key.as_str(), |(_, n)| n).to_string();
         let mine: Vec<(usize, &Resolution)> =
             req.resolutions.iter().enumerate().filter(|(_, r)| r.type_name == type_name).collect();
+        let def = how.catalog.type_def(&type_name);
+        // The given strategy overrides the schema's policies for this merge.
+        let strategy = |property: Option<&str>| match req.strategy {
+            Some(s) => s,
+            None => def
+                .and_then(|d| d.merge_policy(property))
+                .map_or(MergeStrategy::Fail, |p| p.strategy(how.source_is_newer)),
+        };
+        let policies =
+            def.is_some_and(|d| d.meta().merge.is_some() || d.properties().iter().any(|p| p.meta.merge.is_some()));
+        let may_decide = !mine.is_empty() || req.strategy.map_or(policies, |s| s != MergeStrategy::Fail);
         let entry = base.tables.get(&m.table_key);
-        let d = merge::strategy::decide_table(rt.root(), entry, m, req.strategy, &mine).await?;
+        let d = merge::strategy::decide_table(rt.root(), entry, m, (&strategy, may_decide), &mine).await?;
         decided += d.count;
         for (i, outcome) in d.resolved {
             outcomes[i] = Some(outcome);
@@ -212,7 +236,7 @@ async fn decide(
         };
         resolved.push(Resolved { resolution: r.clone(), outcome: outcome.to_string() });
     }
-    if !req.resolutions.is_empty() {
+    if !req.resolutions.is_empty() && req.strategy.is_none_or(|s| s == MergeStrategy::Fail) {
         let open = merges.iter().flat_map(|m| &m.delta.conflicts).next();
         if let Some(c) = open {
             return Err(OmniError::BadRequest(format!(

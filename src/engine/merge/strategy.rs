@@ -15,10 +15,10 @@ use super::TableMerge;
 use super::delta;
 use crate::engine::committed;
 use crate::engine::manifest::TableEntry;
-use crate::engine::resolution::{self, Resolution};
+use crate::engine::resolution::{self, Resolution, Strategies};
 use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::Root;
-use crate::engine::three_way::{Decision, MergeStrategy};
+use crate::engine::three_way::Decision;
 use crate::protocol::{OmniError, Result};
 
 /// What deciding one table's row conflicts did.
@@ -33,18 +33,21 @@ pub struct Decided {
 
 /// Decide the row conflicts of `m`: by the `resolutions` naming them (each
 /// with its index in the merge's list; all of `m`'s type), else by
-/// `strategy`. `base` is the table's pin at the merge base. What neither
-/// decides stays in `m.delta.conflicts`; the decisions join its delta and
-/// rows. A resolution that does not fit its conflict is a 400.
+/// `strategy` (per entity or property: the merge's strategy or the
+/// schema's `@merge` policies). `base` is the table's pin at the merge
+/// base; `may_decide` false (no resolution, every strategy `fail`) skips
+/// reading the rows. What nothing decides stays in `m.delta.conflicts`; the
+/// decisions join its delta and rows. A resolution that does not fit its
+/// conflict is a 400.
 pub async fn decide_table(
     root: &Root,
     base: Option<&TableEntry>,
     m: &mut TableMerge,
-    strategy: MergeStrategy,
+    (strategy, may_decide): (Strategies<'_>, bool),
     resolutions: &[(usize, &Resolution)],
 ) -> Result<Decided> {
     let mut out = Decided::default();
-    if (strategy == MergeStrategy::Fail && resolutions.is_empty()) || m.delta.conflicts.is_empty() {
+    if !may_decide || m.delta.conflicts.is_empty() {
         return Ok(out);
     }
     // A target that is the merge base changed nothing, so it has no conflict.

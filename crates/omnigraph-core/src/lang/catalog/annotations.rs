@@ -1,5 +1,5 @@
 //! Interpreting annotations on types and properties: the known ones
-//! (`@description`, `@instruction`, `@rename_from`, `@embed`, property-level
+//! (`@description`, `@instruction`, `@rename_from`, `@merge`, `@embed`, property-level
 //! `@key`/`@unique`/`@index`) are checked and lowered; unknown ones are kept
 //! as [`CustomAnnotation`] metadata.
 
@@ -60,6 +60,7 @@ pub fn lower(annotations: &[Annotation], site: Site, meta: &mut Meta, flags: &mu
             "description" => set_once(&mut meta.description, single_string(ann)?, ann)?,
             "instruction" => set_once(&mut meta.instruction, single_string(ann)?, ann)?,
             "rename_from" => set_once(&mut meta.rename_from, single_string(ann)?, ann)?,
+            "merge" => merge_policy(ann, meta)?,
             "key" | "unique" | "index" => prop_flag(ann, site, flags)?,
             "embed" => embed(ann, site, flags)?,
             "range" | "check" => {
@@ -70,6 +71,20 @@ pub fn lower(annotations: &[Annotation], site: Site, meta: &mut Meta, flags: &mu
             }
             _ => meta.annotations.push(custom(ann)),
         }
+    }
+    Ok(())
+}
+
+/// `@merge(ours|theirs|newest|fail)`.
+fn merge_policy(ann: &Annotation, meta: &mut Meta) -> Result<(), Diagnostic> {
+    let usage = "`@merge` expects one of `ours`, `theirs`, `newest`, `fail`, e.g. `@merge(theirs)`";
+    let word = match (ann.args.as_slice(), ann.named.is_empty()) {
+        ([AnnArg { value: Literal::Ident(w) | Literal::Str(w), .. }], true) => w,
+        _ => return Err(bad(ann.pos, usage)),
+    };
+    let policy = word.parse().map_err(|_| bad(ann.pos, usage))?;
+    if meta.merge.replace(policy).is_some() {
+        return Err(bad(ann.pos, "`@merge` is given twice"));
     }
     Ok(())
 }

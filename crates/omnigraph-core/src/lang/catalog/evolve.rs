@@ -834,6 +834,7 @@ impl<'a> TypeDiff<'a> {
         let fields = [
             ("description", old.description != new.description),
             ("instruction", old.instruction != new.instruction),
+            ("merge policy", old.merge != new.merge),
             ("custom annotations", old.annotations != new.annotations),
         ];
         for (field, differs) in fields {

@@ -434,6 +434,26 @@ fn cardinality_changes() {
     assert!(from_unbounded.steps[0].validates);
 }
 
+/// `@merge` policies compile on types and properties, are refused with a
+/// bad argument, and a change of one is a metadata step of `schema plan`.
+#[test]
+fn merge_policies_compile_and_plan() {
+    use crate::three_way::MergePolicy;
+    let new = "node T @merge(theirs) { k: String @key n: I32? @merge(newest) m: I32? }";
+    let catalog = crate::lang::catalog::compile_schema(new).expect("compiles");
+    let t = catalog.type_def("T").expect("T");
+    assert_eq!(t.merge_policy(None), Some(MergePolicy::Theirs));
+    assert_eq!(t.merge_policy(Some("n")), Some(MergePolicy::Newest));
+    assert_eq!(t.merge_policy(Some("m")), Some(MergePolicy::Theirs), "a property without one takes the type's");
+    for bad in ["node T @merge(mine) { k: String @key }", "node T @merge(ours) @merge(theirs) { k: String @key }"] {
+        assert!(crate::lang::catalog::compile_schema(bad).is_err(), "{bad}");
+    }
+    let p = plan_of("node T { k: String @key n: I32? m: I32? }", new, false);
+    let details: Vec<&str> = p.steps.iter().map(|s| s.detail.as_str()).collect();
+    assert_eq!(details, ["change the merge policy of property `n` of T", "change the merge policy of T"]);
+    assert!(p.supported() && p.tables.is_empty(), "a policy is metadata: no table is rewritten");
+}
+
 #[test]
 fn metadata_changes() {
     let old = "node T @description(\"a\") { k: String @key n: I32? }";

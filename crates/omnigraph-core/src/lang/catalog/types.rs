@@ -100,6 +100,10 @@ pub struct Meta {
     pub instruction: Option<String>,
     /// `@rename_from("old")`: the previous name, for schema apply.
     pub rename_from: Option<String>,
+    /// `@merge(ours|theirs|newest|fail)`: how a branch merge decides this
+    /// type's (or property's) conflicts when no strategy is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<crate::three_way::MergePolicy>,
     /// Unknown annotations, in order.
     pub annotations: Vec<CustomAnnotation>,
 }
@@ -282,6 +286,21 @@ impl<'a> TypeDef<'a> {
             TypeDef::Node(n) => &n.properties,
             TypeDef::Edge(e) => &e.properties,
         }
+    }
+
+    /// The type's own metadata.
+    pub fn meta(&self) -> &'a Meta {
+        match self {
+            TypeDef::Node(n) => &n.meta,
+            TypeDef::Edge(e) => &e.meta,
+        }
+    }
+
+    /// The `@merge` policy of `property` (its own, else the type's), or of
+    /// the whole type (`None`).
+    pub fn merge_policy(&self, property: Option<&str>) -> Option<crate::three_way::MergePolicy> {
+        let own = property.and_then(|p| self.properties().iter().find(|q| q.name == p)).and_then(|q| q.meta.merge);
+        own.or(self.meta().merge)
     }
 }
 

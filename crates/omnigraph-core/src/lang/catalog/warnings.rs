@@ -17,6 +17,7 @@ pub const KNOWN_ANNOTATIONS: &[&str] = &[
     "index",
     "instruction",
     "key",
+    "merge",
     "range",
     "rename_from",
     "unique",
