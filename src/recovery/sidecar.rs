@@ -113,6 +113,24 @@ pub struct SidecarBody {
     /// merge adopting the source's published version), part of its delta.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pointers: Vec<SidecarPointer>,
+    /// A branch merge whose row conflicts were decided: how. The decided
+    /// rows are in the staged chains, so recovery rolls forward exactly
+    /// this decision; the record says which one it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<MergeDecision>,
+}
+
+/// How a merge decided its row conflicts, as its sidecar records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeDecision {
+    /// The strategy given (`None`: the schema's `@merge` policies).
+    pub strategy: Option<crate::engine::three_way::MergeStrategy>,
+    /// Row conflicts decided.
+    pub decided: usize,
+    /// How many resolutions were given.
+    pub resolutions: usize,
+    /// SHA-256 (hex) of the resolutions as JSON, in the order given.
+    pub resolutions_digest: String,
 }
 
 /// A pointer-only table update of the intended manifest delta.

@@ -98,10 +98,24 @@ enum Op {
     /// edge to the node the first staged, an update), one is refused alone.
     /// (Not in the [`OPS`] matrix: it crosses the same mutation boundaries.)
     GroupCommit,
+    /// [`Op::Merge`] into a branch that changed the same entities: Bob
+    /// updated on both (decided by `--strategy theirs`), Carol deleted on
+    /// the source and updated on the target (a resolution keeps ours). The
+    /// decided rows ride the merge's chains. (Not in the [`OPS`] matrix: it
+    /// crosses the same merge boundaries.)
+    DecidedMerge,
 }
 
+/// What the branch under test holds for [`Op::DecidedMerge`]: changes to
+/// the entities [`FEATURE_CHANGES`] changes too.
+const TARGET_CHANGES: [&str; 2] = [
+    r#"query q() { update Person set { age: 55 } where name = "Bob" }"#,
+    r#"query q() { update Person set { age: 60 } where name = "Carol" }"#,
+];
+
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 8] = [
+const EXTRA_OPS: [Op; 9] = [
+    Op::DecidedMerge,
     Op::CompactingInsert,
     Op::SchemaApply,
     Op::OptimizeOlderGraph,
@@ -175,7 +189,7 @@ impl Op {
             | Op::IndexedUpdate
             | Op::IndexedDelete
             | Op::GroupCommit => "mutation",
-            Op::Merge => "merge",
+            Op::Merge | Op::DecidedMerge => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
             Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
@@ -192,7 +206,7 @@ impl Op {
     /// Whether this op's saga crosses `boundary`.
     fn crosses(self, boundary: &str) -> bool {
         let kind = match self {
-            Op::Merge => omnigraph::recovery::sidecar::WriterKind::Merge,
+            Op::Merge | Op::DecidedMerge => omnigraph::recovery::sidecar::WriterKind::Merge,
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::EnsureIndices | Op::FoldIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
@@ -239,6 +253,17 @@ impl Op {
                 let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
                 Ok(commit_only(r.report.graph_commit_id))
             }
+            Op::DecidedMerge => {
+                let carol = serde_json::json!({ "type": "Person", "id": "Carol", "take": "ours" });
+                let opts = omnigraph::MergeOptions {
+                    strategy: Some(omnigraph::MergeStrategy::Theirs),
+                    resolutions: vec![serde_json::from_value(carol).expect("resolution")],
+                    ..omnigraph::MergeOptions::default()
+                };
+                let r = g.branch_merge("feature", branch, &opts).await?;
+                assert_eq!(r.report.conflicts_decided, 2, "{:?}", r.report);
+                Ok(commit_only(r.report.graph_commit_id))
+            }
             Op::Optimize | Op::OptimizeOlderGraph => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
             Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
             Op::EnsureIndices | Op::FoldIndices => {
@@ -264,6 +289,14 @@ impl Op {
             Op::Merge => {
                 g.branch_create("feature", "main").await.expect("feature");
                 ("feature", &FEATURE_CHANGES)
+            }
+            Op::DecidedMerge => {
+                g.branch_create("feature", "main").await.expect("feature");
+                let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
+                for src in FEATURE_CHANGES {
+                    g.mutate(src, None, Map::new(), &o).await.expect("preparing the source");
+                }
+                (branch, &TARGET_CHANGES)
             }
             Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
             Op::IndexedInsert | Op::IndexedUpdate | Op::IndexedDelete | Op::FoldIndices => {

@@ -143,6 +143,63 @@ async fn crash_between_the_transactions_of_a_chain_recovers_clean() {
     assert!(report.iter().all(|r| r.ends_with("invisible")), "{report:?}");
 }
 
+/// A merge whose row conflicts a strategy and a resolution decided dies at
+/// every boundary it crosses, on main and into a fresh branch, and between
+/// its chains' transactions: recovery leaves it invisible or applies the
+/// exact decision (the decided rows ride the merge's own chains). The armed
+/// sidecar records the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_a_decided_merge_recovers_the_exact_decision() {
+    let _s = serial().await;
+    let op = Op::DecidedMerge;
+    let mut report = Vec::new();
+    for branch in ["main", "fresh"] {
+        let mut points = boundary_points(op, branch);
+        points.extend(CHAIN_CRASHES.iter().map(|p| p.to_string()));
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("decided merge crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [
+        ("on main @ merge.after_arm", "invisible"),
+        ("on main @ merge.after_publish", "applied"),
+        ("on fresh @ merge.after_confirm", "applied"),
+        ("on main @ chain.between_steps", "invisible"),
+    ] {
+        let got = report.iter().find(|r| r.contains(case));
+        assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
+    }
+
+    // The armed sidecar records the decision: the merge is parked just after
+    // it armed, its sidecar read, then it finishes.
+    let _scenario = fail::FailScenario::setup();
+    let (_dir, loc, ..) = setup_on(op, "main").await;
+    let g = Omnigraph::open(&loc).await.expect("open");
+    fail::cfg("merge.after_arm", "1*sleep(3000)").expect("cfg");
+    let parked = {
+        let g = g.clone();
+        tokio::spawn(async move { op.run(&g).await })
+    };
+    let store = omnigraph::recovery::sidecar::SidecarStore::new(g.root().clone());
+    let body = loop {
+        let names = list_pending(g.root()).await.expect("list");
+        if let Some(name) = names.first()
+            && let Some(body) = store.read(name).await.expect("read")
+        {
+            break body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    parked.await.expect("join").expect("the parked merge finishes");
+    fail::remove("merge.after_arm");
+    let decision = body.decision.expect("a decided merge's sidecar records its decision");
+    assert_eq!(
+        (decision.strategy, decision.decided, decision.resolutions, decision.resolutions_digest.len()),
+        (Some(omnigraph::MergeStrategy::Theirs), 2, 1, 64)
+    );
+}
+
 /// The failpoints of every saga boundary `op` crosses on `branch`, with the
 /// fork's on a branch other than main.
 fn boundary_points(op: Op, branch: &str) -> Vec<String> {

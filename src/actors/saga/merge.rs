@@ -35,7 +35,8 @@ use crate::engine::resolution::{Resolution, Resolved};
 use crate::engine::three_way::MergeStrategy;
 use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
-use crate::recovery::sidecar::WriterKind;
+use crate::recovery::sidecar::{MergeDecision, WriterKind};
+use sha2::Digest;
 
 /// What to merge.
 #[derive(Debug, Clone)]
@@ -180,7 +181,7 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     lineage.merged_parent = (!req.squash).then_some(source_head);
     let token = AuthorityToken::of(&target, &schema.identity);
     let pins = write_plan::pins(&target);
-    let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
+    let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage).with_decision(decision(req, &report)?);
     let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
@@ -192,6 +193,23 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
 /// how many were decided, and what each resolution did. A resolution that
 /// names no conflict of this merge, or (under strategy `fail`) a row
 /// conflict the resolutions leave open, is a 400 naming it.
+/// The sidecar's record of how the merge decided its row conflicts (none
+/// when nothing was decided and no strategy or resolution was given).
+fn decision(req: &MergeRequest, report: &MergeReport) -> Result<Option<MergeDecision>> {
+    if report.conflicts_decided == 0 && req.strategy.is_none() && req.resolutions.is_empty() {
+        return Ok(None);
+    }
+    let json = serde_json::to_vec(&req.resolutions)
+        .map_err(|e| OmniError::Internal(format!("encoding the resolutions: {e}")))?;
+    let digest = sha2::Sha256::digest(&json).iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Some(MergeDecision {
+        strategy: req.strategy,
+        decided: report.conflicts_decided,
+        resolutions: req.resolutions.len(),
+        resolutions_digest: digest,
+    }))
+}
+
 /// What decides conflicts beside the request: the schema's `@merge`
 /// policies, and which head is newer (for `newest`).
 struct Deciding<'a> {

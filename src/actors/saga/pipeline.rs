@@ -35,7 +35,8 @@ use crate::engine::storage::{CommittedTxn, StagedTxn, table};
 use crate::engine::write_plan::{self, AuthorityToken, ChainStep, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
 use crate::recovery::sidecar::{
-    ArmedSidecar, ConfirmedSidecar, EffectPhase, SidecarBody, SidecarPointer, SidecarStore, SidecarTable, WriterKind,
+    ArmedSidecar, ConfirmedSidecar, EffectPhase, MergeDecision, SidecarBody, SidecarPointer, SidecarStore,
+    SidecarTable, WriterKind,
 };
 use crate::{named_failpoint, saga_failpoint};
 
@@ -49,12 +50,19 @@ pub struct Attempt<'a> {
     /// A schema apply's target schema: staged before the confirmation and
     /// promoted after the publish.
     schema: Option<Arc<SchemaState>>,
+    /// A merge's decision of its conflicts, recorded in the sidecar.
+    decision: Option<MergeDecision>,
 }
 
 impl<'a> Attempt<'a> {
     /// A new attempt of a `kind` write on `branch`, committing as `lineage`.
     pub fn new(rt: &'a Runtime, kind: WriterKind, branch: &'a str, lineage: Lineage) -> Self {
-        Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage, schema: None }
+        Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage, schema: None, decision: None }
+    }
+
+    /// This attempt with a merge's decision of its conflicts, for the sidecar.
+    pub fn with_decision(self, decision: Option<MergeDecision>) -> Self {
+        Attempt { decision, ..self }
     }
 
     /// A schema apply of `target` on main: the pipeline stages its schema
@@ -193,6 +201,7 @@ impl<'a> Revalidated<'a> {
                 .iter()
                 .map(|p| SidecarPointer { expected_version: p.expected_version, update: p.update.clone() })
                 .collect(),
+            decision: at.decision.clone(),
         };
         let live = at.rt.track_live(at.operation_id());
         let span = info_span!("saga.arm", operation_id = %at.operation_id());
