@@ -8,7 +8,11 @@
 //! Prints one JSON object: the merge's wall time and peak RSS (the peak is
 //! reset before it starts), beside the raw-Lance floor of committing the
 //! same rows (one merge-insert on `id` into a bare copy of the table), and
-//! whether main holds exactly the expected rows afterwards.
+//! whether main holds exactly the expected rows afterwards. Then two
+//! three-way merges of the same size into the grown main (`three_way`): one
+//! whose branch and main updated different rows (conflict-free), and one
+//! where both updated the same rows, every conflict decided by
+//! `--strategy theirs`; each with its wall time, peak RSS and a check.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -105,6 +109,10 @@ async fn main() {
     let main_rows = table::row_count(&*person(&g, "main").await).await.expect("count");
     let moved = table::scan(&*person(&g, "main").await, Some("age >= 120")).await.expect("check");
     let moved: usize = moved.iter().map(|b| b.num_rows()).sum();
+    // Conflicting rows: the branch's first `changes` rows also changed on main.
+    let clean = three_way(&g, "clean", changes, (140, changes..2 * changes, 145), None).await;
+    let decided =
+        three_way(&g, "decided", changes, (141, 0..changes, 146), Some(omnigraph::MergeStrategy::Theirs)).await;
     println!(
         "{}",
         json!({
@@ -116,6 +124,39 @@ async fn main() {
             "ratio_to_floor": merge_secs / floor_secs,
             "main_rows_after": main_rows, "changed_rows_on_main": moved,
             "correct": main_rows as usize == rows + changes && moved == 2 * changes,
+            "three_way": { "conflict_free": clean, "conflicts_decided_by_theirs": decided },
         })
     );
+}
+
+/// Rows `0..changes` updated to `age` on a new branch `name`, rows
+/// `on_main` updated to `main_age` on main, then the branch merged into
+/// main under `strategy`: the merge's wall time, peak RSS, conflicts
+/// decided, and whether main holds the branch's `changes` rows afterwards.
+async fn three_way(
+    g: &Graph,
+    name: &str,
+    changes: usize,
+    (age, on_main, main_age): (usize, std::ops::Range<usize>, usize),
+    strategy: Option<omnigraph::MergeStrategy>,
+) -> serde_json::Value {
+    g.branch_create(name, "main").await.expect("branch");
+    for (branch, lines) in [(name, person_lines(0..changes, |_| age)), ("main", person_lines(on_main, |_| main_age))] {
+        let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+        let lines: Vec<&str> = lines.lines().collect();
+        for part in lines.chunks(5_000) {
+            g.load(part.join("\n").as_bytes(), LoadMode::Merge, &o).await.expect("load");
+        }
+    }
+    reset_peak_rss();
+    let started = Instant::now();
+    let r = g.branch_merge(name, "main", &MergeOptions { strategy, ..MergeOptions::default() }).await.expect("merge");
+    let secs = started.elapsed().as_secs_f64();
+    let peak_kib = peak_rss_kib();
+    let held = table::scan(&*person(g, "main").await, Some(&format!("age = {age}"))).await.expect("check");
+    let held: usize = held.iter().map(|b| b.num_rows()).sum();
+    json!({
+        "outcome": r.report.outcome, "rows_changed_on_branch": changes, "conflicts_decided": r.report.conflicts_decided,
+        "merge_secs": secs, "merge_peak_rss_mib": peak_kib / 1024, "correct": held == changes,
+    })
 }

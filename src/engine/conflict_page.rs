@@ -17,8 +17,9 @@ use crate::protocol::{OmniError, Result};
 
 /// Conflicts listed per page unless asked otherwise.
 pub const DEFAULT_PAGE: usize = 1_000;
-/// The most conflicts one page lists.
-pub const MAX_PAGE: usize = 10_000;
+/// The most conflicts one page lists: as many as get their values, so every
+/// listed row conflict carries them.
+pub const MAX_PAGE: usize = conflict_values::VALUED_CONFLICTS;
 
 /// Which page of a refused merge's conflicts to answer.
 #[derive(Debug, Clone, Default)]

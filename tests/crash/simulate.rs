@@ -1,5 +1,6 @@
 //! A seeded simulator: random mixes of writes on several branches, branch
-//! create/delete, merges of a branch into its parent and optimizes (clean or
+//! create/delete, merges of a branch into its parent (some over a conflict a
+//! drawn strategy or resolution decides) and optimizes (clean or
 //! failing at a saga boundary), kills of idle actors and of a table or branch actor while
 //! its commit or publish is in flight, writes that fail at a random saga
 //! boundary or after the k-th Lance write (a storage cut), and reopens, with
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use object_store::path::Path;
 use omnigraph::recovery::invariants;
-use omnigraph::{Graph, MergeOptions, OmniError, Omnigraph, ReadTarget, WriteOptions, result_rows};
+use omnigraph::{Graph, MergeOptions, MergeStrategy, OmniError, Omnigraph, ReadTarget, WriteOptions, result_rows};
 use serde_json::Map;
 
 use super::{serial, shut_down};
@@ -126,6 +127,17 @@ async fn insert(g: &Graph, branch: &str, name: &str) -> Result<omnigraph::WriteO
 /// What [`insert`] adds to the model.
 fn written(name: &str) -> [String; 2] {
     [format!("Person:{name}"), format!("Company:{name}")]
+}
+
+/// The same Person `name` inserted on a child and its parent with
+/// different ages: a `divergent_insert` for their next merge.
+async fn clash_on(g: &Graph, (child, parent): (&str, &str), name: &str, model: &mut Model) {
+    for (branch, age) in [(child, 1), (parent, 2)] {
+        let src = format!(r#"query q() {{ insert Person {{ name: "{name}", age: {age} }} }}"#);
+        let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+        g.mutate(&src, None, Map::new(), &o).await.unwrap_or_else(|e| panic!("clash on {branch}: {e}"));
+        model.branches.entry(branch.to_string()).or_default().insert(format!("Person:{name}"));
+    }
 }
 
 /// Kills `victim` at the first Lance write whose path contains `within` and
@@ -356,15 +368,40 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
             }
             12 if model.parents.contains_key(&branch) => {
                 let parent = model.parents[&branch].clone();
-                let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                // Half the merges meet a conflict first (the same Person
+                // inserted on both sides with different ages), decided by a
+                // drawn strategy or resolution; they run without a failpoint,
+                // so no conflict outlives its merge. The others draw a
+                // failpoint and a strategy that has nothing to decide.
+                let clash = rng.below(2) == 0;
+                let fail_at = if !clash && rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                let (strategy, take) = if clash {
+                    clash_on(&g, (&branch, &parent), &name, &mut model).await;
+                    match rng.below(5) {
+                        0 => (Some(MergeStrategy::Ours), None),
+                        1 => (Some(MergeStrategy::Theirs), None),
+                        n => (None, Some(["ours", "theirs", "delete"][n - 2])),
+                    }
+                } else {
+                    (*rng.pick(&[None, Some(MergeStrategy::Ours), Some(MergeStrategy::Theirs)]), None)
+                };
+                let resolutions = take
+                    .map(|t| serde_json::json!([{ "type": "Person", "id": name, "take": t }]))
+                    .map(|r| serde_json::from_value(r).expect("resolution"))
+                    .unwrap_or_default();
                 let point = fail_at.map(|(b, _)| format!("merge.{b}"));
                 if let Some(p) = &point {
                     fail::cfg(p, "1*return").expect("cfg");
                 }
-                let out = g.branch_merge(&branch, &parent, &MergeOptions::default()).await;
+                let opts = MergeOptions { strategy, resolutions, ..MergeOptions::default() };
+                let out = g.branch_merge(&branch, &parent, &opts).await;
                 if let Some(p) = &point {
                     fail::remove(p);
                     g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                }
+                if let Ok(r) = &out {
+                    let want = usize::from(clash);
+                    assert_eq!(r.report.conflicts_decided, want, "seed {seed} step {step}: decided");
                 }
                 // A failpoint a merge never reached (an up-to-date merge, or
                 // no table to commit) leaves it succeeding.
@@ -375,9 +412,18 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 };
                 if visible {
                     model.merge(&branch, &parent);
+                    if take == Some("delete") {
+                        model.branches.entry(parent.clone()).or_default().remove(&format!("Person:{name}"));
+                    }
                 }
                 let how = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
-                format!("merge {branch} into {parent}{how} (visible: {visible})")
+                let under = match (strategy, take) {
+                    (Some(s), _) => format!(" under {}", s.as_str()),
+                    (None, Some(t)) => format!(" resolving {name} {t}"),
+                    (None, None) => String::new(),
+                };
+                let conflict = if clash { " with a conflict" } else { "" };
+                format!("merge {branch} into {parent}{conflict}{under}{how} (visible: {visible})")
             }
             13 => {
                 // Optimize changes no row, whether it lands, fails or is undone.
@@ -442,6 +488,7 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "mid-publish",
             "cut after",
             "merge ",
+            "with a conflict",
             "optimize ",
             "reopen",
         ];

@@ -96,6 +96,53 @@ fn the_merge_walkthrough_in_the_docs_runs() {
     assert_eq!(age("Mia"), Some(serde_json::json!(20)), "{rows:?}");
 }
 
+/// The conflicts walk-through in docs/branches.md runs as written: the dry
+/// runs exit 1 listing (or counting) the conflicts with their values, the
+/// page's `resolve.json` decides them, and the result is what the page says.
+#[test]
+fn the_conflicts_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/branches.md");
+    let sh = |marker: &str| {
+        page.split("```sh\n").filter_map(|b| b.split("```").next()).find(|b| b.contains(marker)).expect(marker)
+    };
+    let block = sh("--resolve resolve.json");
+    let resolve = page
+        .split("```json\n")
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains(r#""id": "Eve", "take": "ours""#))
+        .expect("resolve.json");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
+    for f in ["social.pg", "social.jsonl"] {
+        std::fs::copy(format!("{ex}/{f}"), dir.path().join(f)).expect("copy example");
+    }
+    std::fs::write(dir.path().join("resolve.json"), resolve).expect("resolve.json");
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let mut last = String::new();
+    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
+        let words = shell_words(line);
+        let out = std::process::Command::new(bin).args(&words[1..]).current_dir(dir.path()).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if line.contains("--dry-run") {
+            assert_eq!(out.status.code(), Some(1), "{line}: {err}");
+            if line.contains("--stat") {
+                assert!(err.contains("divergent_insert") && err.contains("divergent_update"), "{err}");
+            } else {
+                assert!(err.contains("age: base 27, ours 41, theirs 40"), "{line}: {err}");
+            }
+            continue;
+        }
+        assert!(out.status.success(), "{line}: {err}");
+        last = String::from_utf8_lossy(&out.stdout).to_string();
+    }
+    let rows: Value = serde_json::from_str(&last).expect("query json");
+    let rows = rows["rows"].as_array().expect("rows").clone();
+    let person =
+        |name: &str| rows.iter().find(|r| r["p.name"] == name).map(|r| (r["p.age"].clone(), r["p.email"].clone()));
+    assert_eq!(person("Bob"), Some((serde_json::json!(40), serde_json::json!("bob@fix.example"))), "{rows:?}");
+    assert_eq!(person("Eve"), Some((serde_json::json!(2), Value::Null)), "{rows:?}");
+}
+
 /// The walk-through in docs/schema-evolution.md runs as written: the plan
 /// writes nothing, the apply is one commit, the new type takes a write and
 /// the new property reads as null on every existing row.
