@@ -26,10 +26,12 @@ pub async fn unique_against_committed(
     replaced: impl Fn(&str) -> bool,
     lines: Option<&[u32]>,
 ) -> Result<()> {
-    match unique_clash(ds, type_name, uniques, rows, replaced, lines).await? {
-        Some(clash) => Err(OmniError::BadRequest(clash.message)),
-        None => Ok(()),
-    }
+    refuse(unique_clash(ds, type_name, uniques, rows, replaced, lines).await?.map(|c| c.message))
+}
+
+/// A broken rule's message as the write path's refusal.
+fn refuse(broken: Option<String>) -> Result<()> {
+    broken.map_or(Ok(()), |message| Err(OmniError::BadRequest(message)))
 }
 
 /// A written row whose `@unique` tuple a committed row already holds.
@@ -108,10 +110,7 @@ pub async fn card_per_source(
     removed: &HashSet<String>,
     sources: &HashSet<String>,
 ) -> Result<()> {
-    match card_breach(committed_edges, type_name, card, written, removed, sources).await? {
-        Some(breach) => Err(OmniError::BadRequest(breach.message)),
-        None => Ok(()),
-    }
+    refuse(card_breach(committed_edges, type_name, card, written, removed, sources).await?.map(|b| b.message))
 }
 
 /// A source node whose edge count leaves its `@card` bounds.

@@ -892,6 +892,13 @@ async fn resolutions_decide_three_conflict_kinds_in_one_merge_over_http() {
     );
 }
 
+/// The first row `q` answers on `branch`.
+async fn first_row(g: &Graph, branch: &str, q: &str) -> Map<String, serde_json::Value> {
+    let target = omnigraph::ReadTarget::Branch(branch.to_string());
+    let r = g.query(q, None, Map::new(), &target).await.expect("query");
+    omnigraph::result_rows(&r).into_iter().next().expect("a row")
+}
+
 /// `@merge` policies in the schema decide a merge given no strategy: the
 /// type's for a whole entity and for its properties, a property's own over
 /// it, `newest` by which head was authored later; a strategy given for the
@@ -906,12 +913,10 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
     ];
     let (_dir, g) = crate::common::graph_with(SCHEMA, &lines).await;
     let bob = |b: &str| {
-        let g = &g;
-        let target = omnigraph::ReadTarget::Branch(b.to_string());
+        let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email } }"#;
+        let row = first_row(&g, b, q);
         async move {
-            let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email } }"#;
-            let r = g.query(q, None, Map::new(), &target).await.expect("query");
-            let row = omnigraph::result_rows(&r)[0].clone();
+            let row = row.await;
             (row["p.age"].clone(), row["p.email"].clone())
         }
     };
@@ -945,13 +950,8 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
 
     // `newest`: the side whose head was authored later wins.
     let body = |b: &str| {
-        let g = &g;
-        let target = omnigraph::ReadTarget::Branch(b.to_string());
-        async move {
-            let q = r#"query q() { match { $d: Doc { slug: "d" } } return { $d.body } }"#;
-            let r = g.query(q, None, Map::new(), &target).await.expect("query");
-            omnigraph::result_rows(&r)[0]["d.body"].clone()
-        }
+        let row = first_row(&g, b, r#"query q() { match { $d: Doc { slug: "d" } } return { $d.body } }"#);
+        async move { row.await["d.body"].clone() }
     };
     for (src, dst, later) in [("ns1", "nt1", "target"), ("ns2", "nt2", "source")] {
         g.branch_create(src, "main").await.expect("branch");
