@@ -912,14 +912,7 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
         r#"{"type": "Doc", "data": {"slug": "d", "body": "base"}}"#,
     ];
     let (_dir, g) = crate::common::graph_with(SCHEMA, &lines).await;
-    let bob = |b: &str| {
-        let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email } }"#;
-        let row = first_row(&g, b, q);
-        async move {
-            let row = row.await;
-            (row["p.age"].clone(), row["p.email"].clone())
-        }
-    };
+    let bob_q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age, $p.email } }"#;
     for (i, (strategy, want)) in [
         (None, (serde_json::json!(41), serde_json::json!("t@x"))),
         (Some(omnigraph::MergeStrategy::Ours), (serde_json::json!(40), serde_json::json!("t@x"))),
@@ -938,7 +931,8 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
         let opts = MergeOptions { strategy, ..MergeOptions::default() };
         let r = g.branch_merge(&src, &dst, &opts).await.unwrap_or_else(|e| panic!("{strategy:?}: {e}"));
         assert_eq!((r.report.conflicts_decided, r.report.strategy), (2, strategy));
-        assert_eq!(bob(&dst).await, want, "{strategy:?}");
+        let bob = first_row(&g, &dst, bob_q).await;
+        assert_eq!((bob["p.age"].clone(), bob["p.email"].clone()), want, "{strategy:?}");
     }
     // A strategy of `fail` given for the merge overrides the policies too.
     g.branch_create("sf", "main").await.expect("branch");
@@ -949,10 +943,7 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
     assert!(matches!(g.branch_merge("sf", "tf", &fail).await, Err(OmniError::MergeConflicts(_))));
 
     // `newest`: the side whose head was authored later wins.
-    let body = |b: &str| {
-        let row = first_row(&g, b, r#"query q() { match { $d: Doc { slug: "d" } } return { $d.body } }"#);
-        async move { row.await["d.body"].clone() }
-    };
+    let doc_q = r#"query q() { match { $d: Doc { slug: "d" } } return { $d.body } }"#;
     for (src, dst, later) in [("ns1", "nt1", "target"), ("ns2", "nt2", "source")] {
         g.branch_create(src, "main").await.expect("branch");
         g.branch_create(dst, "main").await.expect("branch");
@@ -960,7 +951,8 @@ async fn merge_policies_in_the_schema_decide_unless_a_strategy_is_given() {
         mutate(&g, first, &format!(r#"query q() {{ update Doc set {{ body: "{first}" }} where slug = "d" }}"#)).await;
         mutate(&g, second, &format!(r#"query q() {{ update Doc set {{ body: "{second}" }} where slug = "d" }}"#)).await;
         g.branch_merge(src, dst, &MergeOptions::default()).await.expect("decided by newest");
-        assert_eq!(body(dst).await, serde_json::json!(second), "the {later}'s later change wins");
+        let body = first_row(&g, dst, doc_q).await["d.body"].clone();
+        assert_eq!(body, serde_json::json!(second), "the {later}'s later change wins");
     }
 }
 
