@@ -45,6 +45,20 @@ pub enum SchemaCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
+    /// The steps that turn the schema at one ref into the schema at another
+    /// (refs: a branch, a commit, a tag, `REF~N`, `A...B`).
+    #[command(after_help = "Example:\n  omnigraph schema diff main~3 main graph.omni")]
+    Diff {
+        /// Print JSON (`GET /graphs/{id}/schema/diff`).
+        #[arg(long)]
+        json: bool,
+        /// The ref diffed from.
+        from: String,
+        /// The ref diffed to.
+        to: String,
+        #[command(flatten)]
+        graph: GraphArg,
+    },
     /// Print the accepted .pg source.
     #[command(alias = "get")]
     #[command(after_help = "Example:\n  omnigraph schema show graph.omni")]
@@ -62,9 +76,10 @@ impl SchemaCommand {
     /// Whether the command prints JSON (errors too).
     pub fn json(&self) -> bool {
         match self {
-            SchemaCommand::Show { json, .. } | SchemaCommand::Plan { json, .. } | SchemaCommand::Apply { json, .. } => {
-                *json
-            }
+            SchemaCommand::Show { json, .. }
+            | SchemaCommand::Plan { json, .. }
+            | SchemaCommand::Apply { json, .. }
+            | SchemaCommand::Diff { json, .. } => *json,
         }
     }
 }
@@ -81,6 +96,24 @@ pub async fn run(command: SchemaCommand) -> Result<()> {
                 return print_json(&answer);
             }
             out!("{}", answer["schema_source"].as_str().unwrap_or_default());
+            Ok(())
+        }
+        SchemaCommand::Diff { json, from, to, graph } => {
+            let answer = match graph.remote()? {
+                Some(remote) => remote.get("/schema/diff", &[("from", from), ("to", to)]).await?,
+                None => to_json(&read_only(graph.uri()?).await?.schema_diff(&from, &to).await?)?,
+            };
+            if json {
+                return print_json(&answer);
+            }
+            for step in answer["steps"].as_array().into_iter().flatten() {
+                outln!("{}", step["detail"].as_str().unwrap_or_default());
+            }
+            let (a, b) = (answer["from"].as_str().unwrap_or_default(), answer["to"].as_str().unwrap_or_default());
+            match answer["step_count"].as_u64().unwrap_or(0) {
+                0 => outln!("no change: {a} and {b} share one schema"),
+                n => outln!("{n} step(s) from {a} to {b}"),
+            }
             Ok(())
         }
         SchemaCommand::Plan { schema, allow_data_loss, json, graph } => {

@@ -44,6 +44,7 @@ pub use history::{CommitInfo, Snapshot, TableSnapshot};
 pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
 pub use refs::Resolved;
+pub use schema::SchemaDiff;
 pub use writes::MutationRequest;
 
 /// How a handle may use the graph.

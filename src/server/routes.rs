@@ -73,6 +73,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("delete", "/graphs/{id}/tags/{name}", "Delete a tag (names may contain `/`)"),
     ("get", "/graphs/{id}/schema", "The accepted schema"),
     ("post", "/graphs/{id}/schema/apply", "Apply a schema change as one commit (`dry_run` only plans it)"),
+    ("get", "/graphs/{id}/schema/diff", "The steps from the schema at one ref to the schema at another (`from`, `to`)"),
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
     ("get", "/graphs/{id}/healthz", "Liveness of one graph"),
     ("post", "/graphs/{id}/export", "Stream a branch head or a commit as load-ready NDJSON"),
@@ -138,6 +139,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/tags/{*name}", axum::routing::delete(tag_delete))
         .route("/graphs/{id}/schema", get(schema))
         .route("/graphs/{id}/schema/apply", post(schema_apply))
+        .route("/graphs/{id}/schema/diff", get(schema_diff))
         .route("/graphs/{id}/recovery", get(recovery))
         .route("/graphs/{id}/healthz", get(graph_healthz))
         .route("/graphs/{id}/export", post(export))
@@ -974,6 +976,24 @@ async fn tag_delete(
     let _slot = s.admit(&actor)?;
     let tag = s.graph(&id)?.tag_delete(&name).await?;
     Ok(axum::Json(wire::tag_json(&tag)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchemaDiffParams {
+    from: String,
+    to: String,
+}
+
+/// `GET /graphs/{id}/schema/diff?from=&to=` (any refs).
+async fn schema_diff(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<SchemaDiffParams>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    Ok(axum::Json(json!(s.graph(&id)?.schema_diff(&q.from, &q.to).await?)))
 }
 
 async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {

@@ -217,6 +217,12 @@ fn every_supported_change_plans_applies_queries_and_time_travels() {
         assert_eq!(head, json!(commit), "{}", case.name);
         let shown = omnigraph(&["schema", "show", &loc]);
         assert_eq!(String::from_utf8_lossy(&shown.stdout), case.schema, "{}: accepted source", case.name);
+        // `schema diff` from the commit before the apply to the head lists the plan's steps.
+        let diff = ok_json(&["schema", "diff", "--json", &before, "main", &loc]);
+        assert_eq!(diff["steps"], plan["steps"], "{}: schema diff", case.name);
+        assert_eq!((diff["from"].clone(), diff["to"].clone()), (json!(before), json!(commit)), "{}", case.name);
+        let said = String::from_utf8_lossy(&omnigraph(&["schema", "diff", &before, "main", &loc]).stdout).to_string();
+        assert!(said.contains(&format!("{} step(s) from {before} to {commit}", kinds.len())), "{}: {said}", case.name);
 
         assert_eq!(rows(&loc, case.new_query, None), case.new_rows, "{}: new shape", case.name);
         assert_eq!(rows(&loc, case.old_query, Some(&before)), case.old_rows, "{}: time travel", case.name);
@@ -349,6 +355,26 @@ async fn schema_apply_over_http() {
     let read = json!({"query": "query q() { match { $t: Team } return { $t.name } }"});
     let (st, rows) = post(&s, "/graphs/g/query", read).await;
     assert_eq!((st, rows["rows"].clone()), (200, json!([{"t.name": "Core"}])), "{rows}");
+
+    // Schema diff between any two refs: the apply's step forward, its soft
+    // drop backward, nothing between two commits of one schema.
+    let (st, d) = get(&s, &format!("/graphs/g/schema/diff?from={commit}~1&to=main")).await;
+    assert_eq!(st, 200, "{d}");
+    assert_eq!((d["step_count"].clone(), d["steps"][0]["kind"].clone()), (json!(1), json!("add_type")), "{d}");
+    assert_eq!(d["to_schema_identity"], applied["schema_identity"], "{d}");
+    assert_eq!(d["from"], commits["commits"][1]["graph_commit_id"], "{d}");
+    let (_, back) = get(&s, &format!("/graphs/g/schema/diff?from=main&to={commit}~1")).await;
+    assert_eq!(
+        (back["step_count"].clone(), back["steps"][0]["kind"].clone()),
+        (json!(1), json!("drop_type")),
+        "{back}"
+    );
+    let (_, same) = get(&s, &format!("/graphs/g/schema/diff?from={commit}&to=main")).await;
+    assert_eq!((same["step_count"].clone(), same["steps"].clone()), (json!(0), json!([])), "{same}");
+    let (st, err) = get(&s, "/graphs/g/schema/diff?from=nope&to=main").await;
+    assert_eq!((st, err["code"].clone()), (404, json!("not_found")), "{err}");
+    let (st, err) = get(&s, "/graphs/g/schema/diff?from=main").await;
+    assert_eq!(st, 400, "`to` is required: {err}");
 
     let unsupported =
         SOCIAL_PG.replace("    age: I32?\n", "    age: String?\n").replace("    @range(age, 0..150)\n", "");
