@@ -819,6 +819,38 @@ enum CommitCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
+    /// Undo a commit's changes as one new commit on a branch (inserts
+    /// deleted, deletes re-inserted, updates set back). A later change to
+    /// the same entity is a conflict (exit 1, nothing written) unless
+    /// --strategy or --resolve decides it.
+    #[command(after_help = "Example:\n  omnigraph commit revert main~2 --branch main graph.omni")]
+    Revert {
+        /// The commit (any ref naming one).
+        commit: String,
+        /// The branch that receives the revert commit.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Of a merge commit: the parent to go back to (1 or 2).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+        mainline: Option<u8>,
+        /// Report what the revert would do; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// How conflicts with later changes are decided.
+        #[arg(long, value_parser = ["fail", "ours", "theirs"])]
+        strategy: Option<String>,
+        /// A JSON file of decisions for named conflicts (as `branch merge --resolve`).
+        #[arg(long = "resolve", value_name = "FILE")]
+        resolve: Option<std::path::PathBuf>,
+        /// Actor recorded on the commit.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the HTTP answer's fields).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        graph: GraphArg,
+    },
     /// One commit.
     #[command(after_help = "Example:\n  omnigraph commit show main~1 --json graph.omni")]
     Show {
@@ -1043,7 +1075,11 @@ fn main() -> ExitCode {
             if json {
                 outln!("{}", e.to_json());
             } else {
-                eprintln!("error: {e}");
+                let body = e.to_json();
+                match body.get("merge_conflicts") {
+                    Some(_) => print_conflicts(&e, &body, false),
+                    None => eprintln!("error: {e}"),
+                }
             }
             e.exit_code() as u8
         }
@@ -1102,6 +1138,9 @@ impl Command {
                 either("branch merge", graph, false)
             }
             Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
+            Command::Commit { command: CommitCommand::Revert { dry_run: false, graph, .. } } => {
+                either("commit revert", graph, false)
+            }
             Command::Tag { command: TagCommand::Create { first, graph, .. } } => match graph.remote()? {
                 Some(_) => either("tag create", graph, false),
                 None => {
@@ -1145,6 +1184,7 @@ impl Command {
                 command:
                     CommitCommand::List { json, .. }
                     | CommitCommand::Show { json, .. }
+                    | CommitCommand::Revert { json, .. }
                     | CommitCommand::Changes { json, .. },
             } => *json,
             Command::Tag {
@@ -1783,6 +1823,52 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 }
             };
             if json { print_json(&answer) } else { print_diff(&answer) }
+        }
+        Command::Commit {
+            command: CommitCommand::Revert { commit, branch, mainline, dry_run, strategy, resolve, actor, json, graph },
+        } => {
+            let resolutions = match &resolve {
+                Some(path) => read_resolutions(path)?,
+                None => vec![],
+            };
+            let answer = match graph.remote()? {
+                Some(remote) => {
+                    let body = serde_json::json!({
+                        "branch": branch, "mainline": mainline, "dry_run": dry_run, "strategy": strategy,
+                        "resolutions": resolutions,
+                    });
+                    remote.post(&format!("/commits/{}/revert", url_segment(&commit)), &body, &[]).await?
+                }
+                None => {
+                    let g =
+                        if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
+                    let actor = operator::actor(actor.as_deref())?;
+                    let opts = omnigraph::RevertOptions {
+                        branch: Some(branch),
+                        mainline,
+                        actor: actor.clone(),
+                        dry_run,
+                        strategy: strategy.as_deref().map(str::parse).transpose()?,
+                        resolutions,
+                        page: Default::default(),
+                    };
+                    wire::revert_json(&g.commit_revert(&commit, &opts).await?, actor.as_deref())
+                }
+            };
+            if json {
+                return print_json(&answer);
+            }
+            let what = if answer["dry_run"] == true { "would revert" } else { "reverted" };
+            let (reverted, branch) = (text(&answer, "reverted_commit_id"), text(&answer, "branch"));
+            match answer["graph_commit_id"].as_str() {
+                Some(c) => outln!("{what} {reverted} on {branch}: commit {c}"),
+                None => outln!("{what} {reverted} on {branch}"),
+            }
+            for t in answer["tables"].as_array().into_iter().flatten() {
+                let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
+                outln!("  {key:<24} +{ins} ~{upd} -{del}");
+            }
+            Ok(())
         }
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let answer = match graph.remote()? {

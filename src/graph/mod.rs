@@ -18,6 +18,7 @@ mod reads;
 mod recovery;
 mod refs;
 mod schema;
+mod undo;
 pub mod wire;
 mod writes;
 
@@ -45,6 +46,7 @@ pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
 pub use refs::Resolved;
 pub use schema::SchemaDiff;
+pub use undo::{RevertOptions, RevertResult};
 pub use writes::MutationRequest;
 
 /// How a handle may use the graph.

@@ -235,6 +235,19 @@ pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {
 }
 
 /// A merge's answer (HTTP `POST /branches/merge` and `branch merge --json`).
+/// A revert's answer (HTTP and `commit revert --json`): the commit written
+/// on `branch`, the commit reverted and the parent gone back to, per-table
+/// counts, and how conflicts were decided.
+pub fn revert_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> Value {
+    let m = &r.report;
+    json!({
+        "graph_commit_id": m.graph_commit_id, "branch": m.target, "reverted_commit_id": r.reverted_commit_id,
+        "parent_commit_id": m.source_commit_id, "mainline": r.mainline, "tables": m.tables, "dry_run": m.dry_run,
+        "strategy": m.strategy, "conflicts_decided": m.conflicts_decided, "resolutions": m.resolutions,
+        "actor_id": actor,
+    })
+}
+
 pub fn merge_json(m: &crate::graph::MergeResult, actor: Option<&str>) -> Value {
     let r = &m.report;
     let mut out = json!({

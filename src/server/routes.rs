@@ -60,6 +60,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/commits/{commit}", "One commit (any ref: a commit id, a tag, `main~2`, …)"),
     ("get", "/graphs/{id}/diff", "What changed between two refs (`from`, `to`), paged; `stat=true` counts per type"),
     ("get", "/graphs/{id}/commits/{commit}/changes", "The entities a commit changed against its first parent, paged"),
+    ("post", "/graphs/{id}/commits/{commit}/revert", "Undo a commit's changes as one new commit on a branch"),
     ("get", "/graphs/{id}/changes", "Poll a branch's change feed (`cursor`, `start`, `page_token`; `wait` long-polls)"),
     (
         "post",
@@ -130,6 +131,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/commits", get(commits))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/commits/{commit}/changes", get(commit_changes))
+        .route("/graphs/{id}/commits/{commit}/revert", post(commit_revert))
         .route("/graphs/{id}/diff", get(diff))
         .route("/graphs/{id}/changes", get(changes_poll))
         .route("/graphs/{id}/changes/baseline", post(changes_baseline))
@@ -648,6 +650,43 @@ async fn branch_merge(
     };
     let result = g.branch_merge(&req.source, &target, &opts).await?;
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RevertBody {
+    branch: Option<String>,
+    mainline: Option<u8>,
+    #[serde(default)]
+    dry_run: bool,
+    strategy: Option<String>,
+    #[serde(default)]
+    resolutions: Vec<crate::engine::resolution::Resolution>,
+    page_token: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `POST /graphs/{id}/commits/{commit}/revert` with `{branch?, mainline?,
+/// dry_run?, strategy?, resolutions?, page_token?, limit?}` (an empty body:
+/// revert on main).
+async fn commit_revert(
+    State(s): State<Arc<AppState>>,
+    Path((id, commit)): Path<(String, String)>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body_or_default::<RevertBody>(b))?;
+    let opts = crate::graph::RevertOptions {
+        branch: req.branch,
+        mainline: req.mainline,
+        actor: Some(actor.clone()),
+        dry_run: req.dry_run,
+        strategy: req.strategy.as_deref().map(str::parse).transpose()?,
+        resolutions: req.resolutions,
+        page: ConflictPage { token: req.page_token, limit: req.limit },
+    };
+    let result = s.graph(&id)?.commit_revert(&commit, &opts).await?;
+    Ok(axum::Json(wire::revert_json(&result, Some(&actor))))
 }
 
 #[derive(Deserialize, Default)]

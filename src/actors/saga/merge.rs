@@ -108,17 +108,11 @@ pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
     attempt(rt, req, lineage).instrument(span).await
 }
 
-async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Result<MergeReport> {
-    if !req.dry_run {
-        let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(&req.target)).await?;
-        if let Some(blocked) = healed.iter().find_map(|(_, r)| r.blocks(&req.target)) {
-            return Err(blocked);
-        }
-    }
+async fn attempt(rt: &Runtime, req: &MergeRequest, lineage: Lineage) -> Result<MergeReport> {
+    heal_target(rt, req).await?;
     // Schema (shared), then both branch gates, held from capture to publish.
-    let mut leases = Gates::schema(LeaseMode::Shared).branch(&req.source).branch(&req.target).acquire(rt).await?;
+    let leases = Gates::schema(LeaseMode::Shared).branch(&req.source).branch(&req.target).acquire(rt).await?;
     let (source, target) = (rt.history_view(&req.source).await?, rt.history_view(&req.target).await?);
-    let schema = rt.schema().await?;
     let head_of = |v: &ManifestView, b: &str| {
         v.state
             .effective_head(b)
@@ -129,44 +123,103 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
         (head_of(&source, &req.source)?, head_of(&target, &req.target)?);
     let commits = manifest::merge_base::joint_dag(&source.state, &target.state)?;
     let (base_id, outcome) = merge::outcome(&commits, &source_head, &target_head)?;
-    let mut report = MergeReport {
-        outcome,
-        graph_commit_id: None,
-        source: req.source.clone(),
-        target: req.target.clone(),
-        source_commit_id: source_head.clone(),
-        base_commit_id: base_id.clone(),
-        tables: vec![],
-        dry_run: req.dry_run,
-        squash: req.squash,
-        strategy: req.strategy,
-        conflicts_decided: 0,
-        resolutions: vec![],
-    };
+    let report = MergeReport::new(req, outcome, &source_head, &base_id);
     if outcome == Outcome::AlreadyUpToDate {
         return Ok(report);
     }
     let base = base_state(rt, &commits, &base_id, &target_head, &target).await?;
+    let source_state = source.state.clone();
+    let sides = Sides {
+        base,
+        source: source_state,
+        source_branch: Some(&source),
+        target: &target,
+        heads: (source_head, target_head),
+        source_is_newer: source_at > target_at,
+    };
+    land(rt, req, sides, leases, lineage, report).await
+}
+
+/// Before a write on the target: roll its branch's pending writes forward
+/// (a dry run writes nothing, so it heals nothing).
+pub(super) async fn heal_target(rt: &Runtime, req: &MergeRequest) -> Result<()> {
+    if req.dry_run {
+        return Ok(());
+    }
+    let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(&req.target)).await?;
+    match healed.iter().find_map(|(_, r)| r.blocks(&req.target)) {
+        Some(blocked) => Err(blocked),
+        None => Ok(()),
+    }
+}
+
+impl MergeReport {
+    /// The report of `req` before planning: its outcome, the source commit
+    /// merged and the base.
+    pub(super) fn new(req: &MergeRequest, outcome: Outcome, source_commit: &str, base: &str) -> MergeReport {
+        MergeReport {
+            outcome,
+            graph_commit_id: None,
+            source: req.source.clone(),
+            target: req.target.clone(),
+            source_commit_id: source_commit.to_string(),
+            base_commit_id: base.to_string(),
+            tables: vec![],
+            dry_run: req.dry_run,
+            squash: req.squash,
+            strategy: req.strategy,
+            conflicts_decided: 0,
+            resolutions: vec![],
+        }
+    }
+}
+
+/// The three states a merge reads, captured under its gates: the base, the
+/// source and the target (its branch's view); a source that is a branch
+/// (its table gates are taken while the effects land); the two commits a
+/// page token binds (source, target); which side was authored later.
+pub(super) struct Sides<'a> {
+    pub base: Arc<ManifestState>,
+    pub source: Arc<ManifestState>,
+    pub source_branch: Option<&'a ManifestView>,
+    pub target: &'a ManifestView,
+    pub heads: (String, String),
+    pub source_is_newer: bool,
+}
+
+/// Plan, decide and validate the three-way merge of `sides` into
+/// `req.target`, then (unless a dry run or refused) land it as one commit
+/// through the pipeline: a squash (`req.squash`) records no merged parent.
+pub(super) async fn land(
+    rt: &Runtime,
+    req: &MergeRequest,
+    sides: Sides<'_>,
+    mut leases: crate::actors::lease::LeaseSet,
+    mut lineage: Lineage,
+    mut report: MergeReport,
+) -> Result<MergeReport> {
+    let schema = rt.schema().await?;
+    let (base, target) = (&sides.base, sides.target);
     let target_ref = Some(req.target.clone()).filter(|b| b != "main");
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let budget = req.memory_bytes.unwrap_or(merge::spill::DEFAULT_BUDGET);
-    let sides = (&*source.state, &*target.state);
-    let mut merges = merge::plan_tables(rt.root(), &schema.catalog, &base, sides, target_ref.as_deref(), budget)
+    let states = (&*sides.source, &*target.state);
+    let mut merges = merge::plan_tables(rt.root(), &schema.catalog, base, states, target_ref.as_deref(), budget)
         .instrument(plan_span)
         .await?;
     let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
     let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
-    let how = Deciding { catalog: &schema.catalog, source_is_newer: source_at > target_at };
-    let decided = decide(rt, &base, &mut merges, req, how).instrument(span).await?;
+    let how = Deciding { catalog: &schema.catalog, source_is_newer: sides.source_is_newer };
+    let decided = decide(rt, base, &mut merges, req, how).instrument(span).await?;
     (report.conflicts_decided, report.resolutions) = decided;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
     conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
-        let states = (&*base, sides.0, sides.1);
-        let heads = (source_head.as_str(), target_head.as_str());
-        return Err(conflict_page::refusal(rt.root(), states, heads, &req.page, conflicts).await?);
+        let all = (&**base, states.0, states.1);
+        let heads = (sides.heads.0.as_str(), sides.heads.1.as_str());
+        return Err(conflict_page::refusal(rt.root(), all, heads, &req.page, conflicts).await?);
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();
     if req.dry_run {
@@ -174,13 +227,17 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     }
     // The all-catalog envelope: every table gate of both branches, so no
     // table actor of either serves another lease while the merge's effects land.
-    Gates::none().catalog(rt, &source, &req.source).catalog(rt, &target, &req.target).take(rt, &mut leases).await?;
+    let gates = match sides.source_branch {
+        Some(source) => Gates::none().catalog(rt, source, &req.source),
+        None => Gates::none(),
+    };
+    gates.catalog(rt, target, &req.target).take(rt, &mut leases).await?;
     let plan = merge::prepare(rt.root(), merges, target_ref).await?;
     // A squash leaves the source's history out of the target's: the next
     // merge of the same source finds the older base again.
-    lineage.merged_parent = (!req.squash).then_some(source_head);
-    let token = AuthorityToken::of(&target, &schema.identity);
-    let pins = write_plan::pins(&target);
+    lineage.merged_parent = (!req.squash).then(|| sides.heads.0.clone());
+    let token = AuthorityToken::of(target, &schema.identity);
+    let pins = write_plan::pins(target);
     let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage).with_decision(decision(req, &report)?);
     let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
@@ -189,10 +246,6 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, mut lineage: Lineage) -> Resu
     Ok(report)
 }
 
-/// Decide every table's row conflicts by `req`'s resolutions and strategy:
-/// how many were decided, and what each resolution did. A resolution that
-/// names no conflict of this merge, or (under strategy `fail`) a row
-/// conflict the resolutions leave open, is a 400 naming it.
 /// The sidecar's record of how the merge decided its row conflicts (none
 /// when nothing was decided and no strategy or resolution was given).
 fn decision(req: &MergeRequest, report: &MergeReport) -> Result<Option<MergeDecision>> {
@@ -217,6 +270,10 @@ struct Deciding<'a> {
     source_is_newer: bool,
 }
 
+/// Decide every table's row conflicts by `req`'s resolutions and strategy:
+/// how many were decided, and what each resolution did. A resolution that
+/// names no conflict of this merge, or (under strategy `fail`) a row
+/// conflict the resolutions leave open, is a 400 naming it.
 async fn decide(
     rt: &Runtime,
     base: &ManifestState,

@@ -14,6 +14,7 @@ pub mod optimize;
 pub mod pipeline;
 pub mod recovery;
 pub mod revalidate;
+pub mod revert;
 pub mod schema_apply;
 pub mod tags;
 pub mod write;

@@ -1,0 +1,74 @@
+//! The revert writer: one new commit on a branch whose effect is the
+//! inverse of one commit's changes.
+//!
+//! A revert is the three-way merge of the commit's parent into the branch,
+//! with the commit itself as the base: measured from the commit, the parent
+//! is exactly its changes undone, and the branch is everything written
+//! since. So an entity a later commit changed again is a conflict (with the
+//! commit's value as `base`, the branch's as `ours` and the reverted one as
+//! `theirs`), strategies and resolutions decide them as in a merge, and
+//! the result lands through the merge's pipeline as one single-parent
+//! commit (a squash: the parent's history is the branch's already).
+
+use tracing::{Instrument, info_span};
+
+use super::gates::Gates;
+use super::merge::{self, MergeReport, MergeRequest, Sides};
+use crate::actors::lease::LeaseMode;
+use crate::actors::runtime::Runtime;
+use crate::engine::manifest::{self, CommitRow, Lineage};
+use crate::engine::merge::Outcome;
+use crate::protocol::{OmniError, Result};
+
+/// What to revert, and where.
+#[derive(Debug, Clone)]
+pub struct RevertRequest {
+    /// The commit whose changes are undone.
+    pub commit: CommitRow,
+    /// The parent they are measured against (the first, or the mainline
+    /// parent of a merge commit).
+    pub parent: CommitRow,
+    /// The branch (`target`), actor, dry run, page, strategy and
+    /// resolutions, as a merge takes them (`source` names the commit).
+    pub merge: MergeRequest,
+}
+
+/// Revert `req.commit` on `req.merge.target`.
+pub async fn run(rt: &Runtime, req: &RevertRequest) -> Result<MergeReport> {
+    let m = &req.merge;
+    m.page.check()?;
+    for r in &m.resolutions {
+        r.check().map_err(OmniError::BadRequest)?;
+    }
+    if let Some(change) = &req.commit.schema_change {
+        return Err(OmniError::BadRequest(format!(
+            "commit {} applied a schema change ({} to {}); a revert undoes data changes, not a schema",
+            req.commit.commit_id, change.from, change.to
+        )));
+    }
+    let lineage = Lineage::mint(m.actor.clone());
+    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "revert", commit = %req.commit.commit_id, branch = %m.target);
+    attempt(rt, req, lineage).instrument(span).await
+}
+
+async fn attempt(rt: &Runtime, req: &RevertRequest, lineage: Lineage) -> Result<MergeReport> {
+    let m = &req.merge;
+    merge::heal_target(rt, m).await?;
+    let leases = Gates::schema(LeaseMode::Shared).branch(&m.target).acquire(rt).await?;
+    let target = rt.history_view(&m.target).await?;
+    let head = target.state.effective_head(&m.target).map(|c| c.commit_id.clone());
+    let head = head.ok_or_else(|| OmniError::Internal(format!("branch `{}` has no commit", m.target)))?;
+    let (c, p) = (&req.commit, &req.parent);
+    let base = manifest::load_at(rt.root(), &c.branch, c.manifest_version).await?;
+    let source = manifest::load_at(rt.root(), &p.branch, p.manifest_version).await?;
+    let report = MergeReport::new(m, Outcome::Merged, &req.parent.commit_id, &req.commit.commit_id);
+    let sides = Sides {
+        base: base.state,
+        source: source.state,
+        source_branch: None,
+        target: &target,
+        heads: (req.commit.commit_id.clone(), head),
+        source_is_newer: false,
+    };
+    merge::land(rt, m, sides, leases, lineage, report).await
+}

@@ -1,0 +1,94 @@
+//! Undo through the embedded handle: `commit revert` (see `docs/history.md`,
+//! "Revert").
+
+use super::Graph;
+use crate::actors::saga::merge::{MergeReport, MergeRequest};
+use crate::actors::saga::revert::{self, RevertRequest};
+use crate::engine::conflict_page::ConflictPage;
+use crate::engine::resolution::Resolution;
+use crate::engine::three_way::MergeStrategy;
+use crate::protocol::{OmniError, Result};
+
+/// How to revert a commit.
+#[derive(Debug, Clone, Default)]
+pub struct RevertOptions {
+    /// The branch that receives the revert commit (`None`: main).
+    pub branch: Option<String>,
+    /// Of a merge commit: which parent's side to go back to (1: the first,
+    /// 2: the merged one). Required for a merge commit, refused otherwise.
+    pub mainline: Option<u8>,
+    /// Actor recorded on the revert commit.
+    pub actor: Option<String>,
+    /// Report the outcome and any conflicts; write nothing.
+    pub dry_run: bool,
+    /// How conflicts with later changes are decided (`None`: the schema's
+    /// `@merge` policies; refused where there is none).
+    pub strategy: Option<MergeStrategy>,
+    /// Decisions for named conflicts.
+    pub resolutions: Vec<Resolution>,
+    /// Which page of the conflicts a refusal lists.
+    pub page: ConflictPage,
+}
+
+/// A revert's report: the merge it ran, and what it reverted.
+#[derive(Debug, Clone)]
+pub struct RevertResult {
+    /// The three-way merge that undid the commit (`source_commit_id`: the
+    /// parent gone back to; `base_commit_id`: the reverted commit).
+    pub report: MergeReport,
+    /// The commit reverted.
+    pub reverted_commit_id: String,
+    /// The parent of a merge commit gone back to.
+    pub mainline: Option<u8>,
+}
+
+impl Graph {
+    /// Undo the changes of `commit` (any ref naming a commit) as one new
+    /// commit on the branch: inserts deleted, deletes re-inserted with their
+    /// exact before-images, updates set back. A later change to the same
+    /// entity is a conflict, refused with its values unless a strategy or
+    /// resolution decides it; nothing is written then.
+    pub async fn commit_revert(&self, commit: &str, opts: &RevertOptions) -> Result<RevertResult> {
+        if !opts.dry_run {
+            self.require_writable()?;
+        }
+        let reverted = self.resolve_commit(commit).await?;
+        let parent_id = match (opts.mainline, &reverted.merged_parent) {
+            (None, None) | (Some(1), Some(_)) => reverted.parent.clone(),
+            (Some(2), Some(merged)) => Some(merged.clone()),
+            (None, Some(_)) => {
+                return Err(OmniError::BadRequest(format!(
+                    "commit {} is a merge: say which parent to go back to with mainline 1 or 2",
+                    reverted.commit_id
+                )));
+            }
+            (Some(n), Some(_)) => {
+                return Err(OmniError::BadRequest(format!("mainline {n}: a merge has parents 1 and 2")));
+            }
+            (Some(_), None) => {
+                return Err(OmniError::BadRequest(format!(
+                    "commit {} is not a merge: mainline applies to merge commits only",
+                    reverted.commit_id
+                )));
+            }
+        };
+        let Some(parent_id) = parent_id else {
+            return Err(OmniError::ParentlessCommit { graph_commit_id: reverted.commit_id.clone() });
+        };
+        let parent = self.find_commit(&parent_id).await?;
+        let merge = MergeRequest {
+            source: reverted.commit_id.clone(),
+            target: opts.branch.clone().unwrap_or_else(|| crate::engine::branch_name::MAIN.to_string()),
+            actor: opts.actor.clone(),
+            dry_run: opts.dry_run,
+            squash: true,
+            memory_bytes: None,
+            page: opts.page.clone(),
+            strategy: opts.strategy,
+            resolutions: opts.resolutions.clone(),
+        };
+        let req = RevertRequest { commit: reverted.clone(), parent, merge };
+        let report = revert::run(&self.rt, &req).await?;
+        Ok(RevertResult { report, reverted_commit_id: reverted.commit_id, mainline: opts.mainline })
+    }
+}

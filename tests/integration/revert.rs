@@ -1,0 +1,144 @@
+//! `commit revert`: one new commit that undoes one commit's changes,
+//! through the embedded handle, HTTP and the CLI.
+
+use omnigraph::{ConflictKind, Graph, MergeStrategy, OmniError, RevertOptions, WriteOptions};
+use serde_json::{Map, json};
+
+use crate::common::loaded_social_graph;
+use crate::content::content;
+
+async fn mutate(g: &Graph, branch: &str, src: &str) -> String {
+    let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+    let out = g.mutate(src, None, Map::new(), &o).await.unwrap_or_else(|e| panic!("{src}: {e}"));
+    out.commit_id.expect("a commit")
+}
+
+/// The commit a head is at.
+async fn head(g: &Graph, branch: &str) -> omnigraph::CommitInfo {
+    g.commits(branch, Some(1)).await.expect("commits").remove(0)
+}
+
+/// Reverting an update, a delete that cascaded to edges and an insert each
+/// brings the graph back to what it held before that commit (exact
+/// before-images), as one new single-parent commit; a dry run writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revert_undoes_one_commit_as_one_new_commit() {
+    let (_dir, g) = loaded_social_graph().await;
+    for change in [
+        r#"query q() { update Person set { age: 40, role: "engineer" } where name = "Bob" }"#,
+        r#"query q() { delete Person where name = "Carol" }"#,
+        r#"query q() { insert Person { name: "Eve", age: 5 } insert Knows { from: "Eve", to: "Alice" } }"#,
+    ] {
+        let before = content(&g, "main").await;
+        let commit = mutate(&g, "main", change).await;
+        assert_ne!(content(&g, "main").await, before, "{change}");
+        let dry = RevertOptions { dry_run: true, ..RevertOptions::default() };
+        let planned = g.commit_revert(&commit, &dry).await.expect("dry run");
+        assert!(planned.report.graph_commit_id.is_none() && !planned.report.tables.is_empty(), "{change}");
+        assert_eq!(head(&g, "main").await.commit_id, commit, "{change}: a dry run writes nothing");
+
+        let r = g.commit_revert(&commit, &RevertOptions::default()).await.unwrap_or_else(|e| panic!("{change}: {e}"));
+        assert_eq!(content(&g, "main").await, before, "{change}: reverted");
+        let now = head(&g, "main").await;
+        assert_eq!(Some(&now.commit_id), r.report.graph_commit_id.as_ref());
+        assert_eq!(
+            (now.parent_commit_id.as_deref(), now.merged_parent_commit_id.as_deref()),
+            (Some(commit.as_str()), None)
+        );
+        assert_eq!(r.reverted_commit_id, commit);
+    }
+}
+
+/// A later change to an entity the reverted commit changed is a conflict:
+/// refused with the commit's value as `base`, the branch's as `ours` and the
+/// reverted one as `theirs`, nothing written; `--strategy theirs` reverts
+/// it anyway. A merge commit needs a mainline; the first commit has no
+/// parent to go back to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_changes_conflict_and_merges_need_a_mainline() {
+    let (_dir, g) = loaded_social_graph().await;
+    let first = g.commits("main", None).await.expect("commits").pop().expect("the first commit").commit_id;
+    let commit = mutate(&g, "main", r#"query q() { update Person set { age: 40 } where name = "Bob" }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 41 } where name = "Bob" }"#).await;
+    let before = content(&g, "main").await;
+    let err = g.commit_revert(&commit, &RevertOptions::default()).await.expect_err("conflict");
+    let OmniError::MergeConflicts(set) = &err else { panic!("{err}") };
+    let c = &set.conflicts[0];
+    assert_eq!((c.kind, c.property.as_deref()), (ConflictKind::DivergentUpdate, Some("age")), "{err}");
+    assert_eq!((c.base.clone(), c.ours.clone(), c.theirs.clone()), (Some(json!(40)), Some(json!(41)), Some(json!(27))));
+    assert_eq!(content(&g, "main").await, before, "a refused revert writes nothing");
+    let theirs = RevertOptions { strategy: Some(MergeStrategy::Theirs), ..RevertOptions::default() };
+    let r = g.commit_revert(&commit, &theirs).await.expect("decided");
+    assert_eq!(r.report.conflicts_decided, 1);
+    let q = r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age } }"#;
+    let rows = g.query(q, None, Map::new(), &omnigraph::ReadTarget::default()).await.expect("query");
+    assert_eq!(omnigraph::result_rows(&rows)[0]["p.age"], json!(27));
+
+    // A merge commit: refused without a mainline; with 1, its changes go.
+    g.branch_create("side", "main").await.expect("branch");
+    mutate(&g, "side", r#"query q() { insert Person { name: "Sid", age: 3 } }"#).await;
+    mutate(&g, "main", r#"query q() { insert Company { name: "Initech" } }"#).await;
+    let merged = g.branch_merge("side", "main", &omnigraph::MergeOptions::default()).await.expect("merge");
+    let merge_commit = merged.report.graph_commit_id.expect("a merge commit");
+    let with_sid = content(&g, "main").await;
+    assert!(with_sid["node:Person"].iter().any(|p| p.contains("Sid")));
+    let err = g.commit_revert(&merge_commit, &RevertOptions::default()).await.expect_err("mainline");
+    assert!(matches!(&err, OmniError::BadRequest(m) if m.contains("mainline")), "{err}");
+    let one = RevertOptions { mainline: Some(1), ..RevertOptions::default() };
+    g.commit_revert(&merge_commit, &one).await.expect("revert the merge");
+    let after = content(&g, "main").await;
+    assert!(!after["node:Person"].iter().any(|p| p.contains("Sid")), "the merged insert is gone");
+    assert!(after["node:Company"].iter().any(|c| c.contains("Initech")), "main's own change stays");
+    let two = RevertOptions { mainline: Some(2), ..RevertOptions::default() };
+    let err = g.commit_revert(&commit, &two).await.expect_err("not a merge");
+    assert!(matches!(&err, OmniError::BadRequest(m) if m.contains("not a merge")), "{err}");
+    let err = g.commit_revert(&first, &RevertOptions::default()).await.expect_err("no parent");
+    assert!(matches!(err, OmniError::ParentlessCommit { .. }), "{err}");
+    let err = g.commit_revert("nope", &RevertOptions::default()).await.expect_err("unknown");
+    assert!(matches!(err, OmniError::NotFound(_)), "{err}");
+}
+
+/// Over HTTP and through the CLI: the answer's fields, a conflict as a 409
+/// with its values (the CLI lists it and exits 1), a revert on a branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revert_over_http_and_the_cli() {
+    use crate::server::{get, post, start};
+    let s = start().await;
+    let update = json!({"query": r#"query q() { update Person set { age: 40 } where name = "Bob" }"#});
+    assert_eq!(post(&s, "/graphs/g/mutate", update).await.0, 200);
+    let (_, commits) = get(&s, "/graphs/g/commits").await;
+    let commit = commits["commits"][0]["graph_commit_id"].as_str().expect("commit").to_string();
+    let (st, v) = post(&s, &format!("/graphs/g/commits/{commit}/revert"), json!({"dry_run": true})).await;
+    assert_eq!((st, v["dry_run"].clone(), v["graph_commit_id"].clone()), (200, json!(true), json!(null)), "{v}");
+    let (st, v) = post(&s, "/graphs/g/commits/main/revert", json!({"mainline": 2})).await;
+    assert_eq!((st, v["code"].clone()), (400, json!("bad_request")), "{v}");
+    let (st, v) = post(&s, &format!("/graphs/g/commits/{commit}/revert"), json!({"branch": "main"})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["reverted_commit_id"].clone(), v["branch"].clone()), (json!(commit), json!("main")), "{v}");
+    let (_, commits) = get(&s, "/graphs/g/commits").await;
+    assert_eq!(commits["commits"][0]["graph_commit_id"], v["graph_commit_id"]);
+    // Reverting it again conflicts with nothing: Bob is back at 27 already,
+    // so it sets him to 40 once more... as a revert of the revert.
+    let again = v["graph_commit_id"].as_str().expect("commit").to_string();
+    let (st, v) = post(&s, &format!("/graphs/g/commits/{again}/revert"), json!({})).await;
+    assert_eq!(st, 200, "{v}");
+    let read = json!({"query": r#"query q() { match { $p: Person { name: "Bob" } } return { $p.age } }"#});
+    assert_eq!(post(&s, "/graphs/g/query", read).await.1["rows"], json!([{"p.age": 40}]));
+
+    // The CLI on a graph of its own: a conflict lists its values and exits 1.
+    let (dir, g) = loaded_social_graph().await;
+    let loc = g.root().uri().to_string();
+    let commit = mutate(&g, "main", r#"query q() { update Person set { age: 40 } where name = "Bob" }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 41 } where name = "Bob" }"#).await;
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
+    let out = run(&["commit", "revert", &commit, &loc]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("divergent_update:") && err.contains("age: base 40, ours 41, theirs 27"), "{err}");
+    let out = run(&["commit", "revert", "--strategy", "theirs", "--json", &commit, &loc]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((v["conflicts_decided"].clone(), v["strategy"].clone()), (json!(1), json!("theirs")), "{v}");
+}
