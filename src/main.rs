@@ -830,26 +830,24 @@ enum CommitCommand {
         /// The branch that receives the revert commit.
         #[arg(long, default_value = "main")]
         branch: String,
-        /// Of a merge commit: the parent to go back to (1 or 2).
-        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
-        mainline: Option<u8>,
-        /// Report what the revert would do; write nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// How conflicts with later changes are decided.
-        #[arg(long, value_parser = ["fail", "ours", "theirs"])]
-        strategy: Option<String>,
-        /// A JSON file of decisions for named conflicts (as `branch merge --resolve`).
-        #[arg(long = "resolve", value_name = "FILE")]
-        resolve: Option<std::path::PathBuf>,
-        /// Actor recorded on the commit.
-        #[arg(long = "as")]
-        actor: Option<String>,
-        /// Print JSON (the HTTP answer's fields).
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        graph: GraphArg,
+        how: MoveArgs,
+    },
+    /// Apply a commit's changes again as one new commit on a branch. A
+    /// change the branch made to the same entity is a conflict (exit 1,
+    /// nothing written) unless --strategy or --resolve decides it.
+    #[command(
+        name = "cherry-pick",
+        after_help = "Example:\n  omnigraph commit cherry-pick fix~1 --onto main graph.omni"
+    )]
+    CherryPick {
+        /// The commit (any ref naming one).
+        commit: String,
+        /// The branch that receives the new commit.
+        #[arg(long)]
+        onto: String,
+        #[command(flatten)]
+        how: MoveArgs,
     },
     /// One commit.
     #[command(after_help = "Example:\n  omnigraph commit show main~1 --json graph.omni")]
@@ -862,6 +860,31 @@ enum CommitCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
+}
+
+/// How `commit revert` and `commit cherry-pick` run.
+#[derive(clap::Args)]
+struct MoveArgs {
+    /// Of a merge commit: the parent its changes are measured against (1 or 2).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    mainline: Option<u8>,
+    /// Report what would be written; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// How conflicts with the branch's changes are decided.
+    #[arg(long, value_parser = ["fail", "ours", "theirs"])]
+    strategy: Option<String>,
+    /// A JSON file of decisions for named conflicts (as `branch merge --resolve`).
+    #[arg(long = "resolve", value_name = "FILE")]
+    resolve: Option<std::path::PathBuf>,
+    /// Actor recorded on the commit.
+    #[arg(long = "as")]
+    actor: Option<String>,
+    /// Print JSON (the HTTP answer's fields).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    graph: GraphArg,
 }
 
 #[derive(Subcommand)]
@@ -1138,8 +1161,11 @@ impl Command {
                 either("branch merge", graph, false)
             }
             Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
-            Command::Commit { command: CommitCommand::Revert { dry_run: false, graph, .. } } => {
-                either("commit revert", graph, false)
+            Command::Commit { command: CommitCommand::Revert { how, .. } } if !how.dry_run => {
+                either("commit revert", &how.graph, false)
+            }
+            Command::Commit { command: CommitCommand::CherryPick { how, .. } } if !how.dry_run => {
+                either("commit cherry-pick", &how.graph, false)
             }
             Command::Tag { command: TagCommand::Create { first, graph, .. } } => match graph.remote()? {
                 Some(_) => either("tag create", graph, false),
@@ -1184,9 +1210,11 @@ impl Command {
                 command:
                     CommitCommand::List { json, .. }
                     | CommitCommand::Show { json, .. }
-                    | CommitCommand::Revert { json, .. }
                     | CommitCommand::Changes { json, .. },
             } => *json,
+            Command::Commit { command: CommitCommand::Revert { how, .. } | CommitCommand::CherryPick { how, .. } } => {
+                how.json
+            }
             Command::Tag {
                 command:
                     TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
@@ -1343,6 +1371,60 @@ async fn run_merge(command: BranchCommand) -> Result<Outcome> {
         print_conflicts(&e, &body, stat);
     }
     Ok(Outcome::Reported(e.exit_code() as u8))
+}
+
+/// `commit revert` (`pick` false) or `commit cherry-pick` of `commit` on `branch`.
+async fn run_commit_move(commit: &str, branch: &str, pick: bool, how: MoveArgs) -> Result<()> {
+    let MoveArgs { mainline, dry_run, strategy, resolve, actor, json, graph } = how;
+    let resolutions = match &resolve {
+        Some(path) => read_resolutions(path)?,
+        None => vec![],
+    };
+    let answer = match graph.remote()? {
+        Some(remote) => {
+            let (route, target) = if pick { ("cherry-pick", "onto") } else { ("revert", "branch") };
+            let body = serde_json::json!({
+                target: branch, "mainline": mainline, "dry_run": dry_run, "strategy": strategy,
+                "resolutions": resolutions,
+            });
+            remote.post(&format!("/commits/{}/{route}", url_segment(commit)), &body, &[]).await?
+        }
+        None => {
+            let g = if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
+            let actor = operator::actor(actor.as_deref())?;
+            let opts = omnigraph::RevertOptions {
+                branch: Some(branch.to_string()),
+                mainline,
+                actor: actor.clone(),
+                dry_run,
+                strategy: strategy.as_deref().map(str::parse).transpose()?,
+                resolutions,
+                page: Default::default(),
+            };
+            match pick {
+                true => wire::cherry_pick_json(&g.commit_cherry_pick(commit, &opts).await?, actor.as_deref()),
+                false => wire::revert_json(&g.commit_revert(commit, &opts).await?, actor.as_deref()),
+            }
+        }
+    };
+    if json {
+        return print_json(&answer);
+    }
+    let what = match (answer["dry_run"] == true, pick) {
+        (true, true) => "would cherry-pick",
+        (true, false) => "would revert",
+        (false, true) => "cherry-picked",
+        (false, false) => "reverted",
+    };
+    match answer["graph_commit_id"].as_str() {
+        Some(c) => outln!("{what} {commit} on {branch}: commit {c}"),
+        None => outln!("{what} {commit} on {branch}"),
+    }
+    for t in answer["tables"].as_array().into_iter().flatten() {
+        let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
+        outln!("  {key:<24} +{ins} ~{upd} -{del}");
+    }
+    Ok(())
 }
 
 /// The resolutions in a `--resolve` file (a JSON list).
@@ -1824,51 +1906,11 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             };
             if json { print_json(&answer) } else { print_diff(&answer) }
         }
-        Command::Commit {
-            command: CommitCommand::Revert { commit, branch, mainline, dry_run, strategy, resolve, actor, json, graph },
-        } => {
-            let resolutions = match &resolve {
-                Some(path) => read_resolutions(path)?,
-                None => vec![],
-            };
-            let answer = match graph.remote()? {
-                Some(remote) => {
-                    let body = serde_json::json!({
-                        "branch": branch, "mainline": mainline, "dry_run": dry_run, "strategy": strategy,
-                        "resolutions": resolutions,
-                    });
-                    remote.post(&format!("/commits/{}/revert", url_segment(&commit)), &body, &[]).await?
-                }
-                None => {
-                    let g =
-                        if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
-                    let actor = operator::actor(actor.as_deref())?;
-                    let opts = omnigraph::RevertOptions {
-                        branch: Some(branch),
-                        mainline,
-                        actor: actor.clone(),
-                        dry_run,
-                        strategy: strategy.as_deref().map(str::parse).transpose()?,
-                        resolutions,
-                        page: Default::default(),
-                    };
-                    wire::revert_json(&g.commit_revert(&commit, &opts).await?, actor.as_deref())
-                }
-            };
-            if json {
-                return print_json(&answer);
-            }
-            let what = if answer["dry_run"] == true { "would revert" } else { "reverted" };
-            let (reverted, branch) = (text(&answer, "reverted_commit_id"), text(&answer, "branch"));
-            match answer["graph_commit_id"].as_str() {
-                Some(c) => outln!("{what} {reverted} on {branch}: commit {c}"),
-                None => outln!("{what} {reverted} on {branch}"),
-            }
-            for t in answer["tables"].as_array().into_iter().flatten() {
-                let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
-                outln!("  {key:<24} +{ins} ~{upd} -{del}");
-            }
-            Ok(())
+        Command::Commit { command: CommitCommand::Revert { commit, branch, how } } => {
+            run_commit_move(&commit, &branch, false, how).await
+        }
+        Command::Commit { command: CommitCommand::CherryPick { commit, onto, how } } => {
+            run_commit_move(&commit, &onto, true, how).await
         }
         Command::Commit { command: CommitCommand::Show { id, json, graph } } => {
             let answer = match graph.remote()? {

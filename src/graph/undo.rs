@@ -1,9 +1,9 @@
-//! Undo through the embedded handle: `commit revert` (see `docs/history.md`,
-//! "Revert").
+//! Undo through the embedded handle: `commit revert` and `commit
+//! cherry-pick` (see `docs/history.md`, "Revert and cherry-pick").
 
 use super::Graph;
 use crate::actors::saga::merge::{MergeReport, MergeRequest};
-use crate::actors::saga::revert::{self, RevertRequest};
+use crate::actors::saga::revert::{self, Direction, RevertRequest};
 use crate::engine::conflict_page::ConflictPage;
 use crate::engine::resolution::Resolution;
 use crate::engine::three_way::MergeStrategy;
@@ -30,14 +30,15 @@ pub struct RevertOptions {
     pub page: ConflictPage,
 }
 
-/// A revert's report: the merge it ran, and what it reverted.
+/// A revert's or cherry-pick's report: the merge it ran, and the commit it
+/// moved.
 #[derive(Debug, Clone)]
 pub struct RevertResult {
     /// The three-way merge that undid the commit (`source_commit_id`: the
     /// parent gone back to; `base_commit_id`: the reverted commit).
     pub report: MergeReport,
-    /// The commit reverted.
-    pub reverted_commit_id: String,
+    /// The commit reverted or cherry-picked.
+    pub commit_id: String,
     /// The parent of a merge commit gone back to.
     pub mainline: Option<u8>,
 }
@@ -49,29 +50,23 @@ impl Graph {
     /// entity is a conflict, refused with its values unless a strategy or
     /// resolution decides it; nothing is written then.
     pub async fn commit_revert(&self, commit: &str, opts: &RevertOptions) -> Result<RevertResult> {
+        self.move_commit(commit, opts, Direction::Revert).await
+    }
+
+    /// Apply the changes of `commit` (any ref naming a commit) again as one
+    /// new commit on `opts.branch`: the three-way merge of the commit into
+    /// the branch with its parent as base. A change the branch made to the
+    /// same entity is a conflict, as in a merge.
+    pub async fn commit_cherry_pick(&self, commit: &str, opts: &RevertOptions) -> Result<RevertResult> {
+        self.move_commit(commit, opts, Direction::CherryPick).await
+    }
+
+    async fn move_commit(&self, commit: &str, opts: &RevertOptions, direction: Direction) -> Result<RevertResult> {
         if !opts.dry_run {
             self.require_writable()?;
         }
         let reverted = self.resolve_commit(commit).await?;
-        let parent_id = match (opts.mainline, &reverted.merged_parent) {
-            (None, None) | (Some(1), Some(_)) => reverted.parent.clone(),
-            (Some(2), Some(merged)) => Some(merged.clone()),
-            (None, Some(_)) => {
-                return Err(OmniError::BadRequest(format!(
-                    "commit {} is a merge: say which parent to go back to with mainline 1 or 2",
-                    reverted.commit_id
-                )));
-            }
-            (Some(n), Some(_)) => {
-                return Err(OmniError::BadRequest(format!("mainline {n}: a merge has parents 1 and 2")));
-            }
-            (Some(_), None) => {
-                return Err(OmniError::BadRequest(format!(
-                    "commit {} is not a merge: mainline applies to merge commits only",
-                    reverted.commit_id
-                )));
-            }
-        };
+        let parent_id = parent_of(&reverted, opts.mainline)?;
         let Some(parent_id) = parent_id else {
             return Err(OmniError::ParentlessCommit { graph_commit_id: reverted.commit_id.clone() });
         };
@@ -87,8 +82,26 @@ impl Graph {
             strategy: opts.strategy,
             resolutions: opts.resolutions.clone(),
         };
-        let req = RevertRequest { commit: reverted.clone(), parent, merge };
+        let req = RevertRequest { direction, commit: reverted.clone(), parent, merge };
         let report = revert::run(&self.rt, &req).await?;
-        Ok(RevertResult { report, reverted_commit_id: reverted.commit_id, mainline: opts.mainline })
+        Ok(RevertResult { report, commit_id: reverted.commit_id, mainline: opts.mainline })
+    }
+}
+
+/// The parent `commit`'s changes are measured against: the first, or the
+/// `mainline` one of a merge commit.
+fn parent_of(commit: &crate::engine::manifest::CommitRow, mainline: Option<u8>) -> Result<Option<String>> {
+    match (mainline, &commit.merged_parent) {
+        (None, None) | (Some(1), Some(_)) => Ok(commit.parent.clone()),
+        (Some(2), Some(merged)) => Ok(Some(merged.clone())),
+        (None, Some(_)) => Err(OmniError::BadRequest(format!(
+            "commit {} is a merge: say which parent to measure its changes against with mainline 1 or 2",
+            commit.commit_id
+        ))),
+        (Some(n), Some(_)) => Err(OmniError::BadRequest(format!("mainline {n}: a merge has parents 1 and 2"))),
+        (Some(_), None) => Err(OmniError::BadRequest(format!(
+            "commit {} is not a merge: mainline applies to merge commits only",
+            commit.commit_id
+        ))),
     }
 }

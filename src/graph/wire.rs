@@ -239,12 +239,28 @@ pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {
 /// on `branch`, the commit reverted and the parent gone back to, per-table
 /// counts, and how conflicts were decided.
 pub fn revert_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> Value {
+    let mut out = moved_json(r, actor);
+    out["reverted_commit_id"] = json!(r.commit_id);
+    out["parent_commit_id"] = json!(r.report.source_commit_id);
+    out
+}
+
+/// A cherry-pick's answer: as [`revert_json`], naming `picked_commit_id`
+/// and the branch as `onto`.
+pub fn cherry_pick_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> Value {
+    let mut out = moved_json(r, actor);
+    out["picked_commit_id"] = json!(r.commit_id);
+    out["onto"] = json!(r.report.target);
+    out["parent_commit_id"] = json!(r.report.base_commit_id);
+    out
+}
+
+fn moved_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> Value {
     let m = &r.report;
     json!({
-        "graph_commit_id": m.graph_commit_id, "branch": m.target, "reverted_commit_id": r.reverted_commit_id,
-        "parent_commit_id": m.source_commit_id, "mainline": r.mainline, "tables": m.tables, "dry_run": m.dry_run,
-        "strategy": m.strategy, "conflicts_decided": m.conflicts_decided, "resolutions": m.resolutions,
-        "actor_id": actor,
+        "graph_commit_id": m.graph_commit_id, "branch": m.target, "mainline": r.mainline, "tables": m.tables,
+        "dry_run": m.dry_run, "strategy": m.strategy, "conflicts_decided": m.conflicts_decided,
+        "resolutions": m.resolutions, "actor_id": actor,
     })
 }
 

@@ -61,6 +61,11 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/diff", "What changed between two refs (`from`, `to`), paged; `stat=true` counts per type"),
     ("get", "/graphs/{id}/commits/{commit}/changes", "The entities a commit changed against its first parent, paged"),
     ("post", "/graphs/{id}/commits/{commit}/revert", "Undo a commit's changes as one new commit on a branch"),
+    (
+        "post",
+        "/graphs/{id}/commits/{commit}/cherry-pick",
+        "Apply a commit's changes again as one new commit on a branch (`onto`)",
+    ),
     ("get", "/graphs/{id}/changes", "Poll a branch's change feed (`cursor`, `start`, `page_token`; `wait` long-polls)"),
     (
         "post",
@@ -132,6 +137,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/commits/{commit}/changes", get(commit_changes))
         .route("/graphs/{id}/commits/{commit}/revert", post(commit_revert))
+        .route("/graphs/{id}/commits/{commit}/cherry-pick", post(commit_cherry_pick))
         .route("/graphs/{id}/diff", get(diff))
         .route("/graphs/{id}/changes", get(changes_poll))
         .route("/graphs/{id}/changes/baseline", post(changes_baseline))
@@ -676,17 +682,58 @@ async fn commit_revert(
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body_or_default::<RevertBody>(b))?;
-    let opts = crate::graph::RevertOptions {
-        branch: req.branch,
-        mainline: req.mainline,
-        actor: Some(actor.clone()),
-        dry_run: req.dry_run,
-        strategy: req.strategy.as_deref().map(str::parse).transpose()?,
-        resolutions: req.resolutions,
-        page: ConflictPage { token: req.page_token, limit: req.limit },
-    };
-    let result = s.graph(&id)?.commit_revert(&commit, &opts).await?;
+    let result = s.graph(&id)?.commit_revert(&commit, &req.options(&actor)?).await?;
     Ok(axum::Json(wire::revert_json(&result, Some(&actor))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CherryPickBody {
+    onto: String,
+    mainline: Option<u8>,
+    #[serde(default)]
+    dry_run: bool,
+    strategy: Option<String>,
+    #[serde(default)]
+    resolutions: Vec<crate::engine::resolution::Resolution>,
+    page_token: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `POST /graphs/{id}/commits/{commit}/cherry-pick` with `{onto, mainline?,
+/// dry_run?, strategy?, resolutions?, page_token?, limit?}`.
+async fn commit_cherry_pick(
+    State(s): State<Arc<AppState>>,
+    Path((id, commit)): Path<(String, String)>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CherryPickBody>(b))?;
+    let as_revert = RevertBody {
+        branch: Some(req.onto),
+        mainline: req.mainline,
+        dry_run: req.dry_run,
+        strategy: req.strategy,
+        resolutions: req.resolutions,
+        page_token: req.page_token,
+        limit: req.limit,
+    };
+    let result = s.graph(&id)?.commit_cherry_pick(&commit, &as_revert.options(&actor)?).await?;
+    Ok(axum::Json(wire::cherry_pick_json(&result, Some(&actor))))
+}
+
+impl RevertBody {
+    fn options(self, actor: &str) -> Result<crate::graph::RevertOptions, OmniError> {
+        Ok(crate::graph::RevertOptions {
+            branch: self.branch,
+            mainline: self.mainline,
+            actor: Some(actor.to_string()),
+            dry_run: self.dry_run,
+            strategy: self.strategy.as_deref().map(str::parse).transpose()?,
+            resolutions: self.resolutions,
+            page: ConflictPage { token: self.page_token, limit: self.limit },
+        })
+    }
 }
 
 #[derive(Deserialize, Default)]

@@ -45,7 +45,7 @@ async fn a_revert_undoes_one_commit_as_one_new_commit() {
             (now.parent_commit_id.as_deref(), now.merged_parent_commit_id.as_deref()),
             (Some(commit.as_str()), None)
         );
-        assert_eq!(r.reverted_commit_id, commit);
+        assert_eq!(r.commit_id, commit);
     }
 }
 
@@ -141,4 +141,66 @@ async fn revert_over_http_and_the_cli() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!((v["conflicts_decided"].clone(), v["strategy"].clone()), (json!(1), json!("theirs")), "{v}");
+}
+
+/// Cherry-pick: a commit's changes applied again on another branch as one
+/// new single-parent commit. Onto a branch equal to the commit's parent it
+/// yields the commit's own contents; a change the branch made to the same
+/// entity is a conflict (nothing written) that a strategy decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cherry_pick_applies_one_commits_changes_onto_another_branch() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("x", "main").await.expect("branch");
+    g.branch_create("y", "main").await.expect("branch");
+    let commit = mutate(
+        &g,
+        "main",
+        r#"query q() { update Person set { age: 40 } where name = "Bob" insert Person { name: "Eve", age: 5 } }"#,
+    )
+    .await;
+    let r = g
+        .commit_cherry_pick(&commit, &RevertOptions { branch: Some("x".into()), ..RevertOptions::default() })
+        .await
+        .expect("cherry-pick");
+    assert_eq!(content(&g, "x").await, content(&g, "main").await, "x was main's parent: it now holds the commit");
+    let now = head(&g, "x").await;
+    assert_eq!(
+        (Some(&now.commit_id), now.merged_parent_commit_id.as_deref()),
+        (r.report.graph_commit_id.as_ref(), None)
+    );
+
+    mutate(&g, "y", r#"query q() { update Person set { age: 50 } where name = "Bob" }"#).await;
+    let before = content(&g, "y").await;
+    let onto_y = RevertOptions { branch: Some("y".into()), ..RevertOptions::default() };
+    let err = g.commit_cherry_pick(&commit, &onto_y).await.expect_err("conflict");
+    let OmniError::MergeConflicts(set) = &err else { panic!("{err}") };
+    assert_eq!((set.conflicts[0].ours.clone(), set.conflicts[0].theirs.clone()), (Some(json!(50)), Some(json!(40))));
+    assert_eq!(content(&g, "y").await, before, "nothing written");
+    let theirs = RevertOptions { strategy: Some(MergeStrategy::Theirs), ..onto_y };
+    assert_eq!(g.commit_cherry_pick(&commit, &theirs).await.expect("decided").report.conflicts_decided, 1);
+
+    // Over HTTP and the CLI.
+    let s = crate::server::start().await;
+    let insert = json!({"query": r#"query q() { insert Person { name: "Hal", age: 9 } }"#, "branch": "main"});
+    assert_eq!(crate::server::post(&s, "/graphs/g/branches", json!({"name": "z"})).await.0, 200);
+    assert_eq!(crate::server::post(&s, "/graphs/g/mutate", insert).await.0, 200);
+    let (st, v) = crate::server::post(&s, "/graphs/g/commits/main/cherry-pick", json!({"onto": "z"})).await;
+    assert_eq!((st, v["onto"].clone()), (200, json!("z")), "{v}");
+    assert!(v["picked_commit_id"].is_string() && v["graph_commit_id"].is_string(), "{v}");
+    let (st, v) = crate::server::post(&s, "/graphs/g/commits/main/cherry-pick", json!({})).await;
+    assert_eq!(st, 400, "`onto` is required: {v}");
+    let loc = g.root().uri().to_string();
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let out = std::process::Command::new(bin)
+        .args(["commit", "cherry-pick", &commit, "--onto", "y", "--dry-run", "--json", &loc])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    // y holds the commit's changes already (decided by theirs above): picking it again changes nothing.
+    assert_eq!(
+        (v["dry_run"].clone(), v["tables"].clone(), v["picked_commit_id"].clone()),
+        (json!(true), json!([]), json!(commit))
+    );
 }

@@ -1,7 +1,11 @@
-//! The revert writer: one new commit on a branch whose effect is the
-//! inverse of one commit's changes.
+//! The revert and cherry-pick writers: one new commit on a branch whose
+//! effect is the inverse of one commit's changes (revert) or those changes
+//! again (cherry-pick).
 //!
-//! A revert is the three-way merge of the commit's parent into the branch,
+//! A cherry-pick is the three-way merge of the commit into the branch with
+//! its parent as the base: exactly its changes, applied where the branch
+//! did not change the same entities. A revert is the mirror: the three-way
+//! merge of the commit's parent into the branch,
 //! with the commit itself as the base: measured from the commit, the parent
 //! is exactly its changes undone, and the branch is everything written
 //! since. So an entity a later commit changed again is a conflict (with the
@@ -20,10 +24,21 @@ use crate::engine::manifest::{self, CommitRow, Lineage};
 use crate::engine::merge::Outcome;
 use crate::protocol::{OmniError, Result};
 
-/// What to revert, and where.
+/// Which way a commit's changes go onto the branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Undo them.
+    Revert,
+    /// Apply them again.
+    CherryPick,
+}
+
+/// What to revert or cherry-pick, and where.
 #[derive(Debug, Clone)]
 pub struct RevertRequest {
-    /// The commit whose changes are undone.
+    /// Undo or apply again.
+    pub direction: Direction,
+    /// The commit whose changes are undone or applied.
     pub commit: CommitRow,
     /// The parent they are measured against (the first, or the mainline
     /// parent of a merge commit).
@@ -33,7 +48,7 @@ pub struct RevertRequest {
     pub merge: MergeRequest,
 }
 
-/// Revert `req.commit` on `req.merge.target`.
+/// Revert or cherry-pick `req.commit` on `req.merge.target`.
 pub async fn run(rt: &Runtime, req: &RevertRequest) -> Result<MergeReport> {
     let m = &req.merge;
     m.page.check()?;
@@ -42,12 +57,17 @@ pub async fn run(rt: &Runtime, req: &RevertRequest) -> Result<MergeReport> {
     }
     if let Some(change) = &req.commit.schema_change {
         return Err(OmniError::BadRequest(format!(
-            "commit {} applied a schema change ({} to {}); a revert undoes data changes, not a schema",
-            req.commit.commit_id, change.from, change.to
+            "commit {} applied a schema change ({} to {}); {} moves data changes, not a schema",
+            req.commit.commit_id,
+            change.from,
+            change.to,
+            if req.direction == Direction::Revert { "a revert" } else { "a cherry-pick" }
         )));
     }
     let lineage = Lineage::mint(m.actor.clone());
-    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "revert", commit = %req.commit.commit_id, branch = %m.target);
+    let kind = if req.direction == Direction::Revert { "revert" } else { "cherry_pick" };
+    let span =
+        info_span!("saga", operation_id = %lineage.commit_id, kind, commit = %req.commit.commit_id, branch = %m.target);
     attempt(rt, req, lineage).instrument(span).await
 }
 
@@ -58,10 +78,14 @@ async fn attempt(rt: &Runtime, req: &RevertRequest, lineage: Lineage) -> Result<
     let target = rt.history_view(&m.target).await?;
     let head = target.state.effective_head(&m.target).map(|c| c.commit_id.clone());
     let head = head.ok_or_else(|| OmniError::Internal(format!("branch `{}` has no commit", m.target)))?;
-    let (c, p) = (&req.commit, &req.parent);
-    let base = manifest::load_at(rt.root(), &c.branch, c.manifest_version).await?;
-    let source = manifest::load_at(rt.root(), &p.branch, p.manifest_version).await?;
-    let report = MergeReport::new(m, Outcome::Merged, &req.parent.commit_id, &req.commit.commit_id);
+    // A revert merges the parent with the commit as base; a cherry-pick the reverse.
+    let (base, source) = match req.direction {
+        Direction::Revert => (&req.commit, &req.parent),
+        Direction::CherryPick => (&req.parent, &req.commit),
+    };
+    let report = MergeReport::new(m, Outcome::Merged, &source.commit_id, &base.commit_id);
+    let base = manifest::load_at(rt.root(), &base.branch, base.manifest_version).await?;
+    let source = manifest::load_at(rt.root(), &source.branch, source.manifest_version).await?;
     let sides = Sides {
         base: base.state,
         source: source.state,
