@@ -658,10 +658,14 @@ async fn branch_merge(
     Ok(axum::Json(wire::merge_json(&result, Some(&actor))))
 }
 
+/// The body of `revert` (`branch?`, default main) and `cherry-pick`
+/// (`onto`), with how each runs: `{mainline?, dry_run?, strategy?,
+/// resolutions?, page_token?, limit?}`.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct RevertBody {
+struct MoveBody {
     branch: Option<String>,
+    onto: Option<String>,
     mainline: Option<u8>,
     #[serde(default)]
     dry_run: bool,
@@ -672,68 +676,56 @@ struct RevertBody {
     limit: Option<usize>,
 }
 
-/// `POST /graphs/{id}/commits/{commit}/revert` with `{branch?, mainline?,
-/// dry_run?, strategy?, resolutions?, page_token?, limit?}` (an empty body:
-/// revert on main).
+/// `POST /graphs/{id}/commits/{commit}/revert` (an empty body: revert on main).
 async fn commit_revert(
     State(s): State<Arc<AppState>>,
     Path((id, commit)): Path<(String, String)>,
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body_or_default::<RevertBody>(b))?;
-    let result = s.graph(&id)?.commit_revert(&commit, &req.options(&actor)?).await?;
-    Ok(axum::Json(wire::revert_json(&result, Some(&actor))))
+    move_commit(&s, &id, &commit, &headers, b, false).await
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CherryPickBody {
-    onto: String,
-    mainline: Option<u8>,
-    #[serde(default)]
-    dry_run: bool,
-    strategy: Option<String>,
-    #[serde(default)]
-    resolutions: Vec<crate::engine::resolution::Resolution>,
-    page_token: Option<String>,
-    limit: Option<usize>,
-}
-
-/// `POST /graphs/{id}/commits/{commit}/cherry-pick` with `{onto, mainline?,
-/// dry_run?, strategy?, resolutions?, page_token?, limit?}`.
+/// `POST /graphs/{id}/commits/{commit}/cherry-pick` (`onto` required).
 async fn commit_cherry_pick(
     State(s): State<Arc<AppState>>,
     Path((id, commit)): Path<(String, String)>,
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CherryPickBody>(b))?;
-    let as_revert = RevertBody {
-        branch: Some(req.onto),
-        mainline: req.mainline,
-        dry_run: req.dry_run,
-        strategy: req.strategy,
-        resolutions: req.resolutions,
-        page_token: req.page_token,
-        limit: req.limit,
-    };
-    let result = s.graph(&id)?.commit_cherry_pick(&commit, &as_revert.options(&actor)?).await?;
-    Ok(axum::Json(wire::cherry_pick_json(&result, Some(&actor))))
+    move_commit(&s, &id, &commit, &headers, b, true).await
 }
 
-impl RevertBody {
-    fn options(self, actor: &str) -> Result<crate::graph::RevertOptions, OmniError> {
-        Ok(crate::graph::RevertOptions {
-            branch: self.branch,
-            mainline: self.mainline,
-            actor: Some(actor.to_string()),
-            dry_run: self.dry_run,
-            strategy: self.strategy.as_deref().map(str::parse).transpose()?,
-            resolutions: self.resolutions,
-            page: ConflictPage { token: self.page_token, limit: self.limit },
-        })
-    }
+/// Revert (`pick` false) or cherry-pick `commit`.
+async fn move_commit(
+    s: &Arc<AppState>,
+    id: &str,
+    commit: &str,
+    headers: &HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+    pick: bool,
+) -> ApiResult {
+    let Admitted { actor, body: req, _slot } = s.admit_write(headers, || json_body_or_default::<MoveBody>(b))?;
+    let branch = match (pick, req.branch, req.onto) {
+        (false, branch, None) => branch,
+        (true, None, Some(onto)) => Some(onto),
+        (false, _, Some(_)) => return Err(bad("a revert names its branch as `branch`, not `onto`")),
+        (true, _, _) => return Err(bad("a cherry-pick names the branch it lands on as `onto` (and no `branch`)")),
+    };
+    let opts = crate::graph::RevertOptions {
+        branch,
+        mainline: req.mainline,
+        actor: Some(actor.clone()),
+        dry_run: req.dry_run,
+        strategy: req.strategy.as_deref().map(str::parse).transpose()?,
+        resolutions: req.resolutions,
+        page: ConflictPage { token: req.page_token, limit: req.limit },
+    };
+    let g = s.graph(id)?;
+    Ok(axum::Json(match pick {
+        true => wire::cherry_pick_json(&g.commit_cherry_pick(commit, &opts).await?, Some(&actor)),
+        false => wire::revert_json(&g.commit_revert(commit, &opts).await?, Some(&actor)),
+    }))
 }
 
 #[derive(Deserialize, Default)]
