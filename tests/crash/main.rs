@@ -104,7 +104,18 @@ enum Op {
     /// decided rows ride the merge's chains. (Not in the [`OPS`] matrix: it
     /// crosses the same merge boundaries.)
     DecidedMerge,
+    /// `commit revert` of [`REVERTED`] on the branch under test (written
+    /// there by `prepare`): a deleted node and its edges re-inserted with
+    /// their before-images, as the merge pipeline's chains. (Not in the
+    /// [`OPS`] matrix: it crosses the merge boundaries.)
+    Revert,
 }
+
+/// The commit [`Op::Revert`] undoes: a delete that cascades to edges (so
+/// the revert re-inserts a node and its edges with their before-images).
+/// A query cannot mix a delete with inserts and updates, so this is the
+/// richest one commit.
+const REVERTED: &str = r#"query q() { delete Person where name = "Carol" }"#;
 
 /// What the branch under test holds for [`Op::DecidedMerge`]: changes to
 /// the entities [`FEATURE_CHANGES`] changes too.
@@ -114,8 +125,9 @@ const TARGET_CHANGES: [&str; 2] = [
 ];
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 9] = [
+const EXTRA_OPS: [Op; 10] = [
     Op::DecidedMerge,
+    Op::Revert,
     Op::CompactingInsert,
     Op::SchemaApply,
     Op::OptimizeOlderGraph,
@@ -189,7 +201,7 @@ impl Op {
             | Op::IndexedUpdate
             | Op::IndexedDelete
             | Op::GroupCommit => "mutation",
-            Op::Merge | Op::DecidedMerge => "merge",
+            Op::Merge | Op::DecidedMerge | Op::Revert => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
             Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
@@ -206,7 +218,7 @@ impl Op {
     /// Whether this op's saga crosses `boundary`.
     fn crosses(self, boundary: &str) -> bool {
         let kind = match self {
-            Op::Merge | Op::DecidedMerge => omnigraph::recovery::sidecar::WriterKind::Merge,
+            Op::Merge | Op::DecidedMerge | Op::Revert => omnigraph::recovery::sidecar::WriterKind::Merge,
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::EnsureIndices | Op::FoldIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
@@ -253,6 +265,12 @@ impl Op {
                 let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
                 Ok(commit_only(r.report.graph_commit_id))
             }
+            Op::Revert => {
+                let reverted = g.commits(branch, Some(1)).await?.remove(0).commit_id;
+                let opts = omnigraph::RevertOptions { branch: Some(branch.into()), ..Default::default() };
+                let r = g.commit_revert(&reverted, &opts).await?;
+                Ok(commit_only(r.report.graph_commit_id))
+            }
             Op::DecidedMerge => {
                 let carol = serde_json::json!({ "type": "Person", "id": "Carol", "take": "ours" });
                 let opts = omnigraph::MergeOptions {
@@ -290,6 +308,7 @@ impl Op {
                 g.branch_create("feature", "main").await.expect("feature");
                 ("feature", &FEATURE_CHANGES)
             }
+            Op::Revert => (branch, std::slice::from_ref(&REVERTED)),
             Op::DecidedMerge => {
                 g.branch_create("feature", "main").await.expect("feature");
                 let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };

@@ -200,6 +200,30 @@ async fn crash_in_a_decided_merge_recovers_the_exact_decision() {
     );
 }
 
+/// A revert (a node and its edges, deleted by the commit, re-inserted)
+/// dies at every boundary it crosses, on main and on a fresh
+/// branch (whose tables the reverted commit forked): recovery leaves it
+/// invisible or applied whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_in_a_revert_recovers_clean() {
+    let _s = serial().await;
+    let op = Op::Revert;
+    let mut report = Vec::new();
+    for branch in ["main", "fresh"] {
+        // Each table's chain is one insert (no step between transactions),
+        // and the reverted commit forked the fresh branch's tables already.
+        let points = boundary_points(op, "main");
+        for (point, outcome) in points.iter().zip(crash_cases_on(op, &points, branch).await) {
+            report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
+        }
+    }
+    println!("revert crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [("on main @ merge.after_arm", "invisible"), ("on main @ merge.after_publish", "applied")] {
+        let got = report.iter().find(|r| r.contains(case));
+        assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
+    }
+}
+
 /// The failpoints of every saga boundary `op` crosses on `branch`, with the
 /// fork's on a branch other than main.
 fn boundary_points(op: Op, branch: &str) -> Vec<String> {
