@@ -82,7 +82,9 @@ impl Graph {
             strategy: opts.strategy,
             resolutions: opts.resolutions.clone(),
         };
-        let req = RevertRequest { direction, commit: reverted.clone(), parent, merge };
+        // Both versions read here: one `cleanup` removed is 410 `gone`.
+        let states = (self.commit_view(&reverted).await?.state, self.commit_view(&parent).await?.state);
+        let req = RevertRequest { direction, commit: reverted.clone(), parent, states, merge };
         let report = revert::run(&self.rt, &req).await?;
         Ok(RevertResult { report, commit_id: reverted.commit_id, mainline: opts.mainline })
     }

@@ -326,6 +326,12 @@ async fn cleanup_removes_only_what_no_retained_commit_reads() {
     assert!(matches!(&err, omnigraph::OmniError::CommitCleaned { commit_id } if *commit_id == first), "{err}");
     assert_eq!(err.http_status(), 410);
     assert!(err.to_string().contains(&first) && err.to_string().contains("cleanup"), "{err}");
+    // A revert that would read a cleaned version is gone too, not unknown.
+    let child =
+        g.commits("main", None).await.expect("commits").into_iter().find(|c| c.parent_commit_id == Some(first.clone()));
+    let child = child.expect("the first commit's child").commit_id;
+    let err = g.commit_revert(&child, &omnigraph::RevertOptions::default()).await.expect_err("cleaned");
+    assert_eq!(err.http_status(), 410, "{err}");
     for b in ["main", "b"] {
         assert!(invariants::violations(g.root(), b).await.expect("check").is_empty(), "{b}");
     }

@@ -20,7 +20,9 @@ use super::gates::Gates;
 use super::merge::{self, MergeReport, MergeRequest, Sides};
 use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
-use crate::engine::manifest::{self, CommitRow, Lineage};
+use std::sync::Arc;
+
+use crate::engine::manifest::{CommitRow, Lineage, ManifestState};
 use crate::engine::merge::Outcome;
 use crate::protocol::{OmniError, Result};
 
@@ -43,6 +45,9 @@ pub struct RevertRequest {
     /// The parent they are measured against (the first, or the mainline
     /// parent of a merge commit).
     pub parent: CommitRow,
+    /// The tables at `commit` and at `parent` (read by the caller, which
+    /// tells a version `cleanup` removed from an unknown one).
+    pub states: (Arc<ManifestState>, Arc<ManifestState>),
     /// The branch (`target`), actor, dry run, page, strategy and
     /// resolutions, as a merge takes them (`source` names the commit).
     pub merge: MergeRequest,
@@ -79,16 +84,15 @@ async fn attempt(rt: &Runtime, req: &RevertRequest, lineage: Lineage) -> Result<
     let head = target.state.effective_head(&m.target).map(|c| c.commit_id.clone());
     let head = head.ok_or_else(|| OmniError::Internal(format!("branch `{}` has no commit", m.target)))?;
     // A revert merges the parent with the commit as base; a cherry-pick the reverse.
-    let (base, source) = match req.direction {
-        Direction::Revert => (&req.commit, &req.parent),
-        Direction::CherryPick => (&req.parent, &req.commit),
+    let ((commit_state, parent_state), (c, p)) = (&req.states, (&req.commit, &req.parent));
+    let ((base, base_state), (source, source_state)) = match req.direction {
+        Direction::Revert => ((c, commit_state), (p, parent_state)),
+        Direction::CherryPick => ((p, parent_state), (c, commit_state)),
     };
     let report = MergeReport::new(m, Outcome::Merged, &source.commit_id, &base.commit_id);
-    let base = manifest::load_at(rt.root(), &base.branch, base.manifest_version).await?;
-    let source = manifest::load_at(rt.root(), &source.branch, source.manifest_version).await?;
     let sides = Sides {
-        base: base.state,
-        source: source.state,
+        base: base_state.clone(),
+        source: source_state.clone(),
         source_branch: None,
         target: &target,
         heads: (req.commit.commit_id.clone(), head),
