@@ -109,6 +109,11 @@ enum Op {
     /// their before-images, as the merge pipeline's chains. (Not in the
     /// [`OPS`] matrix: it crosses the merge boundaries.)
     Revert,
+    /// `commit cherry-pick` of [`REVERTED`] (written on a branch `feature`
+    /// by `prepare`) onto the branch under test: a node and its edges
+    /// deleted there. (Not in the [`OPS`] matrix: it crosses the merge
+    /// boundaries.)
+    CherryPick,
 }
 
 /// The commit [`Op::Revert`] undoes: a delete that cascades to edges (so
@@ -125,9 +130,10 @@ const TARGET_CHANGES: [&str; 2] = [
 ];
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 10] = [
+const EXTRA_OPS: [Op; 11] = [
     Op::DecidedMerge,
     Op::Revert,
+    Op::CherryPick,
     Op::CompactingInsert,
     Op::SchemaApply,
     Op::OptimizeOlderGraph,
@@ -201,7 +207,7 @@ impl Op {
             | Op::IndexedUpdate
             | Op::IndexedDelete
             | Op::GroupCommit => "mutation",
-            Op::Merge | Op::DecidedMerge | Op::Revert => "merge",
+            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
             Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
@@ -218,7 +224,9 @@ impl Op {
     /// Whether this op's saga crosses `boundary`.
     fn crosses(self, boundary: &str) -> bool {
         let kind = match self {
-            Op::Merge | Op::DecidedMerge | Op::Revert => omnigraph::recovery::sidecar::WriterKind::Merge,
+            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick => {
+                omnigraph::recovery::sidecar::WriterKind::Merge
+            }
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
             Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::EnsureIndices | Op::FoldIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
@@ -271,6 +279,11 @@ impl Op {
                 let r = g.commit_revert(&reverted, &opts).await?;
                 Ok(commit_only(r.report.graph_commit_id))
             }
+            Op::CherryPick => {
+                let picked = g.commits("feature", Some(1)).await?.remove(0).commit_id;
+                let opts = omnigraph::RevertOptions { branch: Some(branch.into()), ..Default::default() };
+                Ok(commit_only(g.commit_cherry_pick(&picked, &opts).await?.report.graph_commit_id))
+            }
             Op::DecidedMerge => {
                 let carol = serde_json::json!({ "type": "Person", "id": "Carol", "take": "ours" });
                 let opts = omnigraph::MergeOptions {
@@ -309,6 +322,10 @@ impl Op {
                 ("feature", &FEATURE_CHANGES)
             }
             Op::Revert => (branch, std::slice::from_ref(&REVERTED)),
+            Op::CherryPick => {
+                g.branch_create("feature", "main").await.expect("feature");
+                ("feature", std::slice::from_ref(&REVERTED))
+            }
             Op::DecidedMerge => {
                 g.branch_create("feature", "main").await.expect("feature");
                 let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };

@@ -201,15 +201,14 @@ async fn crash_in_a_decided_merge_recovers_the_exact_decision() {
 }
 
 /// A revert (a node and its edges, deleted by the commit, re-inserted)
-/// dies at every boundary it crosses, on main and on a fresh
-/// branch (whose tables the reverted commit forked): recovery leaves it
-/// invisible or applied whole.
+/// dies at every boundary it crosses, on main and on a fresh branch (whose
+/// tables the reverted commit forked), and so does a cherry-pick of such a
+/// delete onto main: recovery leaves each invisible or applied whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_in_a_revert_recovers_clean() {
+async fn crash_in_a_revert_or_cherry_pick_recovers_clean() {
     let _s = serial().await;
-    let op = Op::Revert;
     let mut report = Vec::new();
-    for branch in ["main", "fresh"] {
+    for (op, branch) in [(Op::Revert, "main"), (Op::Revert, "fresh"), (Op::CherryPick, "main")] {
         // Each table's chain is one insert (no step between transactions),
         // and the reverted commit forked the fresh branch's tables already.
         let points = boundary_points(op, "main");
@@ -217,8 +216,13 @@ async fn crash_in_a_revert_recovers_clean() {
             report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
     }
-    println!("revert crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    for (case, want) in [("on main @ merge.after_arm", "invisible"), ("on main @ merge.after_publish", "applied")] {
+    println!("revert and cherry-pick crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    for (case, want) in [
+        ("Revert on main @ merge.after_arm", "invisible"),
+        ("Revert on main @ merge.after_publish", "applied"),
+        ("CherryPick on main @ merge.after_table_commit", "invisible"),
+        ("CherryPick on main @ merge.after_confirm", "applied"),
+    ] {
         let got = report.iter().find(|r| r.contains(case));
         assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
     }
