@@ -103,7 +103,6 @@ pub async fn refusal(
     };
     Ok(OmniError::MergeConflicts(ConflictSet {
         conflicts: valued,
-        total: conflicts.len(),
         stat: ConflictSet::count(&conflicts),
         next_page_token,
     }))

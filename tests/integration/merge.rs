@@ -588,7 +588,7 @@ async fn conflicts_page_in_order_with_counts_and_tokens_bound_to_both_heads() {
     let ids = |set: &omnigraph::ConflictSet| -> Vec<(ConflictKind, Option<String>)> {
         set.conflicts.iter().map(|c| (c.kind, c.entity_id.clone())).collect()
     };
-    assert_eq!((whole.total, whole.conflicts.len(), whole.next_page_token.as_deref()), (6, 6, None));
+    assert_eq!((whole.total(), whole.conflicts.len(), whole.next_page_token.as_deref()), (6, 6, None));
     let stat: Vec<(String, ConflictKind, usize)> =
         whole.stat.iter().map(|c| (c.type_name.clone(), c.kind, c.count)).collect();
     assert_eq!(
@@ -598,7 +598,7 @@ async fn conflicts_page_in_order_with_counts_and_tokens_bound_to_both_heads() {
     let (mut seen, mut token, mut pages) = (Vec::new(), None, 0);
     loop {
         let set = refusal(g.branch_merge("x", "main", &paged(token.clone(), Some(4))).await.expect_err("conflicts"));
-        assert_eq!((set.total, &set.stat), (6, &whole.stat), "every page counts all");
+        assert_eq!((set.total(), &set.stat), (6, &whole.stat), "every page counts all");
         assert!(set.conflicts.iter().all(|c| c.ours.is_some()), "a page's row conflicts carry values");
         seen.extend(ids(&set));
         pages += 1;

@@ -228,9 +228,6 @@ impl MergeConflict {
 pub struct ConflictSet {
     /// This page's conflicts, in order.
     pub conflicts: Vec<MergeConflict>,
-    /// How many conflicts there are in all, counted before a divergent
-    /// update is listed once per property.
-    pub total: usize,
     /// Counts per type and kind over all of them.
     pub stat: Vec<ConflictCount>,
     /// Where the next page starts, when one remains.
@@ -276,6 +273,12 @@ impl ConflictCursor {
 }
 
 impl ConflictSet {
+    /// How many conflicts there are in all (the sum of `stat`), counted
+    /// before a divergent update is listed once per property.
+    pub fn total(&self) -> usize {
+        self.stat.iter().map(|c| c.count).sum()
+    }
+
     /// Counts per type and kind of `all`, by type then kind.
     pub fn count(all: &[MergeConflict]) -> Vec<ConflictCount> {
         let mut counts: std::collections::BTreeMap<(&str, ConflictKind), (&str, usize)> = Default::default();

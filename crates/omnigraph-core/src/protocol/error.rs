@@ -265,7 +265,7 @@ impl OmniError {
                 "branch_conflict": { "branch": branch, "reason": reason }
             }),
             OmniError::MergeConflicts(set) => serde_json::json!({
-                "merge_conflicts": set.conflicts, "conflict_count": set.total,
+                "merge_conflicts": set.conflicts, "conflict_count": set.total(),
                 "conflict_stat": set.stat, "next_page_token": set.next_page_token,
             }),
             OmniError::ParentlessCommit { graph_commit_id } => serde_json::json!({
@@ -294,7 +294,7 @@ fn summarize_conflicts(set: &crate::three_way::ConflictSet) -> String {
     }
     let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let first = set.conflicts.first().map(|c| format!(": {}", c.message)).unwrap_or_default();
-    format!("{} ({}){first}", set.total, counts.join(", "))
+    format!("{} ({}){first}", set.total(), counts.join(", "))
 }
 
 /// The `code` every error answer with `status` carries, so a client can
