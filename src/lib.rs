@@ -44,7 +44,8 @@ pub use graph::{
     Baseline, BaselineHandshake, Blame, BlameLine, ChangeBlock, ChangeCause, ChangeEndpoints, ChangeImage, ChangeType,
     CommitChanges, CommitInfo, DiffPage, DiffStats, EntityChange, EntityHistory, Export, FeedFrom, FeedPage,
     FeedRequest, Graph, HistoryEntry, IndexCoverage, IndexStatus, MAX_WAIT as MAX_FEED_WAIT, MergeOptions, MergeResult,
-    MutationRequest, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, Resolved, RevertOptions,
-    RevertResult, SchemaDiff, Snapshot, TableIndexStatus, TableSnapshot, Tag, WriteOptions, result_rows, wire,
+    MutationRequest, Omnigraph, OpenMode, PendingSidecar, ReadTarget, RecoveryStatus, ResetOptions, Resolved,
+    RevertOptions, RevertResult, SchemaDiff, Snapshot, TableIndexStatus, TableSnapshot, Tag, WriteOptions, result_rows,
+    wire,
 };
 pub use protocol::{OmniError, Result};

@@ -309,9 +309,10 @@ enum Command {
         /// Rows a table may hold outside an index its schema declares (written
         /// since a fold, or all of them where the index is missing) before the
         /// daemon folds them in (or builds it), in the background; 0 never
-        /// does (`optimize` and `index ensure` still do).
-        #[arg(long, value_name = "ROWS", default_value_t = omnigraph::actors::index_folder::DEFAULT_LAG_ROWS)]
-        index_lag_rows: u64,
+        /// does (`optimize` and `index ensure` still do). Default: 10,000 on a
+        /// local graph, 500 on object storage.
+        #[arg(long, value_name = "ROWS")]
+        index_lag_rows: Option<u64>,
     },
     /// Write a branch head (or a commit) as the JSONL `load` reads, ids included.
     #[command(after_help = "Example:\n  omnigraph export graph.omni --branch main --type Person > people.jsonl")]
@@ -768,6 +769,35 @@ enum BranchCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
+    /// Make a branch's content equal to another commit's. On a branch
+    /// other than main its head moves there (the commits after it leave
+    /// its history); on main, and with `--as-commit`, one new commit
+    /// carries that content.
+    #[command(after_help = "Example:\n  omnigraph branch reset feature-x --to feature-x~1 graph.omni")]
+    Reset {
+        /// The commit to reset to (any ref: a commit id, a tag, `B~N`, a branch).
+        #[arg(long)]
+        to: String,
+        /// Refuse (exit 1, HTTP 412) unless the branch head is this commit.
+        #[arg(long)]
+        if_commit: Option<String>,
+        /// Land as a new commit even on a branch other than main.
+        #[arg(long)]
+        as_commit: bool,
+        /// Report what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Actor recorded on the commit or the head move.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the HTTP answer's fields).
+        #[arg(long)]
+        json: bool,
+        /// The branch reset.
+        name: String,
+        #[command(flatten)]
+        graph: GraphArg,
+    },
     /// Delete a branch and every table fork made for it.
     #[command(after_help = "Example:\n  omnigraph branch delete feature-x graph.omni")]
     Delete {
@@ -1161,6 +1191,9 @@ impl Command {
                 either("branch merge", graph, false)
             }
             Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
+            Command::Branch { command: BranchCommand::Reset { dry_run: false, graph, .. } } => {
+                either("branch reset", graph, false)
+            }
             Command::Commit { command: CommitCommand::Revert { how, .. } } if !how.dry_run => {
                 either("commit revert", &how.graph, false)
             }
@@ -1204,6 +1237,7 @@ impl Command {
                     BranchCommand::Create { json, .. }
                     | BranchCommand::List { json, .. }
                     | BranchCommand::Delete { json, .. }
+                    | BranchCommand::Reset { json, .. }
                     | BranchCommand::Merge { json, .. },
             } => *json,
             Command::Commit {
@@ -1420,10 +1454,7 @@ async fn run_commit_move(commit: &str, branch: &str, pick: bool, how: MoveArgs) 
         Some(c) => outln!("{what} {commit} on {branch}: commit {c}"),
         None => outln!("{what} {commit} on {branch}"),
     }
-    for t in answer["tables"].as_array().into_iter().flatten() {
-        let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
-        outln!("  {key:<24} +{ins} ~{upd} -{del}");
-    }
+    print_table_counts(&answer);
     Ok(())
 }
 
@@ -1503,6 +1534,47 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             outln!("deleted branch {name} ({forks} table forks reclaimed)");
             Ok(())
         }
+        reset @ BranchCommand::Reset { .. } => run_reset(reset).await,
+    }
+}
+
+/// `branch reset`: the answer, as JSON or a line per table.
+async fn run_reset(command: BranchCommand) -> Result<()> {
+    let BranchCommand::Reset { to, if_commit, as_commit, dry_run, actor, json, name, graph } = command else {
+        return Err(OmniError::Internal("run_reset takes `branch reset`".into()));
+    };
+    let answer = match graph.remote()? {
+        Some(remote) => {
+            let body =
+                serde_json::json!({ "to": to, "if_commit": if_commit, "as_commit": as_commit, "dry_run": dry_run });
+            remote.post(&format!("/branches/{}/reset", url_segment(&name)), &body, &[]).await?
+        }
+        None => {
+            let g = if dry_run { read_only(graph.uri()?).await? } else { Omnigraph::open(graph.uri()?).await? };
+            let actor = operator::actor(actor.as_deref())?;
+            let opts = omnigraph::ResetOptions { as_commit, if_commit, actor: actor.clone(), dry_run };
+            wire::reset_json(&g.branch_reset(&name, &to, &opts).await?, actor.as_deref())
+        }
+    };
+    if json {
+        return print_json(&answer);
+    }
+    let (from, target) = (text(&answer, "from_commit_id"), text(&answer, "to_commit_id"));
+    match (text(&answer, "outcome"), answer["dry_run"] == true, text(&answer, "mode")) {
+        ("already_up_to_date", ..) => outln!("{name} is already at {target}"),
+        (_, true, mode) => outln!("would reset {name} from {from} to {target} ({mode})"),
+        (_, false, "moved_head") => outln!("reset {name} from {from} to {target}: its head moved"),
+        _ => outln!("reset {name} from {from} to {target}: commit {}", text(&answer, "graph_commit_id")),
+    }
+    print_table_counts(&answer);
+    Ok(())
+}
+
+/// The `tables` of a merge-shaped answer, a line each.
+fn print_table_counts(answer: &serde_json::Value) {
+    for t in answer["tables"].as_array().into_iter().flatten() {
+        let (key, ins, upd, del) = (text(t, "table_key"), &t["inserted"], &t["updated"], &t["deleted"]);
+        outln!("  {key:<24} +{ins} ~{upd} -{del}");
     }
 }
 
@@ -2379,7 +2451,7 @@ struct ServeArgs {
     header_timeout: std::time::Duration,
     max_connections: usize,
     shutdown_timeout: std::time::Duration,
-    index_lag_rows: u64,
+    index_lag_rows: Option<u64>,
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
@@ -2444,7 +2516,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_timeout,
         max_connections,
         shutdown_timeout,
-        index_lag_rows: Some(index_lag_rows),
+        index_lag_rows,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

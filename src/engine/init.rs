@@ -105,6 +105,10 @@ fn genesis_rows(tables: &[TableLayout], genesis: &Lineage) -> Vec<ManifestRow> {
         branch: "main".into(),
         schema_change: None,
     }));
-    out.push(ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: genesis.commit_id.clone() }));
+    out.push(ManifestRow::Head(HeadRow {
+        branch: "main".into(),
+        head_commit_id: genesis.commit_id.clone(),
+        at: Some(1),
+    }));
     out
 }

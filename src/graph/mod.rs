@@ -46,7 +46,7 @@ pub use reads::result_rows;
 pub use recovery::{PendingSidecar, RecoveryStatus};
 pub use refs::Resolved;
 pub use schema::SchemaDiff;
-pub use undo::{RevertOptions, RevertResult};
+pub use undo::{ResetOptions, RevertOptions, RevertResult};
 pub use writes::MutationRequest;
 
 /// How a handle may use the graph.

@@ -1,8 +1,10 @@
-//! Undo through the embedded handle: `commit revert` and `commit
-//! cherry-pick` (see `docs/history.md`, "Revert and cherry-pick").
+//! Undo through the embedded handle: `commit revert`, `commit
+//! cherry-pick` (see `docs/history.md`, "Revert and cherry-pick") and
+//! `branch reset` (`docs/undo.md`).
 
 use super::Graph;
 use crate::actors::saga::merge::{MergeReport, MergeRequest};
+use crate::actors::saga::reset::{self, ResetReport, ResetRequest};
 use crate::actors::saga::revert::{self, Direction, RevertRequest};
 use crate::engine::conflict_page::ConflictPage;
 use crate::engine::resolution::Resolution;
@@ -43,7 +45,45 @@ pub struct RevertResult {
     pub mainline: Option<u8>,
 }
 
+/// How to reset a branch.
+#[derive(Debug, Clone, Default)]
+pub struct ResetOptions {
+    /// Land as a new commit whose content equals the target's, even on a
+    /// branch other than main (main always does).
+    pub as_commit: bool,
+    /// Refuse with [`OmniError::PreconditionFailed`] unless the branch head
+    /// is this commit id (a compare-and-swap).
+    pub if_commit: Option<String>,
+    /// Actor recorded on the commit or the head move.
+    pub actor: Option<String>,
+    /// Report what would change; write nothing.
+    pub dry_run: bool,
+}
+
 impl Graph {
+    /// Make `branch`'s content equal to `to`'s (any ref naming a commit).
+    /// On a branch other than main its head moves to that commit; on main,
+    /// or with `as_commit`, one new commit carries the content (see
+    /// `docs/undo.md`).
+    pub async fn branch_reset(&self, branch: &str, to: &str, opts: &ResetOptions) -> Result<ResetReport> {
+        if !opts.dry_run {
+            self.require_writable()?;
+        }
+        let target = self.resolve_commit(to).await?;
+        // Read here: a version `cleanup` removed is 410 `gone`.
+        let to_state = self.commit_view(&target).await?.state;
+        let req = ResetRequest {
+            branch: branch.to_string(),
+            to: target,
+            to_state,
+            as_commit: opts.as_commit,
+            if_commit: opts.if_commit.clone(),
+            actor: opts.actor.clone(),
+            dry_run: opts.dry_run,
+        };
+        reset::run(&self.rt, &req).await
+    }
+
     /// Undo the changes of `commit` (any ref naming a commit) as one new
     /// commit on the branch: inserts deleted, deletes re-inserted with their
     /// exact before-images, updates set back. A later change to the same

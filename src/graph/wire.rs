@@ -255,6 +255,15 @@ pub fn cherry_pick_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> 
     out
 }
 
+/// A reset's answer: the report's fields and the actor.
+pub fn reset_json(r: &crate::actors::saga::reset::ResetReport, actor: Option<&str>) -> Value {
+    json!({
+        "branch": r.branch, "mode": r.mode, "outcome": r.outcome, "from_commit_id": r.from_commit_id,
+        "to_commit_id": r.to_commit_id, "graph_commit_id": r.graph_commit_id, "operation_id": r.operation_id,
+        "tables": r.tables, "dry_run": r.dry_run, "actor_id": actor,
+    })
+}
+
 fn moved_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> Value {
     let m = &r.report;
     json!({

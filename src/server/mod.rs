@@ -60,8 +60,9 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// Rows a table may hold outside an index its schema declares before
     /// the daemon folds them in (or builds a missing one), in the background
-    /// (`None` or 0: never; `optimize` and `index ensure` still do). Not on
-    /// a read replica.
+    /// (0: never; `optimize` and `index ensure` still do; `None`: the default
+    /// for each graph's storage, [`crate::actors::index_folder::default_lag_rows`]).
+    /// Not on a read replica.
     pub index_lag_rows: Option<u64>,
 }
 
@@ -136,11 +137,13 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         OpenMode::ReadWrite
     };
     let graphs = open_graphs(&config.graphs, mode).await;
-    if let Some(lag) = config.index_lag_rows.filter(|&n| n > 0 && !config.read_only) {
-        for (id, (_, g)) in &graphs {
-            if let Err(e) = g.fold_indexes_in_background(lag) {
-                warn!(graph = %id, error = %e, "background index folding not started");
-            }
+    for (id, (_, g)) in graphs.iter().filter(|_| !config.read_only) {
+        let lag = config.index_lag_rows.unwrap_or_else(|| crate::actors::index_folder::default_lag_rows(g.root()));
+        if lag == 0 {
+            continue;
+        }
+        if let Err(e) = g.fold_indexes_in_background(lag) {
+            warn!(graph = %id, error = %e, "background index folding not started");
         }
     }
     let state = Arc::new(AppState {

@@ -128,7 +128,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/load/ndjson", post(load_ndjson).layer(load_limit))
         .route("/graphs/{id}/branches", get(branches).post(branch_create))
         .route("/graphs/{id}/branches/merge", post(branch_merge).delete(branch_delete_merge))
-        .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete))
+        .route("/graphs/{id}/branches/{*name}", axum::routing::delete(branch_delete).post(branch_action))
         .route("/graphs/{id}/optimize", post(optimize))
         .route("/graphs/{id}/cleanup", post(cleanup))
         .route("/graphs/{id}/indexes/ensure", post(ensure_indices))
@@ -605,6 +605,43 @@ async fn branch_delete(
     let mut body = wire::branch_deleted_json(&deleted, g.root().uri());
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))
+}
+
+/// The body of `POST /graphs/{id}/branches/{name}/reset`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetBody {
+    to: String,
+    if_commit: Option<String>,
+    #[serde(default)]
+    as_commit: bool,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `POST /graphs/{id}/branches/{name}/reset` (the branch name may hold
+/// slashes, so the action is the path's last segment).
+async fn branch_action(
+    State(s): State<Arc<AppState>>,
+    Path((id, path)): Path<(String, String)>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let Some(name) = path.strip_suffix("/reset") else {
+        return Err(OmniError::NotFound(format!(
+            "no branch action at `/branches/{path}` (POST `/branches/NAME/reset`)"
+        ))
+        .into());
+    };
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<ResetBody>(b))?;
+    let opts = crate::graph::ResetOptions {
+        as_commit: req.as_commit,
+        if_commit: req.if_commit,
+        actor: Some(actor.clone()),
+        dry_run: req.dry_run,
+    };
+    let g = s.graph(&id)?;
+    Ok(axum::Json(wire::reset_json(&g.branch_reset(name, &req.to, &opts).await?, Some(&actor))))
 }
 
 /// `DELETE /branches/merge` deletes a branch named `merge` (the merge

@@ -114,6 +114,12 @@ enum Op {
     /// deleted there. (Not in the [`OPS`] matrix: it crosses the merge
     /// boundaries.)
     CherryPick,
+    /// `branch reset` of the branch under test to the commit before
+    /// [`REVERTED`] (written there by `prepare`): a node and its edges
+    /// re-inserted, on main as a new commit, on a fresh branch as a head
+    /// move (the same chains, published with the head row naming the older
+    /// commit). (Not in the [`OPS`] matrix: it crosses the merge boundaries.)
+    Reset,
 }
 
 /// The commit [`Op::Revert`] undoes: a delete that cascades to edges (so
@@ -130,10 +136,11 @@ const TARGET_CHANGES: [&str; 2] = [
 ];
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 11] = [
+const EXTRA_OPS: [Op; 12] = [
     Op::DecidedMerge,
     Op::Revert,
     Op::CherryPick,
+    Op::Reset,
     Op::CompactingInsert,
     Op::SchemaApply,
     Op::OptimizeOlderGraph,
@@ -207,7 +214,7 @@ impl Op {
             | Op::IndexedUpdate
             | Op::IndexedDelete
             | Op::GroupCommit => "mutation",
-            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick => "merge",
+            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick | Op::Reset => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
             Op::SchemaApply => "schema_apply",
             Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
@@ -224,7 +231,7 @@ impl Op {
     /// Whether this op's saga crosses `boundary`.
     fn crosses(self, boundary: &str) -> bool {
         let kind = match self {
-            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick => {
+            Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick | Op::Reset => {
                 omnigraph::recovery::sidecar::WriterKind::Merge
             }
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
@@ -284,6 +291,10 @@ impl Op {
                 let opts = omnigraph::RevertOptions { branch: Some(branch.into()), ..Default::default() };
                 Ok(commit_only(g.commit_cherry_pick(&picked, &opts).await?.report.graph_commit_id))
             }
+            Op::Reset => {
+                let r = g.branch_reset(branch, &format!("{branch}~1"), &omnigraph::ResetOptions::default()).await?;
+                Ok(commit_only(r.graph_commit_id))
+            }
             Op::DecidedMerge => {
                 let carol = serde_json::json!({ "type": "Person", "id": "Carol", "take": "ours" });
                 let opts = omnigraph::MergeOptions {
@@ -321,7 +332,7 @@ impl Op {
                 g.branch_create("feature", "main").await.expect("feature");
                 ("feature", &FEATURE_CHANGES)
             }
-            Op::Revert => (branch, std::slice::from_ref(&REVERTED)),
+            Op::Revert | Op::Reset => (branch, std::slice::from_ref(&REVERTED)),
             Op::CherryPick => {
                 g.branch_create("feature", "main").await.expect("feature");
                 ("feature", std::slice::from_ref(&REVERTED))
@@ -554,8 +565,7 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
         assert_eq!(&counts(&g).await, main_before, "{context}: main changed");
     }
     let now = counts_on(&g, branch).await;
-    let history: Vec<String> =
-        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    let history = kept_commits(&g, op, branch).await;
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");
     let outcome = if !op.changes_content() {
         assert_eq!(&now, before, "{context}: a maintenance write changed rows");
@@ -578,6 +588,7 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
     assert_schema_matches(&g, op, outcome == "applied", &context).await;
     assert_lineage_matches(&g, op, outcome == "applied", &context).await;
     assert_group_matches(&g, op, branch, outcome == "applied", committed, &context).await;
+    assert_reset_matches(&g, op, branch, outcome == "applied", committed, &context).await;
     let audit = audit::read_all(g.root()).await.expect("audit");
     if had_sidecar {
         assert_eq!(audit.len(), 1, "{context}: expected exactly one audit row, got {audit:?}");
@@ -593,6 +604,17 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
         .unwrap_or_else(|e| panic!("{context}: next write failed: {e}"));
     assert_clean_on(&g, branch, &format!("{context}, then a write")).await;
     outcome
+}
+
+/// The commits `branch` keeps: those its head reaches, and for a reset
+/// (which moves the head off commits without removing them) every commit
+/// its manifest holds.
+async fn kept_commits(g: &Graph, op: Op, branch: &str) -> Vec<String> {
+    if matches!(op, Op::Reset) {
+        let view = manifest::load(g.root(), branch, None).await.expect("view");
+        return view.state.commits().expect("a complete state").keys().cloned().collect();
+    }
+    g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect()
 }
 
 /// After a schema apply's crash and recovery: the accepted schema is the
@@ -621,6 +643,27 @@ async fn assert_lineage_matches(g: &Graph, op: Op, applied: bool, context: &str)
         let set = table::has_lineage_config(&ds);
         assert_eq!(set, applied, "{context}: {key} has the lineage config: {set}, applied: {applied}");
     }
+}
+
+/// After an [`Op::Reset`]'s crash and recovery: applied on a branch other
+/// than main, the head is the commit before the last one (moved, with no
+/// new commit); on main, one new commit on top. Invisible, the head is
+/// where it was, or (rolled back) a recovery commit on top of it.
+async fn assert_reset_matches(g: &Graph, op: Op, branch: &str, applied: bool, before: &[String], context: &str) {
+    if !matches!(op, Op::Reset) {
+        return;
+    }
+    let history: Vec<String> =
+        g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
+    let rolled_back = audit_kind(g).await == Some(RecoveryKind::RolledBack);
+    // A head move leaves the reverted commit (the newest); a commit (the
+    // reset's on main, or a roll-back's that had effects to restore) lands
+    // on top of the rest.
+    let kept = if applied && branch != "main" { &before[1..] } else { before };
+    let on_top = history.len().saturating_sub(kept.len());
+    let allowed = usize::from(if applied { branch == "main" } else { rolled_back });
+    assert!(on_top == allowed || !applied && on_top == 0, "{context}: {on_top} new commits: {history:?}");
+    assert_eq!(&history[on_top..], kept, "{context}");
 }
 
 /// After an [`Op::GroupCommit`]'s crash and recovery: applied, every

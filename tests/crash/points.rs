@@ -202,13 +202,22 @@ async fn crash_in_a_decided_merge_recovers_the_exact_decision() {
 
 /// A revert (a node and its edges, deleted by the commit, re-inserted)
 /// dies at every boundary it crosses, on main and on a fresh branch (whose
-/// tables the reverted commit forked), and so does a cherry-pick of such a
-/// delete onto main: recovery leaves each invisible or applied whole.
+/// tables the reverted commit forked), and so do a cherry-pick of such a
+/// delete onto main and a reset to the commit before it (on main a new
+/// commit, on a fresh branch a head move): recovery leaves each invisible
+/// or applied whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_in_a_revert_or_cherry_pick_recovers_clean() {
+async fn crash_in_a_revert_cherry_pick_or_reset_recovers_clean() {
     let _s = serial().await;
     let mut report = Vec::new();
-    for (op, branch) in [(Op::Revert, "main"), (Op::Revert, "fresh"), (Op::CherryPick, "main")] {
+    let cases = [
+        (Op::Revert, "main"),
+        (Op::Revert, "fresh"),
+        (Op::CherryPick, "main"),
+        (Op::Reset, "main"),
+        (Op::Reset, "fresh"),
+    ];
+    for (op, branch) in cases {
         // Each table's chain is one insert (no step between transactions),
         // and the reverted commit forked the fresh branch's tables already.
         let points = boundary_points(op, "main");
@@ -216,12 +225,14 @@ async fn crash_in_a_revert_or_cherry_pick_recovers_clean() {
             report.push(format!("{op:?} on {branch} @ {point}: {outcome}"));
         }
     }
-    println!("revert and cherry-pick crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    println!("revert, cherry-pick and reset crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     for (case, want) in [
         ("Revert on main @ merge.after_arm", "invisible"),
         ("Revert on main @ merge.after_publish", "applied"),
         ("CherryPick on main @ merge.after_table_commit", "invisible"),
         ("CherryPick on main @ merge.after_confirm", "applied"),
+        ("Reset on fresh @ merge.after_arm", "invisible"),
+        ("Reset on fresh @ merge.after_publish", "applied"),
     ] {
         let got = report.iter().find(|r| r.contains(case));
         assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");

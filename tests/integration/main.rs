@@ -39,6 +39,7 @@ mod publisher;
 mod queries;
 mod reference_cli;
 mod refs;
+mod reset;
 mod revert;
 #[path = "../support/s3.rs"]
 mod s3;

@@ -10,7 +10,13 @@ use omnigraph::engine::storage::table;
 
 /// Table key → sorted rows (`src dst props`, ids left out) on `branch`.
 pub async fn content(g: &Graph, branch: &str) -> BTreeMap<String, Vec<String>> {
-    let view = manifest::load(g.root(), branch, None).await.expect("view");
+    content_at(g, branch, None).await
+}
+
+/// [`content`] at one `__manifest` version of `branch` (`None`: its head).
+#[allow(dead_code)] // the crash binary reads heads only
+pub async fn content_at(g: &Graph, branch: &str, version: Option<u64>) -> BTreeMap<String, Vec<String>> {
+    let view = manifest::load(g.root(), branch, version).await.expect("view");
     let mut out = BTreeMap::new();
     for t in view.state.tables.values() {
         let uri = g.root().child_uri(&t.location);

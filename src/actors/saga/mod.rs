@@ -13,6 +13,7 @@ pub mod merge;
 pub mod optimize;
 pub mod pipeline;
 pub mod recovery;
+pub mod reset;
 pub mod revalidate;
 pub mod revert;
 pub mod schema_apply;

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, info_span};
 
-use super::rows::{self, CommitRow, HeadRow, ManifestRow, SchemaChange, TableReg, TableVersionRow, TombstoneRow};
+use super::rows::{
+    self, CommitRow, HeadMoveRow, HeadRow, ManifestRow, SchemaChange, TableReg, TableVersionRow, TombstoneRow,
+};
 use super::state::ManifestState;
 use super::{BranchId, ManifestView};
 use crate::engine::storage::table::{self, RowAppendError};
@@ -110,6 +112,11 @@ pub struct Lineage {
     /// all of them become visible together, at one manifest version).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group: Vec<MemberCommit>,
+    /// A reset's target: the publish makes no commit of its own, it moves
+    /// the head to this existing commit (recorded as a head move under
+    /// `commit_id`, which then names the operation, not a commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_to: Option<CommitRow>,
 }
 
 impl Lineage {
@@ -117,6 +124,9 @@ impl Lineage {
     /// `manifest_version`: its own, then each group member's, each the
     /// child of the one before.
     pub fn commit_rows(&self, branch: &str, parent: Option<String>, manifest_version: u64) -> Vec<CommitRow> {
+        if self.reset_to.is_some() {
+            return vec![];
+        }
         let mut rows = vec![CommitRow {
             commit_id: self.commit_id.clone(),
             parent,
@@ -179,12 +189,29 @@ impl Lineage {
             created_at_us: chrono::Utc::now().timestamp_micros(),
             schema: None,
             group: vec![],
+            reset_to: None,
         }
     }
 
-    /// The commit that ends up at the head: the last member's of a group.
+    /// The commit that ends up at the head: the last member's of a group,
+    /// or a reset's target.
     pub fn head_commit_id(&self) -> &str {
+        if let Some(to) = &self.reset_to {
+            return &to.commit_id;
+        }
         self.group.last().map_or(&self.commit_id, |m| &m.commit_id)
+    }
+
+    /// The commit a publish of this lineage answers with: its own (a
+    /// group's first), or a reset's target.
+    pub fn published_commit_id(&self) -> &str {
+        self.reset_to.as_ref().map_or(&self.commit_id, |to| &to.commit_id)
+    }
+
+    /// Whether this lineage's publish is visible in `state` (a complete
+    /// state: recovery's check): its commit, or a reset's head move.
+    pub fn visible_in(&self, state: &super::ManifestState) -> Result<bool> {
+        Ok(state.commits()?.contains_key(&self.commit_id) || state.head_move(&self.commit_id).is_some())
     }
 }
 
@@ -249,7 +276,7 @@ pub async fn publish_from(root: &Root, req: &PublishRequest, current: Option<Man
             let mut post = (*view.state).clone();
             post.apply(new_rows)?;
             let commit = post
-                .commit(&req.lineage.commit_id)
+                .commit(req.lineage.published_commit_id())
                 .cloned()
                 .ok_or_else(|| OmniError::Internal("published commit missing from post-state".into()))?;
             match table::append_rows(view.dataset.clone(), batch, checkpoint_properties(&post)?).await {
@@ -297,6 +324,10 @@ fn checkpoint_properties(post: &ManifestState) -> Result<HashMap<String, String>
 /// which re-publishes, checks visibility on a complete state under the
 /// gates first ([`crate::engine::manifest::load`]).
 fn already_visible(view: &ManifestView, req: &PublishRequest) -> Option<Published> {
+    // A reset's target exists before it: only its head move shows it landed.
+    if req.lineage.reset_to.is_some() {
+        view.state.head_move(&req.lineage.commit_id)?;
+    }
     // A group's commits land in one append: its head commit stands for all.
     let head = view.state.commit(req.lineage.head_commit_id())?;
     let commit = view.state.commit(&req.lineage.commit_id).unwrap_or(head).clone();
@@ -380,8 +411,24 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
         }));
     }
     let parent = view.state.effective_head(&req.branch).map(|c| c.commit_id.clone());
-    out.extend(req.lineage.commit_rows(&req.branch, parent, view.version + 1).into_iter().map(ManifestRow::Commit));
+    let at = view.version + 1;
+    if let Some(to) = &req.lineage.reset_to {
+        // The target's row again, so a head state restored after this
+        // publish holds its head commit.
+        out.push(ManifestRow::Commit(to.clone()));
+        out.push(ManifestRow::HeadMove(HeadMoveRow {
+            operation_id: req.lineage.commit_id.clone(),
+            branch: req.branch.clone(),
+            from: parent.clone(),
+            to: to.commit_id.clone(),
+            operation: "reset".into(),
+            actor: req.lineage.actor.clone(),
+            at_us: req.lineage.created_at_us,
+            manifest_version: at,
+        }));
+    }
+    out.extend(req.lineage.commit_rows(&req.branch, parent, at).into_iter().map(ManifestRow::Commit));
     let head_commit_id = req.lineage.head_commit_id().to_string();
-    out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id }));
+    out.push(ManifestRow::Head(HeadRow { branch: req.branch.clone(), head_commit_id, at: Some(at) }));
     Ok(out)
 }

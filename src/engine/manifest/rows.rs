@@ -11,7 +11,8 @@
 //! | table version pointer | `table_version:<table_id>:<version:020>` | version |
 //! | table tombstone | `table_tombstone:<table_id>:<version:020>` | version |
 //! | graph commit | `<ULID>` | immutable |
-//! | branch head | `graph_head:<branch>` | its commit's manifest version; every commit appends one |
+//! | branch head | `graph_head:<branch>` | the manifest version it was written at (`table_version`; rows from before it was recorded: their commit's); every commit appends one |
+//! | head move | `head_move:<operation id>` | immutable: a reset that moved a head to an existing commit |
 //!
 //! Graphs written before appends had one row per `object_id` (heads and
 //! renames were merged in place); they fold the same way.
@@ -104,6 +105,34 @@ pub struct HeadRow {
     pub branch: String,
     /// Commit id at the head.
     pub head_commit_id: String,
+    /// The manifest version this row was written at: the newest row wins,
+    /// which lets a reset move a head back to an older commit. `None` on
+    /// rows from before it was recorded (ranked by their commit's version,
+    /// which was then always the version they were written at).
+    pub at: Option<u64>,
+}
+
+/// A move of a branch head to a commit that already exists (a reset),
+/// written beside the head row it moved: the record recovery and a
+/// re-publish find the move by, and the reflog reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadMoveRow {
+    /// The operation that moved it (its sidecar's id).
+    pub operation_id: String,
+    /// Graph branch name.
+    pub branch: String,
+    /// The head before the move.
+    pub from: Option<String>,
+    /// The head after it.
+    pub to: String,
+    /// What moved it (`reset`).
+    pub operation: String,
+    /// Who moved it.
+    pub actor: Option<String>,
+    /// Wall-clock time of the move, microseconds since the epoch.
+    pub at_us: i64,
+    /// The manifest version the move landed at.
+    pub manifest_version: u64,
 }
 
 /// Any `__manifest` row.
@@ -125,6 +154,8 @@ pub enum ManifestRow {
     Commit(CommitRow),
     /// Branch head.
     Head(HeadRow),
+    /// A head moved to an existing commit.
+    HeadMove(HeadMoveRow),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -135,6 +166,15 @@ struct CommitMeta {
     created_at_us: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     schema_change: Option<SchemaChange>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct HeadMoveMeta {
+    from: Option<String>,
+    to: String,
+    operation: String,
+    actor: Option<String>,
+    at_us: i64,
 }
 
 /// The Arrow schema of `__manifest`, carrying the storage stamp.
@@ -226,7 +266,23 @@ impl ManifestRow {
                 object_id: head_key(&h.branch),
                 object_type: "graph_head",
                 metadata: Some(h.head_commit_id.clone()),
+                table_version: h.at,
                 table_branch: Some(h.branch.clone()),
+                ..Default::default()
+            },
+            ManifestRow::HeadMove(m) => Cols {
+                object_id: format!("head_move:{}", m.operation_id),
+                object_type: "head_move",
+                metadata: serde_json::to_string(&HeadMoveMeta {
+                    from: m.from.clone(),
+                    to: m.to.clone(),
+                    operation: m.operation.clone(),
+                    actor: m.actor.clone(),
+                    at_us: m.at_us,
+                })
+                .ok(),
+                table_version: Some(m.manifest_version),
+                table_branch: Some(m.branch.clone()),
                 ..Default::default()
             },
         }
@@ -364,7 +420,24 @@ impl<'a> BatchView<'a> {
             "graph_head" => ManifestRow::Head(HeadRow {
                 branch: self.required(i, "table_branch", opt_str(self.table_branch, i))?,
                 head_commit_id: self.required(i, "metadata", opt_str(self.metadata, i))?,
+                at: opt_u64(self.table_version, i),
             }),
+            "head_move" => {
+                let id = self.object_id.value(i);
+                let raw = self.required(i, "metadata", opt_str(self.metadata, i))?;
+                let meta: HeadMoveMeta = serde_json::from_str(&raw)
+                    .map_err(|e| OmniError::Internal(format!("head move {id} metadata: {e}")))?;
+                ManifestRow::HeadMove(HeadMoveRow {
+                    operation_id: id.strip_prefix("head_move:").unwrap_or(id).to_string(),
+                    branch: self.required(i, "table_branch", opt_str(self.table_branch, i))?,
+                    from: meta.from,
+                    to: meta.to,
+                    operation: meta.operation,
+                    actor: meta.actor,
+                    at_us: meta.at_us,
+                    manifest_version: version()?,
+                })
+            }
             _ => return Ok(None),
         };
         Ok(Some(row))
@@ -399,7 +472,18 @@ mod tests {
                 branch: "main".into(),
                 schema_change: Some(SchemaChange { from: "a".into(), to: "b".into() }),
             }),
-            ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: "01ABC".into() }),
+            ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: "01ABC".into(), at: None }),
+            ManifestRow::Head(HeadRow { branch: "b".into(), head_commit_id: "01AAA".into(), at: Some(10) }),
+            ManifestRow::HeadMove(HeadMoveRow {
+                operation_id: "01OP".into(),
+                branch: "b".into(),
+                from: Some("01ABC".into()),
+                to: "01AAA".into(),
+                operation: "reset".into(),
+                actor: None,
+                at_us: 43,
+                manifest_version: 10,
+            }),
         ];
         let batch = to_batch(&rows).expect("encode");
         assert_eq!(from_batches(&[batch]).expect("decode"), rows);

@@ -2,7 +2,8 @@
 //!
 //! The manifest is append-only: a publish appends its rows and nothing is
 //! rewritten, so the fold must not depend on scan order. A branch's head is
-//! the head row whose commit has the highest manifest version; a table's
+//! the head row written at the highest manifest version (a reset's row
+//! names an older commit, yet is newer); a table's
 //! registration is the one with the highest `since`; its pointer is the
 //! highest version, unless a tombstone at or above it dropped the table.
 //! [`ManifestState::apply`] folds more rows into a state incrementally, so a
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::rows::{CommitRow, ManifestRow, TableReg, TableVersionRow};
+use super::rows::{CommitRow, HeadMoveRow, ManifestRow, TableReg, TableVersionRow};
 use crate::protocol::{OmniError, Result};
 /// One visible table: its registration plus the newest live version pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -44,6 +45,11 @@ pub struct ManifestState {
     pub tables: BTreeMap<String, TableEntry>,
     /// Graph branch → head commit id, as recorded on this manifest branch.
     pub heads: BTreeMap<String, String>,
+    /// Graph branch → the manifest version its head row was written at
+    /// (absent for rows from before that was recorded).
+    head_at: BTreeMap<String, u64>,
+    /// Head moves by operation id (a head state: those since its restore).
+    moves: HashMap<String, HeadMoveRow>,
     /// Every commit reachable in this manifest branch, by id (a head state:
     /// only the head commits, and those published since it was restored).
     commits: HashMap<String, CommitRow>,
@@ -155,6 +161,7 @@ impl ManifestState {
             tombstones: self.tombstones.clone(),
             latest_versions: self.latest_versions.clone(),
             heads: self.heads.clone(),
+            head_at: self.head_at.clone(),
             head_commits,
             head_schemas,
             original_schema: self.original_schema(),
@@ -176,6 +183,7 @@ impl ManifestState {
             return Err(OmniError::Internal(format!("__manifest checkpoint lacks the head commit {id} of `{branch}`")));
         }
         state.heads = cp.heads;
+        state.head_at = cp.head_at;
         state.restored_schemas = cp.head_schemas.into_iter().collect();
         state.restored_original = cp.original_schema;
         let touched: BTreeSet<String> =
@@ -217,13 +225,22 @@ impl ManifestState {
                     self.commits.insert(c.commit_id.clone(), c);
                 }
                 ManifestRow::Head(h) => heads.push(h),
+                ManifestRow::HeadMove(m) => {
+                    self.moves.insert(m.operation_id.clone(), m);
+                }
             }
         }
-        // Heads after commits: a head row's rank is its commit's version,
-        // which may be in the same rows.
+        // Heads after commits: a head row's rank is the version it was
+        // written at, or (on older rows) its commit's, which may be in the
+        // same rows.
         for h in heads {
-            let rank = |id: &str| self.commits.get(id).map(|c| c.manifest_version);
-            if self.heads.get(&h.branch).is_none_or(|cur| rank(&h.head_commit_id) >= rank(cur)) {
+            let rank = |id: &str, at: Option<u64>| at.or_else(|| self.commits.get(id).map(|c| c.manifest_version));
+            let current = self.heads.get(&h.branch).map(|cur| rank(cur, self.head_at.get(&h.branch).copied()));
+            if current.is_none_or(|cur| rank(&h.head_commit_id, h.at) >= cur) {
+                match h.at {
+                    Some(at) => self.head_at.insert(h.branch.clone(), at),
+                    None => self.head_at.remove(&h.branch),
+                };
                 self.heads.insert(h.branch, h.head_commit_id);
             }
         }
@@ -266,6 +283,17 @@ impl ManifestState {
             }
         }
         Ok(())
+    }
+
+    /// The head move an operation made, if this state holds it (a complete
+    /// state holds every one).
+    pub fn head_move(&self, operation_id: &str) -> Option<&HeadMoveRow> {
+        self.moves.get(operation_id)
+    }
+
+    /// Every head move this state holds.
+    pub fn head_moves(&self) -> impl Iterator<Item = &HeadMoveRow> {
+        self.moves.values()
     }
 
     /// The head commit id of `branch` as recorded here.
@@ -381,6 +409,9 @@ pub struct HeadCheckpoint {
     latest_versions: HashMap<String, u64>,
     /// Graph branch → head commit id.
     heads: BTreeMap<String, String>,
+    /// Graph branch → the version its head row was written at.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    head_at: BTreeMap<String, u64>,
     /// The commits `heads` names.
     head_commits: Vec<CommitRow>,
     /// Per head commit: what its ancestors' newest schema apply made current.
@@ -450,7 +481,7 @@ mod tests {
     }
 
     fn head(id: &str) -> ManifestRow {
-        ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: id.into() })
+        ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: id.into(), at: None })
     }
 
     /// Three appended publishes: genesis, a write, and a schema apply that
@@ -490,6 +521,39 @@ mod tests {
         assert_eq!(backward.head("main"), Some("c3"));
         assert_eq!(visible(&backward), expected);
         assert_eq!(backward.registrations.get("n1").map(|r| r.table_key.as_str()), Some("node:People"));
+    }
+
+    /// A head row written later wins even when it names an older commit (a
+    /// reset), in any scan order, through a checkpoint, and until a newer
+    /// commit's row; the head move is kept by its operation id.
+    #[test]
+    fn a_later_head_row_moves_the_head_back() {
+        let at = |id: &str, v: u64| {
+            ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: id.into(), at: Some(v) })
+        };
+        let moved = ManifestRow::HeadMove(crate::engine::manifest::rows::HeadMoveRow {
+            operation_id: "op".into(),
+            branch: "main".into(),
+            from: Some("c3".into()),
+            to: "c1".into(),
+            operation: "reset".into(),
+            actor: None,
+            at_us: 0,
+            manifest_version: 4,
+        });
+        let mut rows: Vec<ManifestRow> = history().into_iter().flatten().collect();
+        rows.extend([version("n1", 5), at("c1", 4), moved]);
+        for order in [rows.clone(), rows.iter().rev().cloned().collect()] {
+            let state = ManifestState::fold(order).expect("fold");
+            assert_eq!(state.head("main"), Some("c1"));
+            assert_eq!(state.head_move("op").map(|m| m.to.as_str()), Some("c1"));
+            let cp = state.checkpoint().expect("a checkpoint");
+            let restored = ManifestState::restore(cp).expect("restore");
+            assert_eq!(restored.effective_head("main").map(|c| c.commit_id.as_str()), Some("c1"));
+        }
+        rows.extend([commit("c5", Some("c1"), 5), at("c5", 5)]);
+        let state = ManifestState::fold(rows.into_iter().rev()).expect("fold");
+        assert_eq!(state.head("main"), Some("c5"), "a newer commit's row wins again");
     }
 
     #[test]

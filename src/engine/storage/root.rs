@@ -98,6 +98,11 @@ impl Root {
         }
     }
 
+    /// Whether the root is a local directory (not an object store).
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
     /// The object store under this root.
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.store

@@ -179,7 +179,7 @@ pub async fn diagnose(rt: &Runtime, body: &SidecarBody) -> Result<String> {
         }
         Err(e) => return Err(e),
     };
-    if view.state.commits()?.contains_key(&body.lineage.commit_id) {
+    if body.lineage.visible_in(&view.state)? {
         return Ok("RolledForward: its commit is visible; only the cleanup is left".into());
     }
     if view.state.commits()?.contains_key(&body.rollback_commit_id) {
@@ -212,14 +212,14 @@ pub async fn process(
         Err(OmniError::NotFound(_)) if body.branch != "main" => return discard_orphan(rt, store, &body, leases).await,
         Err(e) => return Err(e),
     };
-    if view.state.commits()?.contains_key(&body.lineage.commit_id) {
+    if body.lineage.visible_in(&view.state)? {
         promote_schema(rt, &body).await?;
         return settle(
             rt,
             store,
             &body,
             RecoveryKind::RolledForward,
-            Some(body.lineage.commit_id.clone()),
+            Some(body.lineage.published_commit_id().to_string()),
             forward_outcomes(&body),
         )
         .await;
@@ -302,8 +302,15 @@ async fn roll_forward(
     publish(rt, request, leases).await?;
     promote_schema(rt, body).await?;
     info!(operation_id = %body.operation_id, "rolled forward");
-    settle(rt, store, body, RecoveryKind::RolledForward, Some(body.lineage.commit_id.clone()), forward_outcomes(body))
-        .await
+    settle(
+        rt,
+        store,
+        body,
+        RecoveryKind::RolledForward,
+        Some(body.lineage.published_commit_id().to_string()),
+        forward_outcomes(body),
+    )
+    .await
 }
 
 /// A schema apply whose commit is visible: make its staged schema current

@@ -1,0 +1,159 @@
+//! `branch reset`: a branch's content made equal to another commit's, by
+//! moving its head (a branch other than main) or as a new commit (main, or
+//! `as_commit`), through the embedded handle, HTTP and the CLI.
+
+use omnigraph::{Graph, OmniError, Omnigraph, ResetOptions, WriteOptions};
+use serde_json::{Map, json};
+
+use crate::common::loaded_social_graph;
+use crate::content::{content, content_at};
+
+async fn mutate(g: &Graph, branch: &str, src: &str) -> String {
+    let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+    let out = g.mutate(src, None, Map::new(), &o).await.unwrap_or_else(|e| panic!("{src}: {e}"));
+    out.commit_id.expect("a commit")
+}
+
+/// The commit ids reachable from a branch head, newest first.
+async fn history(g: &Graph, branch: &str) -> Vec<String> {
+    g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect()
+}
+
+const INSERT: &str = r#"query q() { insert Person { name: "Eve", age: 5 } insert Knows { from: "Eve", to: "Alice" } }"#;
+const UPDATE: &str = r#"query q() { update Person set { age: 40, role: "engineer" } where name = "Bob" }"#;
+const DELETE: &str = r#"query q() { delete Person where name = "Carol" }"#;
+
+/// On a branch other than main the head moves: back to an earlier commit
+/// (its content exactly, the later commits gone from its history), forward
+/// again to a commit it left (undoing the reset), and a fresh handle sees
+/// the same head. A dry run writes nothing; a write after a reset is the
+/// child of the new head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_moves_a_branch_head_back_and_forward() {
+    let (_dir, g) = loaded_social_graph().await;
+    let main = content(&g, "main").await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let c1 = mutate(&g, "feature", INSERT).await;
+    let at_c1 = content(&g, "feature").await;
+    mutate(&g, "feature", UPDATE).await;
+    let c3 = mutate(&g, "feature", DELETE).await;
+    let at_c3 = content(&g, "feature").await;
+    let full = history(&g, "feature").await;
+
+    let dry = ResetOptions { dry_run: true, ..ResetOptions::default() };
+    let planned = g.branch_reset("feature", &c1, &dry).await.expect("dry run");
+    assert!(planned.graph_commit_id.is_none() && !planned.tables.is_empty(), "{planned:?}");
+    assert_eq!(history(&g, "feature").await, full, "a dry run writes nothing");
+
+    let r = g.branch_reset("feature", &c1, &ResetOptions::default()).await.expect("reset");
+    assert_eq!(serde_json::to_value(r.mode).expect("mode"), json!("moved_head"));
+    assert_eq!((r.from_commit_id.as_str(), r.graph_commit_id.as_deref()), (c3.as_str(), Some(c1.as_str())));
+    assert_eq!(content(&g, "feature").await, at_c1, "the branch holds c1's content");
+    assert_eq!(history(&g, "feature").await, full[2..].to_vec(), "the later commits left its history");
+    assert_eq!(content(&g, "main").await, main, "main is untouched");
+
+    let r = g.branch_reset("feature", &c3, &ResetOptions::default()).await.expect("forward again");
+    assert_eq!(r.graph_commit_id.as_deref(), Some(c3.as_str()));
+    assert_eq!((content(&g, "feature").await, history(&g, "feature").await), (at_c3.clone(), full.clone()));
+    let same = g.branch_reset("feature", &c3, &ResetOptions::default()).await.expect("no-op");
+    assert_eq!((same.outcome, same.graph_commit_id), ("already_up_to_date", None));
+
+    let loc = g.root().uri().to_string();
+    drop(g);
+    let g = Omnigraph::open(&loc).await.expect("reopen");
+    assert_eq!((content(&g, "feature").await, history(&g, "feature").await), (at_c3, full.clone()));
+    g.branch_reset("feature", &format!("{c3}~2"), &ResetOptions::default()).await.expect("reset by ref");
+    let next = mutate(&g, "feature", r#"query q() { insert Company { name: "Initech" } }"#).await;
+    let now = g.commits("feature", Some(1)).await.expect("commits").remove(0);
+    assert_eq!((now.commit_id, now.parent_commit_id), (next, Some(c1)));
+}
+
+/// On main a reset lands as a new commit whose content equals the target's
+/// (so does `as_commit` on any branch); `if_commit` refuses a moved head
+/// with 412 and writes nothing; a head cannot move to a commit the branch
+/// never held, which `as_commit` makes a commit instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_on_main_is_a_commit_and_if_commit_guards_it() {
+    let (_dir, g) = loaded_social_graph().await;
+    let c1 = mutate(&g, "main", UPDATE).await;
+    let at_c1 = content(&g, "main").await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let c2 = mutate(&g, "main", DELETE).await;
+
+    let guarded = ResetOptions { if_commit: Some(c1.clone()), ..ResetOptions::default() };
+    let err = g.branch_reset("main", &c1, &guarded).await.expect_err("the head moved");
+    assert!(matches!(err, OmniError::PreconditionFailed { .. }), "{err}");
+    assert_eq!(history(&g, "main").await[0], c2, "a refused reset writes nothing");
+
+    let guarded = ResetOptions { if_commit: Some(c2.clone()), ..ResetOptions::default() };
+    let r = g.branch_reset("main", &c1, &guarded).await.expect("reset");
+    assert_eq!(serde_json::to_value(r.mode).expect("mode"), json!("commit"));
+    assert_eq!(content(&g, "main").await, at_c1);
+    let now = g.commits("main", Some(1)).await.expect("commits").remove(0);
+    assert_eq!((Some(now.commit_id), now.parent_commit_id), (r.graph_commit_id, Some(c2.clone())));
+
+    // The branch forked before c2: c2 is not in its history.
+    let err = g.branch_reset("feature", &c2, &ResetOptions::default()).await.expect_err("not its history");
+    assert!(matches!(&err, OmniError::BadRequest(m) if m.contains("as_commit")), "{err}");
+    let as_commit = ResetOptions { as_commit: true, ..ResetOptions::default() };
+    mutate(&g, "feature", INSERT).await;
+    let r = g.branch_reset("feature", &c2, &as_commit).await.expect("as a commit");
+    assert_eq!(serde_json::to_value(r.mode).expect("mode"), json!("commit"));
+    let c2_version = g.commits("main", None).await.expect("commits").into_iter().find(|c| c.commit_id == c2);
+    let expected = content_at(&g, "main", c2_version.map(|c| c.manifest_version)).await;
+    assert_eq!(content(&g, "feature").await, expected);
+    assert_ne!(expected, at_c1, "c2 deleted Carol");
+}
+
+/// Over HTTP and through the CLI: the answer's fields, 412 on a moved head,
+/// 400 on a bad body, 404 on an unknown ref or action.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_over_http_and_the_cli() {
+    use crate::server::{get, post, start};
+    let s = start().await;
+    assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "feature"})).await.0, 200);
+    let (_, commits) = get(&s, "/graphs/g/commits?branch=feature").await;
+    let base = commits["commits"][0]["graph_commit_id"].as_str().expect("commit").to_string();
+    let insert = json!({"query": INSERT, "branch": "feature"});
+    let (st, v) = post(&s, "/graphs/g/mutate", insert).await;
+    assert_eq!(st, 200, "{v}");
+    let head = v["graph_commit_id"].as_str().expect("commit").to_string();
+
+    let (st, v) = post(&s, "/graphs/g/branches/feature/reset", json!({"to": base, "if_commit": base})).await;
+    assert_eq!((st, v["code"].clone()), (412, json!("precondition_failed")), "{v}");
+    let (st, v) = post(&s, "/graphs/g/branches/feature/reset", json!({"to": base, "hard": true})).await;
+    assert_eq!((st, v["code"].clone()), (400, json!("bad_request")), "{v}");
+    let (st, v) = post(&s, "/graphs/g/branches/feature/reset", json!({"to": "nope"})).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = post(&s, "/graphs/g/branches/feature/rebase", json!({"to": base})).await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = post(&s, "/graphs/g/branches/feature/reset", json!({"to": base, "if_commit": head})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (v["mode"].clone(), v["from_commit_id"].clone(), v["graph_commit_id"].clone(), v["outcome"].clone()),
+        (json!("moved_head"), json!(head), json!(base), json!("reset")),
+        "{v}"
+    );
+    assert!(v["operation_id"].is_string() && v["actor_id"].is_string(), "{v}");
+    let read = json!({"query": r#"query q() { match { $p: Person { name: "Eve" } } return { $p.age } }"#, "branch": "feature"});
+    assert_eq!(post(&s, "/graphs/g/query", read).await.1["rows"], json!([]));
+
+    // The CLI on a graph of its own.
+    let (dir, g) = loaded_social_graph().await;
+    let loc = g.root().uri().to_string();
+    let before = mutate(&g, "main", UPDATE).await;
+    mutate(&g, "main", DELETE).await;
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let run = |args: &[&str]| std::process::Command::new(bin).args(args).current_dir(dir.path()).output().expect("run");
+    let out = run(&["branch", "reset", "main", "--to", "main~1", "--dry-run", &loc]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("would reset main"), "{said}");
+    let out = run(&["branch", "reset", "main", "--to", &before, "--json", &loc]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((v["mode"].clone(), v["to_commit_id"].clone()), (json!("commit"), json!(before)), "{v}");
+    let out = run(&["branch", "reset", "main", "--to", &before, "--if-commit", &before, &loc]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "a moved head: {err}");
+}
