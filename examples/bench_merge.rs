@@ -13,6 +13,10 @@
 //! whose branch and main updated different rows (conflict-free), and one
 //! where both updated the same rows, every conflict decided by
 //! `--strategy theirs`; each with its wall time, peak RSS and a check.
+//! Last (`revert`), a load of `OMNIGRAPH_BENCH_REVERT_ROWS` new rows
+//! (default 100,000) as one commit, reverted by `commit revert`, beside the
+//! raw-Lance floor of the same deletes (one delete of those ids in a bare
+//! copy of the table).
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -113,6 +117,7 @@ async fn main() {
     let clean = three_way(&g, "clean", changes, (140, changes..2 * changes, 145), None).await;
     let decided =
         three_way(&g, "decided", changes, (141, 0..changes, 146), Some(omnigraph::MergeStrategy::Theirs)).await;
+    let reverted = revert_load(&g, dir.path(), rows + changes, env_usize("OMNIGRAPH_BENCH_REVERT_ROWS", 100_000)).await;
     println!(
         "{}",
         json!({
@@ -125,6 +130,7 @@ async fn main() {
             "main_rows_after": main_rows, "changed_rows_on_main": moved,
             "correct": main_rows as usize == rows + changes && moved == 2 * changes,
             "three_way": { "conflict_free": clean, "conflicts_decided_by_theirs": decided },
+            "revert": reverted,
         })
     );
 }
@@ -158,5 +164,50 @@ async fn three_way(
     json!({
         "outcome": r.report.outcome, "rows_changed_on_branch": changes, "conflicts_decided": r.report.conflicts_decided,
         "merge_secs": secs, "merge_peak_rss_mib": peak_kib / 1024, "correct": held == changes,
+    })
+}
+
+/// `n` new rows (from `first`, age 150) loaded on main as one commit, then
+/// that commit reverted: the revert's wall time and peak RSS beside the
+/// raw-Lance floor of deleting the same ids from a bare copy of the table,
+/// and whether main holds exactly what it held before the load.
+async fn revert_load(g: &Graph, dir: &std::path::Path, first: usize, n: usize) -> serde_json::Value {
+    let before = table::row_count(&*person(g, "main").await).await.expect("count");
+    let loaded = g
+        .load(person_lines(first..first + n, |_| 150).as_bytes(), LoadMode::Merge, &WriteOptions::default())
+        .await
+        .expect("load");
+    let commit = loaded.commit_id.expect("a commit");
+    let rows = table::scan(&*person(g, "main").await, None).await.expect("main rows");
+    let schema = rows[0].schema();
+    let bare = table::create_table(
+        &dir.join("bare-revert.lance").to_string_lossy(),
+        arrow::compute::concat_batches(&schema, &rows).expect("concat"),
+    )
+    .await
+    .expect("bare");
+    let mut ids = Vec::with_capacity(n);
+    for b in table::scan(&bare, Some("age = 150")).await.expect("loaded rows") {
+        let col = b.column_by_name("id").expect("id");
+        let col = col.as_any().downcast_ref::<arrow::array::StringArray>().expect("string ids");
+        ids.extend(col.iter().flatten().map(str::to_string));
+    }
+    let floor = Instant::now();
+    let staged = table::stage_delete(bare, &ids, "floor").await.expect("stage").expect("rows to delete");
+    table::commit_exact(staged).await.expect("floor");
+    let floor_secs = floor.elapsed().as_secs_f64();
+
+    reset_peak_rss();
+    let started = Instant::now();
+    let r = g.commit_revert(&commit, &omnigraph::RevertOptions::default()).await.expect("revert");
+    let secs = started.elapsed().as_secs_f64();
+    let peak_kib = peak_rss_kib();
+    let after = table::row_count(&*person(g, "main").await).await.expect("count");
+    let left = table::scan(&*person(g, "main").await, Some("age = 150")).await.expect("check");
+    let left: usize = left.iter().map(|b| b.num_rows()).sum();
+    json!({
+        "rows_reverted": n, "deleted_ids": ids.len(), "tables": r.report.tables, "revert_secs": secs,
+        "revert_peak_rss_mib": peak_kib / 1024, "raw_lance_delete_floor_secs": floor_secs,
+        "ratio_to_floor": secs / floor_secs, "correct": after == before && left == 0,
     })
 }

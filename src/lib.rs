@@ -35,6 +35,7 @@ pub use engine::lang::catalog::evolve::{Step as SchemaStep, StepKind as SchemaSt
 pub use engine::loader::LoadMode;
 pub use engine::merge::{Outcome as MergeOutcome, TableReport as MergeTableReport};
 pub use engine::query::QueryResult;
+pub use engine::reflog::ReflogEntry;
 pub use engine::resolution::{Resolution, Resolved as ResolutionOutcome, Take as ResolutionTake};
 pub use engine::storage::StorageOptions;
 pub use engine::storage::durability::Durability;

@@ -407,6 +407,22 @@ enum Command {
         #[command(subcommand)]
         command: CommitCommand,
     },
+    /// Every move of a branch head, newest first: commits, resets, creates
+    /// and deletes (the old head of each, to go back to).
+    #[command(after_help = "Example:\n  omnigraph reflog --branch feature graph.omni")]
+    Reflog {
+        /// Only this branch's moves (a deleted branch's too).
+        #[arg(long)]
+        branch: Option<String>,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Print JSON: {entries: [{branch, old_head, new_head, operation, actor_id, at}]}.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        graph: GraphArg,
+    },
     /// What changed between two refs, entity by entity.
     #[command(after_help = "Example:\n  omnigraph diff main~1 main --stat graph.omni")]
     Diff {
@@ -1253,7 +1269,7 @@ impl Command {
                 command:
                     TagCommand::Create { json, .. } | TagCommand::List { json, .. } | TagCommand::Delete { json, .. },
             } => *json,
-            Command::Diff { json, .. } => *json,
+            Command::Diff { json, .. } | Command::Reflog { json, .. } => *json,
             Command::Changes { command } => command.json(),
             Command::History { entity, .. } | Command::Blame { entity } => entity.json,
             Command::Schema { command } => command.json(),
@@ -1977,6 +1993,27 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
                 }
             };
             if json { print_json(&answer) } else { print_diff(&answer) }
+        }
+        Command::Reflog { branch, limit, json, graph } => {
+            let answer = match graph.remote()? {
+                Some(remote) => {
+                    let mut q = vec![];
+                    q.extend(branch.map(|b| ("branch", b)));
+                    q.extend(limit.map(|l| ("limit", l.to_string())));
+                    remote.get("/reflog", &q).await?
+                }
+                None => wire::reflog_json(&read_only(graph.uri()?).await?.reflog(branch.as_deref(), limit).await?),
+            };
+            if json {
+                return print_json(&answer);
+            }
+            for e in answer["entries"].as_array().into_iter().flatten() {
+                let head = |f: &str| e[f].as_str().unwrap_or("-").to_string();
+                let actor = e["actor_id"].as_str().map(|a| format!(" by {a}")).unwrap_or_default();
+                let (at, branch, op) = (text(e, "at"), text(e, "branch"), text(e, "operation"));
+                outln!("{at} {branch} {} -> {} {op}{actor}", head("old_head"), head("new_head"));
+            }
+            Ok(())
         }
         Command::Commit { command: CommitCommand::Revert { commit, branch, how } } => {
             run_commit_move(&commit, &branch, false, how).await

@@ -104,6 +104,7 @@ fn genesis_rows(tables: &[TableLayout], genesis: &Lineage) -> Vec<ManifestRow> {
         manifest_version: 1,
         branch: "main".into(),
         schema_change: None,
+        operation: Some("init".into()),
     }));
     out.push(ManifestRow::Head(HeadRow {
         branch: "main".into(),

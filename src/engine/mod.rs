@@ -25,6 +25,7 @@ pub mod merge;
 pub mod mutation;
 pub mod mutation_group;
 pub mod query;
+pub mod reflog;
 pub mod retention;
 pub mod schema_effects;
 pub mod schema_store;

@@ -122,6 +122,7 @@ mod tests {
             manifest_version: 1,
             branch: "main".into(),
             schema_change: None,
+            operation: None,
         }
     }
 

@@ -59,6 +59,8 @@ pub struct CommitInfo {
     pub created_at_us: i64,
     /// `__manifest` version it produced.
     pub manifest_version: u64,
+    /// The writer that made it (`None` on commits from before it was recorded).
+    pub operation: Option<String>,
     /// Graph branch it was made on.
     pub branch: String,
 }
@@ -77,6 +79,7 @@ impl From<&CommitRow> for CommitInfo {
             created_at_us: c.created_at_us,
             manifest_version: c.manifest_version,
             branch: c.branch.clone(),
+            operation: c.operation.clone(),
         }
     }
 }

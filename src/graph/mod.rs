@@ -16,6 +16,7 @@ mod maintenance;
 pub mod memory;
 mod reads;
 mod recovery;
+mod reflog;
 mod refs;
 mod schema;
 mod undo;

@@ -121,6 +121,7 @@ pub fn commit_json(c: &CommitInfo) -> Value {
         "actor_id": c.actor, "actor": c.actor,
         "created_at": c.created_at_us, "created_at_iso": c.created_at,
         "graph_manifest_version": c.manifest_version, "manifest_version": c.manifest_version,
+        "operation": c.operation,
     })
 }
 
@@ -253,6 +254,20 @@ pub fn cherry_pick_json(r: &crate::graph::RevertResult, actor: Option<&str>) -> 
     out["onto"] = json!(r.report.target);
     out["parent_commit_id"] = json!(r.report.base_commit_id);
     out
+}
+
+/// The reflog's answer: `{entries: [{branch, old_head, new_head, operation, actor_id, at}]}`.
+pub fn reflog_json(entries: &[crate::engine::reflog::ReflogEntry]) -> Value {
+    let entries: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            json!({
+                "branch": e.branch, "old_head": e.old_head, "new_head": e.new_head, "operation": e.operation,
+                "actor_id": e.actor_id, "at": e.at(),
+            })
+        })
+        .collect();
+    json!({ "entries": entries })
 }
 
 /// A reset's answer: the report's fields and the actor.

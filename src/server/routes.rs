@@ -134,6 +134,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/indexes/ensure", post(ensure_indices))
         .route("/graphs/{id}/indexes", get(index_status))
         .route("/graphs/{id}/commits", get(commits))
+        .route("/graphs/{id}/reflog", get(reflog))
         .route("/graphs/{id}/commits/{commit}", get(commit))
         .route("/graphs/{id}/commits/{commit}/changes", get(commit_changes))
         .route("/graphs/{id}/commits/{commit}/revert", post(commit_revert))
@@ -853,6 +854,18 @@ async fn commits(
     s.actor(&headers)?;
     let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), q.limit).await?;
     Ok(axum::Json(json!({ "commits": list.iter().map(wire::commit_json).collect::<Vec<_>>() })))
+}
+
+/// `GET /graphs/{id}/reflog?branch=&limit=`.
+async fn reflog(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
+    s.actor(&headers)?;
+    let entries = s.graph(&id)?.reflog(q.branch.as_deref(), q.limit).await?;
+    Ok(axum::Json(wire::reflog_json(&entries)))
 }
 
 async fn commit(

@@ -3,7 +3,10 @@
 //! drawn strategy or resolution decides) and optimizes (clean or
 //! failing at a saga boundary), kills of idle actors and of a table or branch actor while
 //! its commit or publish is in flight, writes that fail at a random saga
-//! boundary or after the k-th Lance write (a storage cut), and reopens, with
+//! boundary or after the k-th Lance write (a storage cut), undo (a revert
+//! of a branch's head commit, a reset to its parent, a cherry-pick of it
+//! onto a branch equal to its parent; clean or failing at a saga boundary,
+//! each proved by an empty diff), and reopens, with
 //! every invariant checked after each step against a model of what must be
 //! visible. Most writes touch two tables (a Person and a Company), so a
 //! partial write would show as one without the other.
@@ -249,7 +252,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
         let branches: Vec<String> = model.branches.keys().cloned().collect();
         let branch = rng.pick(&branches).clone();
         let name = format!("s{seed}n{step}");
-        let line = match rng.below(15) {
+        let line = match rng.below(16) {
             0..=3 => {
                 insert(&g, &branch, &name).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: insert: {e}"));
                 model.branches.entry(branch.clone()).or_default().extend(written(&name));
@@ -446,6 +449,13 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
                 format!("optimize {branch}{at} ({how})")
             }
+            14 => {
+                let childless = !model.parents.values().any(|p| *p == branch);
+                match undo(&g, &branch, childless, (&mut rng, step), &base, &mut model).await {
+                    Some(line) => line,
+                    None => continue,
+                }
+            }
             _ => {
                 shut_down(g).await;
                 g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: reopen: {e}"));
@@ -457,6 +467,94 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
     }
     shut_down(g).await;
     log
+}
+
+/// Undo `branch`'s head commit one of three ways, clean or failing at a
+/// drawn merge boundary (the undo writers land through the merge's
+/// pipeline), and prove the round trip with the diff engine: a revert or a
+/// reset leaves no difference from the head's parent; a cherry-pick of the
+/// head onto a branch reset to its parent leaves none from the head. A
+/// failed undo that recovery rolled back leaves the branch as it was.
+/// `None` when the head is no plain commit (the first, or a merge). A head
+/// move is drawn only on a branch without children (their merge bases are
+/// commits the move may leave); on one that has them, a reset lands as a
+/// commit.
+async fn undo(
+    g: &Graph,
+    branch: &str,
+    childless: bool,
+    (rng, step): (&mut Rng, usize),
+    base: &BTreeSet<String>,
+    model: &mut Model,
+) -> Option<String> {
+    let head = g.commits(branch, Some(1)).await.expect("commits").remove(0);
+    let parent = head.parent_commit_id.clone().filter(|_| head.merged_parent_commit_id.is_none())?;
+    let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+    let point = fail_at.map(|(b, _)| format!("merge.{b}"));
+    let how = ["revert", "reset", "cherry-pick"][rng.below(3)];
+    let ctx = format!("step {step}: {how} of {} on {branch}", head.commit_id);
+    let before = entities(g, branch).await;
+    // The cherry-pick's own branch, equal to the head's parent (a head move).
+    let scratch = format!("pick{step}");
+    if how == "cherry-pick" {
+        g.branch_create(&scratch, branch).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        let to_parent = omnigraph::ResetOptions::default();
+        g.branch_reset(&scratch, &parent, &to_parent).await.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    }
+    if let Some(p) = &point {
+        fail::cfg(p, "1*return").expect("cfg");
+    }
+    let as_commit = branch == "main" || !childless;
+    let out = match how {
+        "revert" => {
+            let opts = omnigraph::RevertOptions { branch: Some(branch.into()), ..Default::default() };
+            g.commit_revert(&head.commit_id, &opts).await.map(drop)
+        }
+        "reset" => {
+            let opts = omnigraph::ResetOptions { as_commit, ..Default::default() };
+            g.branch_reset(branch, &parent, &opts).await.map(drop)
+        }
+        _ => {
+            let opts = omnigraph::RevertOptions { branch: Some(scratch.clone()), ..Default::default() };
+            g.commit_cherry_pick(&head.commit_id, &opts).await.map(drop)
+        }
+    };
+    if let Some(p) = &point {
+        fail::remove(p);
+        g.recover().await.unwrap_or_else(|e| panic!("{ctx}: recovery: {e}"));
+    }
+    let visible = match (&out, fail_at) {
+        (Ok(()), _) => true,
+        (Err(_), Some((_, visible))) => visible,
+        (Err(e), None) => panic!("{ctx}: {e}"),
+    };
+    let empty = |d: omnigraph::DiffStats| d.stats.is_empty();
+    let none = omnigraph::DiffFilter::default();
+    if how == "cherry-pick" {
+        if visible {
+            let d = g.diff_stats(&head.commit_id, &scratch, &none).await.expect("diff");
+            assert!(empty(d.clone()), "{ctx}: the picked branch differs from the commit: {:?}", d.stats);
+        }
+        g.branch_delete(&scratch).await.unwrap_or_else(|e| panic!("{ctx}: delete: {e}"));
+    } else if visible {
+        let d = g.diff_stats(&parent, branch, &none).await.expect("diff");
+        assert!(empty(d.clone()), "{ctx}: the branch differs from the head's parent: {:?}", d.stats);
+        let now: BTreeSet<String> = entities(g, branch).await.difference(base).cloned().collect();
+        // A head moved back to a commit its parent branch holds already:
+        // the next merge into the parent finds it as the base.
+        if how == "reset" && !as_commit {
+            let up = &model.parents[branch];
+            if g.commits(up, None).await.expect("commits").iter().any(|c| c.commit_id == parent) {
+                model.bases.insert(branch.to_string(), now.clone());
+            }
+        }
+        model.branches.insert(branch.to_string(), now);
+    } else {
+        assert_eq!(entities(g, branch).await, before, "{ctx}: rolled back, yet the branch changed");
+    }
+    let mode = if how == "reset" && !as_commit { " (head move)" } else { "" };
+    let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
+    Some(format!("undo: {how}{mode} of {branch}'s head{at} (visible: {visible})"))
 }
 
 /// Wait until a killed actor has stopped (observed, not slept on).
@@ -490,6 +588,8 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "merge ",
             "with a conflict",
             "optimize ",
+            "undo: ",
+            "head move",
             "reopen",
         ];
         let mix: Vec<String> =

@@ -39,7 +39,6 @@ mod publisher;
 mod queries;
 mod reference_cli;
 mod refs;
-mod reset;
 mod revert;
 #[path = "../support/s3.rs"]
 mod s3;
@@ -50,4 +49,5 @@ mod server;
 mod source_rules;
 mod strace;
 mod traversals;
+mod undo;
 mod writes;

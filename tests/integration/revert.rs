@@ -204,3 +204,141 @@ async fn a_cherry_pick_applies_one_commits_changes_onto_another_branch() {
         (json!(true), json!([]), json!(commit))
     );
 }
+
+/// The commit undone (`revert`) or picked (`cherry-pick`), the later
+/// changes it meets on the branch, and the conflict kind that follows.
+struct KindCase {
+    kind: &'static str,
+    commit: &'static str,
+    later: &'static [&'static str],
+}
+
+/// A revert meets each conflict kind: with a later change of the same
+/// property or entity (divergent update, delete vs update), with a later
+/// insert of an entity it would bring back (divergent insert), and in the
+/// result's validation (an edge left without its endpoint, a duplicate
+/// unique value, a second edge where the cardinality allows one).
+const REVERT_KINDS: [KindCase; 6] = [
+    KindCase {
+        kind: "divergent_update",
+        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
+        later: &[r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
+    },
+    KindCase {
+        kind: "delete_vs_update",
+        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
+        later: &[r#"query q() { delete Person where name = "Bob" }"#],
+    },
+    KindCase {
+        kind: "divergent_insert",
+        commit: r#"query q() { delete Person where name = "Carol" }"#,
+        later: &[r#"query q() { insert Person { name: "Carol", age: 50 } }"#],
+    },
+    KindCase {
+        kind: "orphan_edge",
+        commit: r#"query q() { insert Person { name: "Eve", age: 5 } }"#,
+        later: &[r#"query q() { insert Knows { from: "Eve", to: "Alice" } }"#],
+    },
+    KindCase {
+        kind: "unique_violation",
+        commit: r#"query q() { update Person set { email: "bob2@example.com" } where name = "Bob" }"#,
+        later: &[r#"query q() { update Person set { email: "bob@example.com" } where name = "Alice" }"#],
+    },
+    KindCase {
+        kind: "cardinality_violation",
+        commit: r#"query q() { delete WorksAt where title = "Staff Engineer" }"#,
+        later: &[r#"query q() { insert Company { name: "Initech" } insert WorksAt { from: "Alice", to: "Initech" } }"#],
+    },
+];
+
+/// A cherry-pick meets the same kinds: the picked commit's change against
+/// the branch's own since their common parent.
+const PICK_KINDS: [KindCase; 6] = [
+    KindCase {
+        kind: "divergent_update",
+        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
+        later: &[r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
+    },
+    KindCase {
+        kind: "delete_vs_update",
+        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
+        later: &[r#"query q() { delete Person where name = "Bob" }"#],
+    },
+    KindCase {
+        kind: "divergent_insert",
+        commit: r#"query q() { insert Person { name: "Eve", age: 5 } }"#,
+        later: &[r#"query q() { insert Person { name: "Eve", age: 6 } }"#],
+    },
+    KindCase {
+        kind: "orphan_edge",
+        commit: r#"query q() { insert Knows { from: "Carol", to: "Alice" } }"#,
+        later: &[r#"query q() { delete Person where name = "Carol" }"#],
+    },
+    KindCase {
+        kind: "unique_violation",
+        commit: r#"query q() { update Person set { email: "x@example.com" } where name = "Bob" }"#,
+        later: &[r#"query q() { update Person set { email: "x@example.com" } where name = "Alice" }"#],
+    },
+    KindCase {
+        kind: "cardinality_violation",
+        commit: r#"query q() { insert WorksAt { from: "Bob", to: "Acme" } }"#,
+        later: &[r#"query q() { insert Company { name: "Initech" } insert WorksAt { from: "Bob", to: "Initech" } }"#],
+    },
+];
+
+/// Every conflict kind, for a revert and for a cherry-pick, over HTTP (409
+/// `conflict` naming the kind; the branch's head unmoved and no sidecar
+/// left) and through the CLI (a dry run lists it and exits 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revert_and_cherry_pick_conflicts_of_every_kind() {
+    use crate::server::{get, post, start};
+    let s = start().await;
+    let mutate = |branch: String, q: &'static str| {
+        let s = &s;
+        async move {
+            let (st, v) = post(s, "/graphs/g/mutate", json!({"query": q, "branch": branch})).await;
+            assert_eq!(st, 200, "{q}: {v}");
+            v["graph_commit_id"].as_str().expect("commit").to_string()
+        }
+    };
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    for (pick, cases) in [(false, &REVERT_KINDS), (true, &PICK_KINDS)] {
+        for (i, case) in cases.iter().enumerate() {
+            let branch = format!("{}{i}", if pick { "pick" } else { "revert" });
+            let ctx = format!("{branch}: {}", case.kind);
+            assert_eq!(post(&s, "/graphs/g/branches", json!({"name": branch})).await.0, 200, "{ctx}");
+            // A cherry-pick's commit is made on a branch of its own from the same parent.
+            let home = if pick { format!("{branch}-src") } else { branch.clone() };
+            if pick {
+                assert_eq!(post(&s, "/graphs/g/branches", json!({"name": home})).await.0, 200, "{ctx}");
+            }
+            let commit = mutate(home.clone(), case.commit).await;
+            let mut head = commit.clone();
+            for q in case.later {
+                head = mutate(branch.clone(), q).await;
+            }
+            let (route, body) = match pick {
+                true => ("cherry-pick", json!({"onto": branch})),
+                false => ("revert", json!({"branch": branch})),
+            };
+            let (st, v) = post(&s, &format!("/graphs/g/commits/{commit}/{route}"), body).await;
+            assert_eq!((st, v["code"].clone()), (409, json!("conflict")), "{ctx}: {v}");
+            let kinds: Vec<&str> =
+                v["merge_conflicts"].as_array().into_iter().flatten().filter_map(|c| c["kind"].as_str()).collect();
+            assert!(kinds.contains(&case.kind), "{ctx}: {kinds:?}");
+            let (_, commits) = get(&s, &format!("/graphs/g/commits?branch={branch}&limit=1")).await;
+            assert_eq!(commits["commits"][0]["graph_commit_id"], json!(head), "{ctx}: a refused write moved the head");
+            let (_, recovery) = get(&s, "/graphs/g/recovery").await;
+            assert_eq!(recovery["pending"], json!([]), "{ctx}: a refused write left a sidecar");
+
+            let flag = if pick { "--onto" } else { "--branch" };
+            let sub = if pick { "cherry-pick" } else { "revert" };
+            let (code, err) = cli(&["commit", sub, "--dry-run", flag, &branch, &commit, &s.loc]);
+            assert_eq!(code, Some(1), "{ctx}: {err}");
+            assert!(err.contains(&format!("{}:", case.kind)), "{ctx}: {err}");
+        }
+    }
+}

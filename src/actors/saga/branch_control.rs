@@ -20,6 +20,7 @@ use crate::actors::saga::recovery::resolve::{self, Mode};
 use crate::actors::saga::recovery::sweep::{Scope, sweep};
 use crate::engine::branch_name::{self, MAIN};
 use crate::engine::manifest::{self, ManifestView};
+use crate::engine::reflog::{self, ReflogEntry};
 use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::table;
 use crate::named_failpoint;
@@ -185,6 +186,8 @@ impl<'a> ControlOp for Create<'a> {
         let view = rt.create_branch_ref(name, plan, leases.require(&ChildKey::Branch(name.to_string()))?).await?;
         named_failpoint!("branch_create.after_ref");
         info!(version = source.version, "branch created");
+        let head = view.state.effective_head(name).map(|c| c.commit_id.clone());
+        log_move(rt, name, None, head, "create").await;
         let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
         Ok(info_of(name, native.as_ref(), &view))
     }
@@ -243,6 +246,7 @@ impl<'a> ControlOp for Delete<'a> {
         rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?)
             .await?;
         named_failpoint!("branch_delete.after_ref");
+        log_move(rt, name, view.state.effective_head(name).map(|c| c.commit_id.clone()), None, "delete").await;
         let mut forks_reclaimed = Vec::new();
         for uri in &uris {
             match rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await {
@@ -263,6 +267,22 @@ impl<'a> ControlOp for Delete<'a> {
         rt.retire_branch(name).await;
         info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
         Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
+    }
+}
+
+/// Record a create or a delete in the reflog. The branch has moved already,
+/// so a failure to record is logged, not the operation's.
+async fn log_move(rt: &Runtime, branch: &str, old_head: Option<String>, new_head: Option<String>, operation: &str) {
+    let entry = ReflogEntry {
+        branch: branch.to_string(),
+        old_head,
+        new_head,
+        operation: operation.to_string(),
+        actor_id: None,
+        at_us: chrono::Utc::now().timestamp_micros(),
+    };
+    if let Err(e) = reflog::record(rt.root(), &entry).await {
+        warn!(branch, operation, error = %e, "could not record the branch move in the reflog");
     }
 }
 

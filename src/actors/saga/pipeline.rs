@@ -56,7 +56,10 @@ pub struct Attempt<'a> {
 
 impl<'a> Attempt<'a> {
     /// A new attempt of a `kind` write on `branch`, committing as `lineage`.
-    pub fn new(rt: &'a Runtime, kind: WriterKind, branch: &'a str, lineage: Lineage) -> Self {
+    /// The commit records the writer `kind` unless the lineage names its own
+    /// operation (a revert lands as a merge).
+    pub fn new(rt: &'a Runtime, kind: WriterKind, branch: &'a str, mut lineage: Lineage) -> Self {
+        lineage.operation.get_or_insert_with(|| super::failpoints::writer_prefix(kind).to_string());
         Attempt { rt, store: SidecarStore::new(rt.root().clone()), kind, branch, lineage, schema: None, decision: None }
     }
 

@@ -69,8 +69,8 @@ pub async fn run(rt: &Runtime, req: &RevertRequest) -> Result<MergeReport> {
             if req.direction == Direction::Revert { "a revert" } else { "a cherry-pick" }
         )));
     }
-    let lineage = Lineage::mint(m.actor.clone());
     let kind = if req.direction == Direction::Revert { "revert" } else { "cherry_pick" };
+    let lineage = Lineage { operation: Some(kind.to_string()), ..Lineage::mint(m.actor.clone()) };
     let span =
         info_span!("saga", operation_id = %lineage.commit_id, kind, commit = %req.commit.commit_id, branch = %m.target);
     attempt(rt, req, lineage).instrument(span).await

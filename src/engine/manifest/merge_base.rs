@@ -77,6 +77,7 @@ mod tests {
                     manifest_version: *v,
                     branch: "main".into(),
                     schema_change: None,
+                    operation: None,
                 };
                 (id.to_string(), row)
             })

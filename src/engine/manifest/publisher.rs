@@ -117,6 +117,9 @@ pub struct Lineage {
     /// `commit_id`, which then names the operation, not a commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_to: Option<CommitRow>,
+    /// The writer recorded on the commit rows (see [`CommitRow::operation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
 }
 
 impl Lineage {
@@ -136,6 +139,7 @@ impl Lineage {
             manifest_version,
             branch: branch.to_string(),
             schema_change: self.schema.as_ref().map(|s| s.change.clone()),
+            operation: self.operation.clone(),
         }];
         let mut parent = &self.commit_id;
         for m in &self.group {
@@ -148,6 +152,7 @@ impl Lineage {
                 manifest_version,
                 branch: branch.to_string(),
                 schema_change: None,
+                operation: self.operation.clone(),
             });
             parent = &m.commit_id;
         }
@@ -190,6 +195,7 @@ impl Lineage {
             schema: None,
             group: vec![],
             reset_to: None,
+            operation: None,
         }
     }
 

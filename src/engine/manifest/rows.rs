@@ -87,6 +87,10 @@ pub struct CommitRow {
     /// Set on a schema apply's commit: the schema it replaced and the one it
     /// made current (readers at older commits use the older catalog).
     pub schema_change: Option<SchemaChange>,
+    /// The writer that made it (`mutation`, `load`, `merge`, `revert`,
+    /// `cherry_pick`, `reset`, `schema_apply`, `optimize`, `ensure_indices`,
+    /// `recovery`); `None` on commits from before it was recorded.
+    pub operation: Option<String>,
 }
 
 /// The accepted-schema identities a schema apply's commit moved between.
@@ -166,6 +170,8 @@ struct CommitMeta {
     created_at_us: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     schema_change: Option<SchemaChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    operation: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -256,6 +262,7 @@ impl ManifestRow {
                     actor: c.actor.clone(),
                     created_at_us: c.created_at_us,
                     schema_change: c.schema_change.clone(),
+                    operation: c.operation.clone(),
                 })
                 .ok(),
                 table_version: Some(c.manifest_version),
@@ -415,6 +422,7 @@ impl<'a> BatchView<'a> {
                     manifest_version: version()?,
                     branch: self.required(i, "table_branch", opt_str(self.table_branch, i))?,
                     schema_change: meta.schema_change,
+                    operation: meta.operation,
                 })
             }
             "graph_head" => ManifestRow::Head(HeadRow {
@@ -471,6 +479,7 @@ mod tests {
                 manifest_version: 9,
                 branch: "main".into(),
                 schema_change: Some(SchemaChange { from: "a".into(), to: "b".into() }),
+                operation: Some("schema_apply".into()),
             }),
             ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: "01ABC".into(), at: None }),
             ManifestRow::Head(HeadRow { branch: "b".into(), head_commit_id: "01AAA".into(), at: Some(10) }),

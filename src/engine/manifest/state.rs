@@ -477,6 +477,7 @@ mod tests {
             manifest_version,
             branch: "main".into(),
             schema_change: None,
+            operation: None,
         })
     }
 

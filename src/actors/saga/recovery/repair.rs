@@ -91,7 +91,7 @@ pub async fn repair(rt: &Runtime, confirm: bool, force: bool) -> Result<RepairRe
             branch_id: view.branch_id.clone(),
             head: view.state.head("main").map(str::to_string),
         },
-        lineage: Lineage::mint(Some(REPAIR_ACTOR.into())),
+        lineage: Lineage { operation: Some("repair".into()), ..Lineage::mint(Some(REPAIR_ACTOR.into())) },
     };
     let gate = crate::actors::child_key::ChildKey::Branch("main".into()).gate_name();
     let lease = leases.on(&gate).ok_or_else(|| OmniError::Internal("repair holds no branch lease".into()))?;

@@ -170,6 +170,7 @@ impl<'a> Restored<'a> {
         let lineage = Lineage {
             commit_id: body.rollback_commit_id.clone(),
             actor: Some(RECOVERY_ACTOR.into()),
+            operation: Some("recovery".into()),
             ..Lineage::mint(None)
         };
         let request = PublishRequest {

@@ -1,6 +1,7 @@
-//! `branch reset`: a branch's content made equal to another commit's, by
-//! moving its head (a branch other than main) or as a new commit (main, or
-//! `as_commit`), through the embedded handle, HTTP and the CLI.
+//! Undo: `branch reset` (a branch's content made equal to another
+//! commit's, by moving its head on a branch other than main, or as a new
+//! commit on main or with `as_commit`) and the reflog, through the embedded
+//! handle, HTTP and the CLI.
 
 use omnigraph::{Graph, OmniError, Omnigraph, ResetOptions, WriteOptions};
 use serde_json::{Map, json};
@@ -156,4 +157,67 @@ async fn reset_over_http_and_the_cli() {
     let out = run(&["branch", "reset", "main", "--to", &before, "--if-commit", &before, &loc]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "a moved head: {err}");
+}
+
+/// The reflog lists every move of a head, newest first, with the old head
+/// to go back to: commits (by writer), a reset's head move, and a branch's
+/// creation and deletion (which outlive it); `limit` keeps the newest, an
+/// unknown branch is 404, and HTTP and the CLI answer the same fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reflog_records_every_move_of_a_head() {
+    let (dir, g) = loaded_social_graph().await;
+    let fork = history(&g, "main").await[0].clone();
+    g.branch_create("feature", "main").await.expect("branch");
+    let c1 = mutate(&g, "feature", INSERT).await;
+    let c2 = mutate(&g, "feature", UPDATE).await;
+    g.branch_reset("feature", &c1, &ResetOptions::default()).await.expect("reset");
+    let moves = |log: &[omnigraph::ReflogEntry]| -> Vec<(String, Option<String>, Option<String>)> {
+        log.iter().map(|e| (e.operation.clone(), e.old_head.clone(), e.new_head.clone())).collect()
+    };
+    let s = |v: &str| Some(v.to_string());
+    let log = g.reflog(Some("feature"), None).await.expect("reflog");
+    assert_eq!(
+        moves(&log),
+        vec![
+            ("reset".into(), s(&c2), s(&c1)),
+            ("mutation".into(), s(&c1), s(&c2)),
+            ("mutation".into(), s(&fork), s(&c1)),
+            ("create".into(), None, s(&fork)),
+        ]
+    );
+    assert!(log.iter().all(|e| e.branch == "feature"), "{log:?}");
+    let newest = g.reflog(Some("feature"), Some(1)).await.expect("limit");
+    assert_eq!(moves(&newest), moves(&log[..1]));
+
+    g.branch_delete("feature").await.expect("delete");
+    let log = g.reflog(Some("feature"), None).await.expect("a deleted branch's reflog");
+    assert_eq!(moves(&log), vec![("delete".into(), s(&c1), None), ("create".into(), None, s(&fork))]);
+    let all = g.reflog(None, None).await.expect("every branch");
+    let main: Vec<&str> = all.iter().filter(|e| e.branch == "main").map(|e| e.operation.as_str()).collect();
+    assert_eq!(main, vec!["load", "init"], "{all:?}");
+    let err = g.reflog(Some("nope"), None).await.expect_err("unknown");
+    assert!(matches!(err, OmniError::NotFound(_)), "{err}");
+
+    let loc = g.root().uri().to_string();
+    drop(g);
+    let bin = env!("CARGO_BIN_EXE_omnigraph");
+    let out = std::process::Command::new(bin)
+        .args(["reflog", "--branch", "feature", "--json", &loc])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["entries"][0]["operation"], json!("delete"), "{v}");
+    assert_eq!(v["entries"][0]["old_head"], json!(c1), "{v}");
+    assert!(v["entries"][0]["at"].as_str().is_some_and(|t| t.contains('T')), "{v}");
+
+    use crate::server::{get, start};
+    let s = start().await;
+    let (st, v) = get(&s, "/graphs/g/reflog?branch=main&limit=1").await;
+    assert_eq!(st, 200, "{v}");
+    let e = &v["entries"][0];
+    assert_eq!((e["branch"].clone(), e["new_head"].is_string()), (json!("main"), true), "{v}");
+    assert!(e.as_object().is_some_and(|o| o.contains_key("actor_id") && o.contains_key("old_head")), "{v}");
+    assert_eq!(get(&s, "/graphs/g/reflog?branch=nope").await.0, 404);
 }

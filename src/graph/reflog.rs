@@ -1,0 +1,37 @@
+//! The reflog through the embedded handle (see `docs/undo.md`, "Reflog").
+
+use super::Graph;
+use crate::engine::branch_name::MAIN;
+use crate::engine::manifest;
+use crate::engine::reflog::{self, ReflogEntry};
+use crate::engine::storage::table;
+use crate::protocol::{OmniError, Result};
+
+impl Graph {
+    /// Every move of a branch head (of `branch`, or of every branch),
+    /// newest first, at most `limit`: its commits, resets, creation and
+    /// deletion. A branch with no move recorded is `NotFound`.
+    pub async fn reflog(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<ReflogEntry>> {
+        let mut names = vec![MAIN.to_string()];
+        names.extend(table::list_branches(&manifest::uri(self.root())).await?.into_keys());
+        let mut entries = Vec::new();
+        for name in names.iter().filter(|n| branch.is_none_or(|b| b == n.as_str())) {
+            match self.rt.history_view(name).await {
+                Ok(view) => entries.extend(reflog::recorded(name, &view.state)?),
+                // Deleted between the listing and the read.
+                Err(OmniError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        let control = reflog::control_moves(self.root()).await?;
+        entries.extend(control.into_iter().filter(|e| branch.is_none_or(|b| b == e.branch)));
+        if let Some(b) = branch
+            && entries.is_empty()
+        {
+            return Err(OmniError::NotFound(format!("branch `{b}` (no move of it is recorded)")));
+        }
+        let mut out = reflog::newest_first(entries);
+        out.truncate(limit.unwrap_or(usize::MAX));
+        Ok(out)
+    }
+}
