@@ -105,6 +105,7 @@ fn genesis_rows(tables: &[TableLayout], genesis: &Lineage) -> Vec<ManifestRow> {
         branch: "main".into(),
         schema_change: None,
         operation: Some("init".into()),
+        source_commit_id: None,
     }));
     out.push(ManifestRow::Head(HeadRow {
         branch: "main".into(),

@@ -123,6 +123,7 @@ mod tests {
             branch: "main".into(),
             schema_change: None,
             operation: None,
+            source_commit_id: None,
         }
     }
 

@@ -61,6 +61,9 @@ pub struct CommitInfo {
     pub manifest_version: u64,
     /// The writer that made it (`None` on commits from before it was recorded).
     pub operation: Option<String>,
+    /// The commit a revert undid, a cherry-pick applied or a reset took the
+    /// content of.
+    pub source_commit_id: Option<String>,
     /// Graph branch it was made on.
     pub branch: String,
 }
@@ -80,6 +83,7 @@ impl From<&CommitRow> for CommitInfo {
             manifest_version: c.manifest_version,
             branch: c.branch.clone(),
             operation: c.operation.clone(),
+            source_commit_id: c.source_commit_id.clone(),
         }
     }
 }

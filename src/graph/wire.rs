@@ -121,7 +121,7 @@ pub fn commit_json(c: &CommitInfo) -> Value {
         "actor_id": c.actor, "actor": c.actor,
         "created_at": c.created_at_us, "created_at_iso": c.created_at,
         "graph_manifest_version": c.manifest_version, "manifest_version": c.manifest_version,
-        "operation": c.operation,
+        "operation": c.operation, "source_commit_id": c.source_commit_id,
     })
 }
 

@@ -45,6 +45,10 @@ async fn a_revert_undoes_one_commit_as_one_new_commit() {
             (now.parent_commit_id.as_deref(), now.merged_parent_commit_id.as_deref()),
             (Some(commit.as_str()), None)
         );
+        assert_eq!(
+            (now.operation.as_deref(), now.source_commit_id.as_deref()),
+            (Some("revert"), Some(commit.as_str()))
+        );
         assert_eq!(r.commit_id, commit);
     }
 }
@@ -167,6 +171,10 @@ async fn a_cherry_pick_applies_one_commits_changes_onto_another_branch() {
     assert_eq!(
         (Some(&now.commit_id), now.merged_parent_commit_id.as_deref()),
         (r.report.graph_commit_id.as_ref(), None)
+    );
+    assert_eq!(
+        (now.operation.as_deref(), now.source_commit_id.as_deref()),
+        (Some("cherry_pick"), Some(commit.as_str()))
     );
 
     mutate(&g, "y", r#"query q() { update Person set { age: 50 } where name = "Bob" }"#).await;

@@ -91,6 +91,7 @@ async fn a_reset_on_main_is_a_commit_and_if_commit_guards_it() {
     assert_eq!(serde_json::to_value(r.mode).expect("mode"), json!("commit"));
     assert_eq!(content(&g, "main").await, at_c1);
     let now = g.commits("main", Some(1)).await.expect("commits").remove(0);
+    assert_eq!((now.operation.as_deref(), now.source_commit_id.as_deref()), (Some("reset"), Some(c1.as_str())));
     assert_eq!((Some(now.commit_id), now.parent_commit_id), (r.graph_commit_id, Some(c2.clone())));
 
     // The branch forked before c2: c2 is not in its history.

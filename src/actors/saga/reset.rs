@@ -88,7 +88,11 @@ pub struct ResetReport {
 /// Reset `req.branch` to `req.to`.
 pub async fn run(rt: &Runtime, req: &ResetRequest) -> Result<ResetReport> {
     let mode = if req.as_commit || req.branch == MAIN { ResetMode::Commit } else { ResetMode::MovedHead };
-    let mut lineage = Lineage { operation: Some("reset".into()), ..Lineage::mint(req.actor.clone()) };
+    let mut lineage = Lineage {
+        operation: Some("reset".into()),
+        source_commit_id: Some(req.to.commit_id.clone()),
+        ..Lineage::mint(req.actor.clone())
+    };
     if mode == ResetMode::MovedHead {
         lineage.reset_to = Some(req.to.clone());
     }

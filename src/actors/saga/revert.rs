@@ -70,7 +70,11 @@ pub async fn run(rt: &Runtime, req: &RevertRequest) -> Result<MergeReport> {
         )));
     }
     let kind = if req.direction == Direction::Revert { "revert" } else { "cherry_pick" };
-    let lineage = Lineage { operation: Some(kind.to_string()), ..Lineage::mint(m.actor.clone()) };
+    let lineage = Lineage {
+        operation: Some(kind.to_string()),
+        source_commit_id: Some(req.commit.commit_id.clone()),
+        ..Lineage::mint(m.actor.clone())
+    };
     let span =
         info_span!("saga", operation_id = %lineage.commit_id, kind, commit = %req.commit.commit_id, branch = %m.target);
     attempt(rt, req, lineage).instrument(span).await

@@ -120,6 +120,9 @@ pub struct Lineage {
     /// The writer recorded on the commit rows (see [`CommitRow::operation`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation: Option<String>,
+    /// Recorded on the commit row (see [`CommitRow::source_commit_id`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_commit_id: Option<String>,
 }
 
 impl Lineage {
@@ -140,6 +143,7 @@ impl Lineage {
             branch: branch.to_string(),
             schema_change: self.schema.as_ref().map(|s| s.change.clone()),
             operation: self.operation.clone(),
+            source_commit_id: self.source_commit_id.clone(),
         }];
         let mut parent = &self.commit_id;
         for m in &self.group {
@@ -153,6 +157,7 @@ impl Lineage {
                 branch: branch.to_string(),
                 schema_change: None,
                 operation: self.operation.clone(),
+                source_commit_id: None,
             });
             parent = &m.commit_id;
         }
@@ -196,6 +201,7 @@ impl Lineage {
             group: vec![],
             reset_to: None,
             operation: None,
+            source_commit_id: None,
         }
     }
 

@@ -91,6 +91,9 @@ pub struct CommitRow {
     /// `cherry_pick`, `reset`, `schema_apply`, `optimize`, `ensure_indices`,
     /// `recovery`); `None` on commits from before it was recorded.
     pub operation: Option<String>,
+    /// The commit a revert undid, a cherry-pick applied, or a reset (as a
+    /// commit) took the content of.
+    pub source_commit_id: Option<String>,
 }
 
 /// The accepted-schema identities a schema apply's commit moved between.
@@ -172,6 +175,8 @@ struct CommitMeta {
     schema_change: Option<SchemaChange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     operation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source_commit_id: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -263,6 +268,7 @@ impl ManifestRow {
                     created_at_us: c.created_at_us,
                     schema_change: c.schema_change.clone(),
                     operation: c.operation.clone(),
+                    source_commit_id: c.source_commit_id.clone(),
                 })
                 .ok(),
                 table_version: Some(c.manifest_version),
@@ -423,6 +429,7 @@ impl<'a> BatchView<'a> {
                     branch: self.required(i, "table_branch", opt_str(self.table_branch, i))?,
                     schema_change: meta.schema_change,
                     operation: meta.operation,
+                    source_commit_id: meta.source_commit_id,
                 })
             }
             "graph_head" => ManifestRow::Head(HeadRow {
@@ -480,6 +487,7 @@ mod tests {
                 branch: "main".into(),
                 schema_change: Some(SchemaChange { from: "a".into(), to: "b".into() }),
                 operation: Some("schema_apply".into()),
+                source_commit_id: Some("01AAA".into()),
             }),
             ManifestRow::Head(HeadRow { branch: "main".into(), head_commit_id: "01ABC".into(), at: None }),
             ManifestRow::Head(HeadRow { branch: "b".into(), head_commit_id: "01AAA".into(), at: Some(10) }),
