@@ -10,7 +10,7 @@ use crate::protocol::{OmniError, Result};
 impl Graph {
     /// Every move of a branch head (of `branch`, or of every branch),
     /// newest first, at most `limit`: its commits, resets, creation and
-    /// deletion. A branch with no move recorded is `NotFound`.
+    /// deletion. A branch neither live nor with a recorded move is `NotFound`.
     pub async fn reflog(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<ReflogEntry>> {
         let mut names = vec![MAIN.to_string()];
         names.extend(table::list_branches(&manifest::uri(self.root())).await?.into_keys());
@@ -25,8 +25,10 @@ impl Graph {
         }
         let control = reflog::control_moves(self.root()).await?;
         entries.extend(control.into_iter().filter(|e| branch.is_none_or(|b| b == e.branch)));
+        // A live branch may have none (created before creates were recorded).
         if let Some(b) = branch
             && entries.is_empty()
+            && !names.iter().any(|n| n == b)
         {
             return Err(OmniError::NotFound(format!("branch `{b}` (no move of it is recorded)")));
         }

@@ -156,13 +156,7 @@ fn the_schema_evolution_walkthrough_in_the_docs_runs() {
     std::fs::write(dir.path().join("next.pg"), next).expect("next.pg");
     let commits = |out: String| serde_json::from_str::<Value>(&out).expect("json").as_array().expect("list").len();
     let before = commits(run(&["commit", "list", "--json", &loc]));
-    let mut outputs = Vec::new();
-    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
-        let words = shell_words(line);
-        let args: Vec<&str> =
-            words[1..].iter().map(|w| if w == "./g.graph" { loc.as_str() } else { w.as_str() }).collect();
-        outputs.push(run(&args));
-    }
+    let outputs = run_block(block, dir.path(), &loc);
     assert_eq!(outputs.len(), 4, "the walk-through has four commands");
     assert!(outputs[0].contains("add node type Team"), "plan output: {}", outputs[0]);
     let applied: Value = serde_json::from_str(&outputs[1]).expect("apply json");
@@ -194,18 +188,25 @@ fn the_undo_walkthrough_in_the_docs_runs() {
         serde_json::from_str::<Value>(&out).expect("query json")["rows"].clone()
     };
     let before = names("main");
-    let mut outputs = Vec::new();
-    for line in block.lines().filter(|l| l.starts_with("omnigraph ")) {
-        let words = shell_words(line);
-        let args: Vec<&str> =
-            words[1..].iter().map(|w| if w == "./g.graph" { loc.as_str() } else { w.as_str() }).collect();
-        outputs.push(run(&args));
-    }
+    let outputs = run_block(block, dir.path(), &loc);
     assert_eq!(outputs.len(), 6, "the walk-through has six commands");
     assert!(outputs[4].contains("its head moved"), "reset output: {}", outputs[4]);
     assert_eq!(names("main"), before, "the bad load is reverted");
     assert_eq!(names("experiment"), before, "the experiment holds main's content again");
     assert!(before.to_string().contains("Alice"), "{before}");
+}
+
+/// Run each `omnigraph` line of `block` in `dir` (`./g.graph` standing for
+/// the graph at `loc`), asserting each succeeds: their outputs.
+fn run_block(block: &str, dir: &std::path::Path, loc: &str) -> Vec<String> {
+    let lines = block.lines().filter(|l| l.starts_with("omnigraph "));
+    lines
+        .map(|line| {
+            let words = shell_words(line);
+            let args: Vec<&str> = words[1..].iter().map(|w| if w == "./g.graph" { loc } else { w.as_str() }).collect();
+            run_ok(dir, &args)
+        })
+        .collect()
 }
 
 /// The first ```sh block of a docs page.

@@ -213,6 +213,10 @@ async fn a_cherry_pick_applies_one_commits_changes_onto_another_branch() {
     );
 }
 
+const BOB_40: &str = r#"query q() { update Person set { age: 40 } where name = "Bob" }"#;
+const BOB_41: &str = r#"query q() { update Person set { age: 41 } where name = "Bob" }"#;
+const NO_BOB: &str = r#"query q() { delete Person where name = "Bob" }"#;
+
 /// The commit undone (`revert`) or picked (`cherry-pick`), the later
 /// changes it meets on the branch, and the conflict kind that follows.
 struct KindCase {
@@ -227,16 +231,8 @@ struct KindCase {
 /// result's validation (an edge left without its endpoint, a duplicate
 /// unique value, a second edge where the cardinality allows one).
 const REVERT_KINDS: [KindCase; 6] = [
-    KindCase {
-        kind: "divergent_update",
-        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
-        later: &[r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
-    },
-    KindCase {
-        kind: "delete_vs_update",
-        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
-        later: &[r#"query q() { delete Person where name = "Bob" }"#],
-    },
+    KindCase { kind: "divergent_update", commit: BOB_40, later: &[BOB_41] },
+    KindCase { kind: "delete_vs_update", commit: BOB_40, later: &[NO_BOB] },
     KindCase {
         kind: "divergent_insert",
         commit: r#"query q() { delete Person where name = "Carol" }"#,
@@ -262,16 +258,8 @@ const REVERT_KINDS: [KindCase; 6] = [
 /// A cherry-pick meets the same kinds: the picked commit's change against
 /// the branch's own since their common parent.
 const PICK_KINDS: [KindCase; 6] = [
-    KindCase {
-        kind: "divergent_update",
-        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
-        later: &[r#"query q() { update Person set { age: 41 } where name = "Bob" }"#],
-    },
-    KindCase {
-        kind: "delete_vs_update",
-        commit: r#"query q() { update Person set { age: 40 } where name = "Bob" }"#,
-        later: &[r#"query q() { delete Person where name = "Bob" }"#],
-    },
+    KindCase { kind: "divergent_update", commit: BOB_40, later: &[BOB_41] },
+    KindCase { kind: "delete_vs_update", commit: BOB_40, later: &[NO_BOB] },
     KindCase {
         kind: "divergent_insert",
         commit: r#"query q() { insert Person { name: "Eve", age: 5 } }"#,
