@@ -82,6 +82,8 @@ struct Model {
     /// Per branch: what it held when it last met its parent (at its
     /// creation, or its head at its last merge into the parent): the merge base.
     bases: BTreeMap<String, BTreeSet<String>>,
+    /// The commit that loaded the base data (main's head at the start).
+    base_commit: String,
 }
 
 impl Model {
@@ -249,7 +251,8 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
     let mut g = Omnigraph::open(&loc).await.expect("open");
     let base = entities(&g, "main").await;
     let mut rng = Rng::new(seed);
-    let mut model = Model::default();
+    let base_commit = g.commits("main", Some(1)).await.expect("commits").remove(0).commit_id;
+    let mut model = Model { base_commit, ..Model::default() };
     model.branches.insert("main".into(), BTreeSet::new());
     let mut log = Vec::new();
     let undo_heavy = std::env::var_os("OMNIGRAPH_SIM_UNDO").is_some();
@@ -494,6 +497,11 @@ async fn undo(
     model: &mut Model,
 ) -> Option<String> {
     let head = g.commits(branch, Some(1)).await.expect("commits").remove(0);
+    // The base data's own commits are not the simulation's to undo (the
+    // model holds that data fixed).
+    if head.commit_id == model.base_commit {
+        return None;
+    }
     let parent = head.parent_commit_id.clone().filter(|_| head.merged_parent_commit_id.is_none())?;
     let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
     let point = fail_at.map(|(b, _)| format!("merge.{b}"));
