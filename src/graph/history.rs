@@ -105,7 +105,7 @@ impl Graph {
                     None => return Ok(Vec::new()),
                 }
             }
-            Resolved::Commit(c) => c,
+            Resolved::Commit(c) => *c,
         };
         let view = self.rt.history_view(&start.branch).await?;
         let history = view.state.history(&start.commit_id)?;

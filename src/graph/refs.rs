@@ -23,7 +23,7 @@ pub enum Resolved {
     /// A live branch's head: reads see its current state.
     Head(String),
     /// One commit: reads travel to it.
-    Commit(CommitRow),
+    Commit(Box<CommitRow>),
 }
 
 /// Where a read runs: the manifest it reads, the commit it answers for,
@@ -60,7 +60,7 @@ impl Graph {
                 let start = Box::pin(self.resolve_expr(inner, text)).await?;
                 let start = self.commit_of(start, text).await?;
                 if *n == 0 {
-                    return Ok(Resolved::Commit(start));
+                    return Ok(Resolved::Commit(Box::new(start)));
                 }
                 let view = self.rt.history_view(&start.branch).await?;
                 let mut at = start;
@@ -72,7 +72,7 @@ impl Graph {
                     };
                     at = self.commit_in(&view, &parent).await?;
                 }
-                Ok(Resolved::Commit(at))
+                Ok(Resolved::Commit(Box::new(at)))
             }
             RefExpr::Base(a, b) => {
                 let a = Box::pin(self.resolve_expr(a, text)).await?;
@@ -87,7 +87,7 @@ impl Graph {
                 let base = merge_base::merge_base(&dag, &a.commit_id, &b.commit_id)
                     .ok_or_else(|| OmniError::NotFound(format!("ref `{text}`: the two have no common ancestor")))?;
                 let row = dag.get(&base).cloned();
-                row.map(Resolved::Commit)
+                row.map(|c| Resolved::Commit(Box::new(c)))
                     .ok_or_else(|| OmniError::Internal(format!("merge base {base} is not in the DAG it came from")))
             }
         }
@@ -118,11 +118,11 @@ impl Graph {
             return Ok(head);
         }
         if branch_like && let Some(tag) = tags::read(self.root(), name).await? {
-            return self.tagged_commit(&tag).await.map(Resolved::Commit);
+            return self.tagged_commit(&tag).await.map(|c| Resolved::Commit(Box::new(c)));
         }
         if commit_shaped(name) {
             match self.find_commit(name).await {
-                Ok(c) => return Ok(Resolved::Commit(c)),
+                Ok(c) => return Ok(Resolved::Commit(Box::new(c))),
                 Err(OmniError::NotFound(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -145,7 +145,7 @@ impl Graph {
     /// The commit a resolved ref stands for.
     async fn commit_of(&self, resolved: Resolved, text: &str) -> Result<CommitRow> {
         match resolved {
-            Resolved::Commit(c) => Ok(c),
+            Resolved::Commit(c) => Ok(*c),
             Resolved::Head(b) => {
                 let view = self.rt.history_view(&b).await?;
                 let head = view.state.effective_head(&b).cloned();
