@@ -161,15 +161,15 @@ async fn crash_in_a_decided_merge_recovers_the_exact_decision() {
         }
     }
     println!("decided merge crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    for (case, want) in [
-        ("on main @ merge.after_arm", "invisible"),
-        ("on main @ merge.after_publish", "applied"),
-        ("on fresh @ merge.after_confirm", "applied"),
-        ("on main @ chain.between_steps", "invisible"),
-    ] {
-        let got = report.iter().find(|r| r.contains(case));
-        assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
-    }
+    assert_outcomes(
+        &report,
+        &[
+            ("on main @ merge.after_arm", "invisible"),
+            ("on main @ merge.after_publish", "applied"),
+            ("on fresh @ merge.after_confirm", "applied"),
+            ("on main @ chain.between_steps", "invisible"),
+        ],
+    );
 
     // The armed sidecar records the decision: the merge is parked just after
     // it armed, its sidecar read, then it finishes.
@@ -226,14 +226,23 @@ async fn crash_in_a_revert_cherry_pick_or_reset_recovers_clean() {
         }
     }
     println!("revert, cherry-pick and reset crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    for (case, want) in [
-        ("Revert on main @ merge.after_arm", "invisible"),
-        ("Revert on main @ merge.after_publish", "applied"),
-        ("CherryPick on main @ merge.after_table_commit", "invisible"),
-        ("CherryPick on main @ merge.after_confirm", "applied"),
-        ("Reset on fresh @ merge.after_arm", "invisible"),
-        ("Reset on fresh @ merge.after_publish", "applied"),
-    ] {
+    assert_outcomes(
+        &report,
+        &[
+            ("Revert on main @ merge.after_arm", "invisible"),
+            ("Revert on main @ merge.after_publish", "applied"),
+            ("CherryPick on main @ merge.after_table_commit", "invisible"),
+            ("CherryPick on main @ merge.after_confirm", "applied"),
+            ("Reset on fresh @ merge.after_arm", "invisible"),
+            ("Reset on fresh @ merge.after_publish", "applied"),
+        ],
+    );
+}
+
+/// Each named case of a crash report (a line containing it) ended as wanted
+/// (`invisible` or `applied`).
+fn assert_outcomes(report: &[String], cases: &[(&str, &str)]) {
+    for (case, want) in cases {
         let got = report.iter().find(|r| r.contains(case));
         assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
     }
@@ -378,15 +387,15 @@ async fn crash_in_a_group_commit_recovers_every_member_or_none() {
         }
     }
     println!("group commit crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    for (case, want) in [
-        ("on main @ mutation.after_arm", "invisible"),
-        ("on main @ mutation.after_confirm", "applied"),
-        ("on main @ branch.after_publish", "applied"),
-        ("on fresh @ mutation.after_fork", "invisible"),
-    ] {
-        let got = report.iter().find(|r| r.contains(case));
-        assert!(got.is_some_and(|r| r.ends_with(want)), "{case}: want {want}: {report:?}");
-    }
+    assert_outcomes(
+        &report,
+        &[
+            ("on main @ mutation.after_arm", "invisible"),
+            ("on main @ mutation.after_confirm", "applied"),
+            ("on main @ branch.after_publish", "applied"),
+            ("on fresh @ mutation.after_fork", "invisible"),
+        ],
+    );
 }
 
 /// Recovery itself dies at each of its points; the next open re-enters it and
