@@ -21,7 +21,8 @@ pub mod protocol;
 pub mod recovery;
 pub mod server;
 
-pub use actors::saga::branch_control::{BranchInfo, DeletedBranch};
+pub use actors::saga::branch_control::{BranchInfo, DeleteOptions, DeletedBranch};
+pub use actors::saga::branch_restore::RestoredBranch;
 pub use actors::saga::cleanup::{CleanupReport, DroppedTable, OrphanFork, TableCleanup};
 pub use actors::saga::ensure_indices::{EnsureIndicesReport, PendingIndex, TableIndexes};
 pub use actors::saga::merge::MergeReport;

@@ -371,6 +371,10 @@ enum Command {
         /// Keep every commit younger than this (`30s`, `15m`, `12h`, `7d`, `2w`).
         #[arg(long = "older-than")]
         older_than: Option<String>,
+        /// The reflog window (default 7d): deleted branches older than it
+        /// are purged for good, heads a reset left inside it stay readable.
+        #[arg(long = "reflog-expiry")]
+        reflog_expiry: Option<String>,
         /// Delete (otherwise a dry run).
         #[arg(long)]
         confirm: bool,
@@ -814,10 +818,38 @@ enum BranchCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
-    /// Delete a branch and every table fork made for it.
+    /// Delete a branch: hidden from every read and write, restorable with
+    /// `branch restore` until `cleanup` purges it past the reflog window
+    /// (`--reflog-expiry`, 7 days by default). `--purge` removes it and
+    /// every table fork made for it now, for good.
     #[command(after_help = "Example:\n  omnigraph branch delete feature-x graph.omni")]
     Delete {
+        /// Remove it for good now (not restorable).
+        #[arg(long)]
+        purge: bool,
+        /// Actor recorded on the delete.
+        #[arg(long = "as")]
+        actor: Option<String>,
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The branch.
+        name: String,
+        #[command(flatten)]
+        graph: GraphArg,
+    },
+    /// Bring back a deleted branch at the head it had, or `--at` a commit
+    /// of its history (a head its reflog names). A branch purged since
+    /// exits 1 (HTTP 410 `gone`).
+    #[command(after_help = "Example:\n  omnigraph branch restore feature-x graph.omni")]
+    Restore {
+        /// A commit of the branch's history (default: its last head).
+        #[arg(long)]
+        at: Option<String>,
+        /// Actor recorded on the restore.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Print JSON (the HTTP answer's fields).
         #[arg(long)]
         json: bool,
         /// The branch.
@@ -1206,7 +1238,10 @@ impl Command {
             Command::Branch { command: BranchCommand::Merge { dry_run: false, graph, .. } } => {
                 either("branch merge", graph, false)
             }
-            Command::Branch { command: BranchCommand::Delete { graph, .. } } => either("branch delete", graph, true),
+            Command::Branch { command: BranchCommand::Delete { purge, graph, .. } } => {
+                either("branch delete", graph, *purge)
+            }
+            Command::Branch { command: BranchCommand::Restore { graph, .. } } => either("branch restore", graph, false),
             Command::Branch { command: BranchCommand::Reset { dry_run: false, graph, .. } } => {
                 either("branch reset", graph, false)
             }
@@ -1253,6 +1288,7 @@ impl Command {
                     BranchCommand::Create { json, .. }
                     | BranchCommand::List { json, .. }
                     | BranchCommand::Delete { json, .. }
+                    | BranchCommand::Restore { json, .. }
                     | BranchCommand::Reset { json, .. }
                     | BranchCommand::Merge { json, .. },
             } => *json,
@@ -1535,19 +1571,47 @@ async fn run_branch(command: BranchCommand) -> Result<()> {
             Ok(())
         }
         BranchCommand::Merge { .. } => Err(OmniError::Internal("a merge is answered by run_merge".into())),
-        BranchCommand::Delete { json, name, graph } => {
+        BranchCommand::Delete { purge, actor, json, name, graph } => {
             let answer = match graph.remote()? {
-                Some(r) => r.delete(&format!("/branches/{}", url_segment(&name))).await?,
+                Some(r) => {
+                    r.delete(&format!("/branches/{}", url_segment(&name)), &[("purge", purge.to_string())]).await?
+                }
                 None => {
                     let g = Omnigraph::open(graph.uri()?).await?;
-                    wire::branch_deleted_json(&g.branch_delete(&name).await?, g.root().uri())
+                    let opts = omnigraph::DeleteOptions { purge, actor: operator::actor(actor.as_deref())? };
+                    wire::branch_deleted_json(&g.branch_delete_with(&name, &opts).await?, g.root().uri())
                 }
             };
             if json {
                 return print_json(&answer);
             }
-            let forks = answer["forks_reclaimed"].as_array().map_or(0, Vec::len);
-            outln!("deleted branch {name} ({forks} table forks reclaimed)");
+            if answer["restorable"] == true {
+                outln!(
+                    "deleted branch {name} at {} (restore it with `branch restore {name}`)",
+                    text(&answer, "head_commit_id")
+                );
+            } else {
+                let forks = answer["forks_reclaimed"].as_array().map_or(0, Vec::len);
+                outln!("purged branch {name} ({forks} table forks reclaimed)");
+            }
+            Ok(())
+        }
+        BranchCommand::Restore { at, actor, json, name, graph } => {
+            let answer = match graph.remote()? {
+                Some(r) => {
+                    r.post(&format!("/branches/{}/restore", url_segment(&name)), &serde_json::json!({ "at": at }), &[])
+                        .await?
+                }
+                None => {
+                    let g = Omnigraph::open(graph.uri()?).await?;
+                    let actor = operator::actor(actor.as_deref())?;
+                    wire::restored_json(&g.branch_restore(&name, at.as_deref(), actor.as_deref()).await?)
+                }
+            };
+            if json {
+                return print_json(&answer);
+            }
+            outln!("restored branch {name} at {}", text(&answer, "head_commit_id"));
             Ok(())
         }
         reset @ BranchCommand::Reset { .. } => run_reset(reset).await,
@@ -1667,7 +1731,7 @@ async fn run_tag(command: TagCommand) -> Result<()> {
         }
         TagCommand::Delete { json, name, graph } => {
             let answer = match graph.remote()? {
-                Some(r) => r.delete(&format!("/tags/{}", url_segment(&name))).await?,
+                Some(r) => r.delete(&format!("/tags/{}", url_segment(&name)), &[]).await?,
                 None => wire::tag_json(&Omnigraph::open(graph.uri()?).await?.tag_delete(&name).await?),
             };
             if json {
@@ -1760,6 +1824,10 @@ fn print_cleanup(r: &omnigraph::CleanupReport) {
             "kept (a fork depends on it)"
         };
         outln!("{} ({})  orphan fork of a deleted branch: {what}", o.type_key, o.table_branch);
+    }
+    for b in &r.branches_purged {
+        let what = if r.dry_run { "would purge" } else { "purged" };
+        outln!("{b}  deleted branch past the reflog window: {what} (no longer restorable)");
     }
     for d in &r.dropped_tables {
         let what = if d.reclaimed { "deleted" } else { "would delete" };
@@ -2196,8 +2264,9 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             print_optimize(&report);
             Ok(())
         }
-        Command::Cleanup { keep, older_than, confirm, json, graph } => {
-            let report = Omnigraph::open(graph.uri()?).await?.cleanup(keep, older_than.as_deref(), confirm).await?;
+        Command::Cleanup { keep, older_than, reflog_expiry, confirm, json, graph } => {
+            let g = Omnigraph::open(graph.uri()?).await?;
+            let report = g.cleanup_with(keep, older_than.as_deref(), reflog_expiry.as_deref(), confirm).await?;
             if json {
                 return print_json(&report);
             }

@@ -518,16 +518,22 @@ impl Runtime {
     }
 
     /// A fresh manifest view of `branch`: its state may be a head state
-    /// (no commit history; see [`crate::engine::manifest::state`]).
+    /// (no commit history; see [`crate::engine::manifest::state`]). A
+    /// soft-deleted branch is `NotFound`, as if it were gone.
     pub async fn view(&self, branch: &str) -> Result<ManifestView> {
-        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete: false, reply })
-            .await?
+        visible(self.view_of(branch, false).await?)
     }
 
     /// A fresh manifest view of `branch` with its whole commit history loaded
     /// (history listings, merge bases, cleanup's retention).
     pub async fn history_view(&self, branch: &str) -> Result<ManifestView> {
-        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete: true, reply }).await?
+        visible(self.view_of(branch, true).await?)
+    }
+
+    /// A fresh manifest view of `branch`, soft-deleted or not (restore,
+    /// purge, the reflog and cleanup's retention read deleted branches).
+    pub async fn view_of(&self, branch: &str, complete: bool) -> Result<ManifestView> {
+        self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete, reply }).await?
     }
 
     /// Publish through the branch actor, holding its lease.
@@ -674,5 +680,17 @@ impl Runtime {
         let a = self.reconciler().await?;
         let _in = InMailbox::new(&self.mailboxes, ChildKey::Reconciler);
         ask(&a, "reconciler", |reply| ReconcilerMsg::ListPending { reply }).await?
+    }
+}
+
+/// `view`, unless its branch is soft-deleted (then `NotFound`, naming how
+/// to bring it back).
+fn visible(view: ManifestView) -> Result<ManifestView> {
+    match view.state.deleted(&view.branch) {
+        None => Ok(view),
+        Some(_) => Err(OmniError::NotFound(format!(
+            "branch `{}` (deleted; `omnigraph branch restore {}` brings it back)",
+            view.branch, view.branch
+        ))),
     }
 }

@@ -56,9 +56,9 @@ impl Remote {
         self.answer(req).await
     }
 
-    /// `DELETE /graphs/{id}{tail}`.
-    pub async fn delete(&self, tail: &str) -> Result<Value> {
-        self.answer(self.http.delete(self.url(tail))).await
+    /// `DELETE /graphs/{id}{tail}?query`.
+    pub async fn delete(&self, tail: &str, query: &[(&str, String)]) -> Result<Value> {
+        self.answer(self.http.delete(self.url(tail)).query(query)).await
     }
 
     /// `POST /graphs/{id}{tail}?query` with raw bytes of `content_type`.

@@ -3,14 +3,16 @@
 //! Most moves are already recorded where they happen: each commit row on a
 //! branch's `__manifest` is a move from its parent to itself (a mutation, a
 //! load, a merge, a revert…), and each head-move row one to an existing
-//! commit (a reset). Only branch control leaves nothing in a manifest that
-//! outlives it (a deleted branch's manifest goes with it), so create and
-//! delete write one small record each under `_refs/reflog/`, named by a
+//! commit (a reset) or a delete or restore of the branch (a deleted branch
+//! stays on storage, hidden). Only a create and a purge leave nothing in a
+//! manifest that outlives them (a purged branch's manifest goes with it),
+//! so they write one small record each under `_refs/reflog/`, named by a
 //! ULID (time-ordered), with a create-if-absent PUT.
 
 use serde::{Deserialize, Serialize};
 
 use super::manifest::ManifestState;
+use super::manifest::state::{DELETE_MOVE, RESTORE_MOVE};
 use super::storage::Root;
 use crate::protocol::{OmniError, Result};
 
@@ -28,7 +30,7 @@ pub struct ReflogEntry {
     pub new_head: Option<String>,
     /// What moved it: the commit's writer (`mutation`, `load`, `merge`,
     /// `revert`, …; `commit` on commits from before that was recorded),
-    /// `reset`, `create` or `delete`.
+    /// `reset`, `create`, `delete`, `restore` or `purge`.
     pub operation: String,
     /// Who moved it.
     pub actor_id: Option<String>,
@@ -59,10 +61,12 @@ pub fn recorded(branch: &str, state: &ManifestState) -> Result<Vec<ReflogEntry>>
         actor_id: c.actor.clone(),
         at_us: c.created_at_us,
     });
+    // A delete leaves the head in place but the branch gone; a restore
+    // brings a branch back from nothing.
     let moves = state.head_moves().filter(|m| m.branch == branch).map(|m| ReflogEntry {
         branch: branch.to_string(),
-        old_head: m.from.clone(),
-        new_head: Some(m.to.clone()),
+        old_head: m.from.clone().filter(|_| m.operation != RESTORE_MOVE),
+        new_head: Some(m.to.clone()).filter(|_| m.operation != DELETE_MOVE),
         operation: m.operation.clone(),
         actor_id: m.actor.clone(),
         at_us: m.at_us,
@@ -83,6 +87,11 @@ pub async fn record(root: &Root, entry: &ReflogEntry) -> Result<()> {
 
 /// Every branch-control record.
 pub async fn control_moves(root: &Root) -> Result<Vec<ReflogEntry>> {
+    Ok(control_records(root).await?.into_iter().map(|(_, e)| e).collect())
+}
+
+/// Every branch-control record with its path (cleanup prunes by path).
+pub async fn control_records(root: &Root) -> Result<Vec<(String, ReflogEntry)>> {
     let mut out = Vec::new();
     for path in root.list(REFLOG_DIR).await? {
         if !path.ends_with(".json") {
@@ -92,7 +101,7 @@ pub async fn control_moves(root: &Root) -> Result<Vec<ReflogEntry>> {
         let Some(bytes) = root.get(&path).await? else { continue };
         let entry = serde_json::from_slice(&bytes)
             .map_err(|e| OmniError::Internal(format!("the reflog record {path} is unreadable: {e}")))?;
-        out.push(entry);
+        out.push((path, entry));
     }
     Ok(out)
 }

@@ -1,7 +1,8 @@
 //! Branch control through the embedded handle (see `docs/branches.md`).
 
 use super::Graph;
-use crate::actors::saga::branch_control::{self, BranchInfo, DeletedBranch};
+use crate::actors::saga::branch_control::{self, BranchInfo, DeleteOptions, DeletedBranch};
+use crate::actors::saga::branch_restore::{self, RestoredBranch};
 use crate::actors::saga::merge::{self, MergeReport, MergeRequest};
 use crate::engine::conflict_page::ConflictPage;
 use crate::engine::resolution::Resolution;
@@ -21,10 +22,34 @@ impl Graph {
         branch_control::list(&self.rt).await
     }
 
-    /// Delete branch `name` and every table fork made for it.
+    /// Delete branch `name`: hidden from every read and write, restorable
+    /// with [`Graph::branch_restore`] until `cleanup` purges it past the
+    /// reflog window (see `docs/undo.md`, "Branch restore").
     pub async fn branch_delete(&self, name: &str) -> Result<DeletedBranch> {
+        self.branch_delete_with(name, &DeleteOptions::default()).await
+    }
+
+    /// [`Graph::branch_delete`] with options: `purge` removes the branch and
+    /// every table fork made for it now, for good.
+    pub async fn branch_delete_with(&self, name: &str, opts: &DeleteOptions) -> Result<DeletedBranch> {
         self.require_writable()?;
-        branch_control::delete(&self.rt, name).await
+        branch_control::delete(&self.rt, name, opts).await
+    }
+
+    /// Bring back deleted branch `name` at the head it had, or at commit
+    /// `at` of its history (a head its reflog names). A branch purged since
+    /// is [`OmniError::Gone`].
+    pub async fn branch_restore(&self, name: &str, at: Option<&str>, actor: Option<&str>) -> Result<RestoredBranch> {
+        self.require_writable()?;
+        let mut restored = branch_restore::restore(&self.rt, name, at, actor.map(str::to_string)).await?;
+        // A head of its history other than the last: restored, then reset
+        // there (a crash between leaves it restored at its last head).
+        if let Some(at) = at.filter(|at| *at != restored.head_commit_id) {
+            let opts = super::ResetOptions { actor: actor.map(str::to_string), ..super::ResetOptions::default() };
+            let reset = self.branch_reset(name, at, &opts).await?;
+            restored.head_commit_id = reset.graph_commit_id.unwrap_or(reset.to_commit_id);
+        }
+        Ok(restored)
     }
 
     /// Merge the head of `source` into `target` (see `docs/branches.md`,
@@ -48,7 +73,7 @@ impl Graph {
         };
         let report = merge::run(&self.rt, &req).await?;
         let deleted = if opts.delete_branch && !opts.dry_run {
-            Some(merge::delete_merged_source(&self.rt, source).await)
+            Some(merge::delete_merged_source(&self.rt, source, opts.actor.clone()).await)
         } else {
             None
         };

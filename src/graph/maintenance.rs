@@ -47,9 +47,30 @@ impl Graph {
     /// branches and first-touch forks are always kept. Without `confirm`
     /// nothing is deleted and the report says what would be. Refused while a
     /// recovery sidecar is pending.
+    /// Deleted branches and reset-away heads stay restorable for the
+    /// default reflog window (7 days; see [`Graph::cleanup_with`]).
     pub async fn cleanup(&self, keep: Option<usize>, older_than: Option<&str>, confirm: bool) -> Result<CleanupReport> {
+        self.cleanup_with(keep, older_than, None, confirm).await
+    }
+
+    /// [`Graph::cleanup`] with a reflog window (`reflog_expiry`, e.g. `7d`;
+    /// the default when `None`): deleted branches older than it are purged
+    /// for good, heads a reset moved away from inside it stay readable, and
+    /// branch-control reflog records older than it are pruned.
+    pub async fn cleanup_with(
+        &self,
+        keep: Option<usize>,
+        older_than: Option<&str>,
+        reflog_expiry: Option<&str>,
+        confirm: bool,
+    ) -> Result<CleanupReport> {
         self.require_writable()?;
-        let req = CleanupRequest { policy: RetentionPolicy::new(keep, older_than)?, confirm };
+        let expiry = reflog_expiry.unwrap_or(cleanup::DEFAULT_REFLOG_EXPIRY);
+        let req = CleanupRequest {
+            policy: RetentionPolicy::new(keep, older_than)?,
+            confirm,
+            reflog_expiry_us: crate::engine::retention::parse_duration_us(expiry)?,
+        };
         Box::pin(cleanup::run(&self.rt, &req)).await
     }
 

@@ -9,14 +9,15 @@ use crate::protocol::{OmniError, Result};
 
 impl Graph {
     /// Every move of a branch head (of `branch`, or of every branch),
-    /// newest first, at most `limit`: its commits, resets, creation and
-    /// deletion. A branch neither live nor with a recorded move is `NotFound`.
+    /// newest first, at most `limit`: its commits, resets, creation,
+    /// deletion, restores and purge. A branch neither live nor with a recorded move is `NotFound`.
     pub async fn reflog(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<ReflogEntry>> {
         let mut names = vec![MAIN.to_string()];
         names.extend(table::list_branches(&manifest::uri(self.root())).await?.into_keys());
         let mut entries = Vec::new();
         for name in names.iter().filter(|n| branch.is_none_or(|b| b == n.as_str())) {
-            match self.rt.history_view(name).await {
+            // A deleted branch's moves stay listed while it can be restored.
+            match self.rt.view_of(name, true).await {
                 Ok(view) => entries.extend(reflog::recorded(name, &view.state)?),
                 // Deleted between the listing and the read.
                 Err(OmniError::NotFound(_)) => continue,

@@ -230,8 +230,19 @@ pub fn branch_deleted_json(deleted: &DeletedBranch, uri: &str) -> Value {
     let forks: Vec<&str> =
         deleted.forks_reclaimed.iter().map(|f| f.strip_prefix(&prefix).unwrap_or(f.as_str())).collect();
     json!({
-        "name": deleted.name, "uri": uri, "forks_reclaimed": forks,
+        "name": deleted.name, "uri": uri, "head_commit_id": deleted.head_commit_id,
+        "restorable": deleted.restorable, "forks_reclaimed": forks,
         "orphans_discarded": deleted.orphans_discarded,
+    })
+}
+
+/// A restore's answer (HTTP `POST /branches/{name}/restore` and
+/// `branch restore --json`).
+pub fn restored_json(r: &crate::RestoredBranch) -> Value {
+    json!({
+        "branch": r.branch, "head_commit_id": r.head_commit_id,
+        "deleted_head_commit_id": r.deleted_head_commit_id, "operation_id": r.operation_id,
+        "actor_id": r.actor_id,
     })
 }
 

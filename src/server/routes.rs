@@ -46,7 +46,12 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("post", "/graphs/{id}/load/ndjson", "Load an NDJSON body"),
     ("get", "/graphs/{id}/branches", "List branches"),
     ("post", "/graphs/{id}/branches", "Create a branch"),
-    ("delete", "/graphs/{id}/branches/{branch}", "Delete a branch (names may contain `/`)"),
+    (
+        "delete",
+        "/graphs/{id}/branches/{branch}",
+        "Delete a branch: hidden, restorable; `?purge=true` removes it for good",
+    ),
+    ("post", "/graphs/{id}/branches/{branch}/restore", "Restore a deleted branch at its last head or `at` a commit"),
     ("post", "/graphs/{id}/branches/merge", "Merge a branch into another (default main)"),
     ("post", "/graphs/{id}/optimize", "Compact a branch's tables and manifest (one maintenance commit)"),
     (
@@ -594,15 +599,25 @@ async fn branch_create(
     Ok(axum::Json(body))
 }
 
+/// The query of `DELETE /graphs/{id}/branches/{name}`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct DeleteParams {
+    #[serde(default)]
+    purge: bool,
+}
+
 async fn branch_delete(
     State(s): State<Arc<AppState>>,
     Path((id, name)): Path<(String, String)>,
+    Query(q): Query<DeleteParams>,
     headers: HeaderMap,
 ) -> ApiResult {
     let actor = s.actor(&headers)?;
     let _slot = s.admit(&actor)?;
     let g = s.graph(&id)?;
-    let deleted = g.branch_delete(&name).await?;
+    let opts = crate::DeleteOptions { purge: q.purge, actor: Some(actor.clone()) };
+    let deleted = g.branch_delete_with(&name, &opts).await?;
     let mut body = wire::branch_deleted_json(&deleted, g.root().uri());
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))
@@ -620,17 +635,29 @@ struct ResetBody {
     dry_run: bool,
 }
 
-/// `POST /graphs/{id}/branches/{name}/reset` (the branch name may hold
-/// slashes, so the action is the path's last segment).
+/// The body of `POST /graphs/{id}/branches/{name}/restore` (optional).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RestoreBody {
+    at: Option<String>,
+}
+
+/// `POST /graphs/{id}/branches/{name}/reset` and `…/restore` (the branch
+/// name may hold slashes, so the action is the path's last segment).
 async fn branch_action(
     State(s): State<Arc<AppState>>,
     Path((id, path)): Path<(String, String)>,
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    if let Some(name) = path.strip_suffix("/restore") {
+        let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<RestoreBody>(b))?;
+        let g = s.graph(&id)?;
+        return Ok(axum::Json(wire::restored_json(&g.branch_restore(name, req.at.as_deref(), Some(&actor)).await?)));
+    }
     let Some(name) = path.strip_suffix("/reset") else {
         return Err(OmniError::NotFound(format!(
-            "no branch action at `/branches/{path}` (POST `/branches/NAME/reset`)"
+            "no branch action at `/branches/{path}` (POST `/branches/NAME/reset` or `/branches/NAME/restore`)"
         ))
         .into());
     };
@@ -647,8 +674,13 @@ async fn branch_action(
 
 /// `DELETE /branches/merge` deletes a branch named `merge` (the merge
 /// route shadows the wildcard for that one name).
-async fn branch_delete_merge(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
-    branch_delete(State(s), Path((id, "merge".to_string())), headers).await
+async fn branch_delete_merge(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    q: Query<DeleteParams>,
+    headers: HeaderMap,
+) -> ApiResult {
+    branch_delete(State(s), Path((id, "merge".to_string())), q, headers).await
 }
 
 #[derive(Deserialize)]
@@ -828,12 +860,13 @@ fn json_or_default<T: serde::de::DeserializeOwned + Default>(b: Result<Bytes, By
 struct CleanupBody {
     keep: Option<usize>,
     older_than: Option<String>,
+    reflog_expiry: Option<String>,
     #[serde(default)]
     confirm: bool,
 }
 
-/// `POST /graphs/{id}/cleanup` with `{keep?, older_than?, confirm?}`: a dry
-/// run unless `confirm` is true.
+/// `POST /graphs/{id}/cleanup` with `{keep?, older_than?, reflog_expiry?,
+/// confirm?}`: a dry run unless `confirm` is true.
 async fn cleanup(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -841,7 +874,8 @@ async fn cleanup(
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     let Admitted { body: req, _slot, .. } = s.admit_write(&headers, || json_or_default::<CleanupBody>(b))?;
-    let report = s.graph(&id)?.cleanup(req.keep, req.older_than.as_deref(), req.confirm).await?;
+    let g = s.graph(&id)?;
+    let report = g.cleanup_with(req.keep, req.older_than.as_deref(), req.reflog_expiry.as_deref(), req.confirm).await?;
     Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
 }
 

@@ -23,8 +23,16 @@ pub enum Action {
     Write(Op, String),
     /// Open read-write, then create branch `name` from `from`.
     BranchCreate { name: String, from: String },
-    /// Open read-write, then delete a branch.
-    BranchDelete(String),
+    /// Open read-write, then delete a branch (hide it, or with `purge`
+    /// remove it for good).
+    BranchDelete {
+        /// The branch.
+        name: String,
+        /// `branch delete --purge`.
+        purge: bool,
+    },
+    /// Open read-write, then restore a deleted branch.
+    BranchRestore(String),
     /// Open read-write: the open's recovery sweep is the action.
     Open,
     /// Open read-write, then `cleanup --keep N --confirm`.
@@ -40,7 +48,8 @@ impl Action {
         match self {
             Action::Write(op, branch) => format!("write|{op:?}|{branch}"),
             Action::BranchCreate { name, from } => format!("create|{name}|{from}"),
-            Action::BranchDelete(name) => format!("delete|{name}"),
+            Action::BranchDelete { name, purge } => format!("delete|{name}|{purge}"),
+            Action::BranchRestore(name) => format!("restore|{name}"),
             Action::Open => "open".into(),
             Action::Cleanup(keep) => format!("cleanup|{keep}"),
             Action::TagCreate(name) => format!("tag|{name}"),
@@ -56,7 +65,8 @@ impl Action {
                 branch.to_string(),
             ),
             ["create", name, from] => Action::BranchCreate { name: name.to_string(), from: from.to_string() },
-            ["delete", name] => Action::BranchDelete(name.to_string()),
+            ["delete", name, purge] => Action::BranchDelete { name: name.to_string(), purge: purge.parse().ok()? },
+            ["restore", name] => Action::BranchRestore(name.to_string()),
             ["open"] => Action::Open,
             ["cleanup", keep] => Action::Cleanup(keep.parse().ok()?),
             ["tag", name] => Action::TagCreate(name.to_string()),
@@ -70,7 +80,11 @@ impl Action {
         match self {
             Action::Write(op, branch) => op.run_on(&g, branch).await.map(drop),
             Action::BranchCreate { name, from } => g.branch_create(name, from).await.map(drop),
-            Action::BranchDelete(name) => g.branch_delete(name).await.map(drop),
+            Action::BranchDelete { name, purge } => {
+                let opts = omnigraph::DeleteOptions { purge: *purge, actor: None };
+                g.branch_delete_with(name, &opts).await.map(drop)
+            }
+            Action::BranchRestore(name) => g.branch_restore(name, None, None).await.map(drop),
             Action::Open => Ok(()),
             Action::Cleanup(keep) => g.cleanup(Some(*keep), None, true).await.map(drop),
             Action::TagCreate(name) => g.tag_create(name, None, Some("crash"), None).await.map(drop),

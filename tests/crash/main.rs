@@ -983,7 +983,7 @@ async fn crash_inside_branch_create_and_delete_recovers_clean() {
         let action = if point.starts_with("branch_create") {
             child::Action::BranchCreate { name: "c".into(), from: "b".into() }
         } else {
-            child::Action::BranchDelete("b".into())
+            child::Action::BranchDelete { name: "b".into(), purge: true }
         };
         let l = loc.clone();
         tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
@@ -1005,6 +1005,58 @@ async fn crash_inside_branch_create_and_delete_recovers_clean() {
         Op::MutationInsert.run_on(&g, name).await.unwrap_or_else(|e| panic!("{point}: write failed: {e}"));
         assert_clean_on(&g, name, point).await;
         assert_eq!(counts(&g).await, before, "{point}: main changed");
+    }
+}
+
+/// Branch hide and restore failpoints with a crash test below.
+const HIDE_CRASHES: [&str; 4] = [
+    "branch_delete.before_hide",
+    "branch_delete.after_hide",
+    "branch_restore.before_show",
+    "branch_restore.after_show",
+];
+
+/// Crash a branch delete (a hide) and a restore around their one append:
+/// after a reopen the branch is visible or hidden, never between; no
+/// sidecar is left; every pin is its Lance HEAD; and the branch's committed
+/// data is never lost: a hidden branch restores to exactly what it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_inside_branch_hide_and_restore_leaves_it_visible_or_hidden() {
+    let _s = serial().await;
+    for point in HIDE_CRASHES {
+        let (_dir, loc, before, _after, _) = setup_on(Op::MutationInsert, "b").await;
+        let g = Omnigraph::open(&loc).await.expect("open");
+        Op::MutationInsert.run_on(&g, "b").await.expect("write on b");
+        let held = counts_on(&g, "b").await;
+        let restoring = point.starts_with("branch_restore");
+        if restoring {
+            g.branch_delete("b").await.expect("delete before the restore");
+        }
+        shut_down(g).await;
+        let action = if restoring {
+            child::Action::BranchRestore("b".into())
+        } else {
+            child::Action::BranchDelete { name: "b".into(), purge: false }
+        };
+        let l = loc.clone();
+        tokio::task::spawn_blocking(move || child::crash_in_child(&l, &action, point)).await.expect("crash child");
+
+        let g = Omnigraph::open(&loc).await.expect("reopen");
+        let visible = g.branch_list().await.expect("list").iter().any(|b| b.name == "b");
+        let expect_visible = matches!(point, "branch_delete.before_hide" | "branch_restore.after_show");
+        assert_eq!(visible, expect_visible, "{point}: visible");
+        assert!(list_pending(g.root()).await.expect("list").is_empty(), "{point}: a sidecar is left");
+        if !visible {
+            let err = g.snapshot("b").await.expect_err("a hidden branch reads as gone");
+            assert!(matches!(err, OmniError::NotFound(_)), "{point}: {err}");
+            g.branch_restore("b", None, None).await.unwrap_or_else(|e| panic!("{point}: restore failed: {e}"));
+        }
+        assert_eq!(counts_on(&g, "b").await, held, "{point}: b lost committed data");
+        assert_clean_on(&g, "b", point).await;
+        Op::MutationInsert.run_on(&g, "b").await.unwrap_or_else(|e| panic!("{point}: write failed: {e}"));
+        assert_clean_on(&g, "b", point).await;
+        assert_eq!(counts(&g).await, before, "{point}: main changed");
+        shut_down(g).await;
     }
 }
 

@@ -14,8 +14,9 @@ use serde_json::Map;
 
 use super::child::{Action, crash_in_child};
 use super::{
-    CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, Op, SAGA_BOUNDARIES, SCHEMA_BOUNDARIES, TAG_CRASHES,
-    assert_clean, assert_schema_matches, counts, crash, crash_cases_on, serial, setup, setup_on, shut_down,
+    CLEANUP_CRASHES, CONTROL_CRASHES, FORK_BOUNDARIES, HIDE_CRASHES, Op, SAGA_BOUNDARIES, SCHEMA_BOUNDARIES,
+    TAG_CRASHES, assert_clean, assert_schema_matches, counts, crash, crash_cases_on, serial, setup, setup_on,
+    shut_down,
 };
 
 /// Points inside the table / branch actors' handlers, crashed during a write.
@@ -98,6 +99,7 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
         .chain(&CHAIN_CRASHES)
         .chain(&CLEANUP_CRASHES)
         .chain(&TAG_CRASHES)
+        .chain(&HIDE_CRASHES)
         .chain(&SCHEMA_RECOVERY_CRASHES);
     covered.extend(named.map(|s| s.to_string()));
     let missing: Vec<&String> = registry.difference(&covered).collect();

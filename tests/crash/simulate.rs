@@ -84,6 +84,8 @@ struct Model {
     bases: BTreeMap<String, BTreeSet<String>>,
     /// The commit that loaded the base data (main's head at the start).
     base_commit: String,
+    /// Deleted (restorable) branches: their parent, entities and base.
+    deleted: BTreeMap<String, (String, BTreeSet<String>, BTreeSet<String>)>,
 }
 
 impl Model {
@@ -292,11 +294,27 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 model.parents.insert(child.clone(), branch.clone());
                 format!("create {child} from {branch}")
             }
+            6 if rng.below(2) == 0 && model.deleted.iter().any(|(_, d)| model.branches.contains_key(&d.0)) => {
+                let back: Vec<String> = model
+                    .deleted
+                    .iter()
+                    .filter(|(_, d)| model.branches.contains_key(&d.0))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                let name = rng.pick(&back).clone();
+                g.branch_restore(&name, None, None).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+                let (parent, names, base) = model.deleted.remove(&name).expect("picked from it");
+                model.branches.insert(name.clone(), names);
+                model.parents.insert(name.clone(), parent);
+                model.bases.insert(name.clone(), base);
+                format!("restore branch {name}")
+            }
             6 if branch != "main" && !model.parents.values().any(|p| *p == branch) => {
                 g.branch_delete(&branch).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
-                model.branches.remove(&branch);
-                model.parents.remove(&branch);
-                model.bases.remove(&branch);
+                let names = model.branches.remove(&branch).unwrap_or_default();
+                let parent = model.parents.remove(&branch).unwrap_or_default();
+                let base = model.bases.remove(&branch).unwrap_or_default();
+                model.deleted.insert(branch.clone(), (parent, names, base));
                 format!("delete branch {branch}")
             }
             7 => {

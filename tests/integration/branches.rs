@@ -129,8 +129,12 @@ async fn branches_of_branches_inherit_and_isolate() {
     let err = g.branch_delete("a").await.expect_err("a has a child");
     assert!(matches!(err, OmniError::BranchConflict { .. }), "{err}");
     g.branch_delete("b").await.expect("delete b");
-    g.branch_delete("a").await.expect("delete a");
+    g.branch_delete("a").await.expect("delete a: its only child is deleted (hidden)");
+    assert!(!forks_of(&g, "node:Person").await.is_empty(), "a delete hides: the forks stay, restorable");
+    let purge = omnigraph::DeleteOptions { purge: true, actor: None };
+    g.branch_delete_with("a", &purge).await.expect("purge deleted a, and its deleted child first");
     assert!(forks_of(&g, "node:Person").await.is_empty(), "forks reclaimed with their branches");
+    assert!(matches!(g.branch_restore("b", None, None).await, Err(OmniError::Gone(_))), "b went with a");
 }
 
 #[tokio::test]
@@ -163,7 +167,7 @@ async fn delete_then_recreate_reads_the_new_parent_not_the_old_fork() {
     g.branch_create("tmp", "main").await.expect("create");
     insert_person(&g, "tmp", "Gone").await;
     let deleted = g.branch_delete("tmp").await.expect("delete");
-    assert_eq!(deleted.forks_reclaimed.len(), 1);
+    assert!(deleted.restorable && deleted.forks_reclaimed.is_empty(), "a delete hides: {deleted:?}");
     let gone = g.snapshot("tmp").await;
     assert!(matches!(gone, Err(OmniError::NotFound(_))), "{gone:?}");
     assert!(!g.branch_list().await.expect("list").iter().any(|b| b.name == "tmp"));
@@ -311,8 +315,8 @@ async fn racing_creates_of_one_name_make_exactly_one_branch() {
     assert_eq!(g.branch_list().await.expect("list").iter().filter(|b| b.name == "race").count(), 1);
 }
 
-/// Writes racing a delete of their branch either land before it (and are
-/// deleted with it) or find the branch gone; nothing is left behind.
+/// Writes racing a purging delete of their branch either land before it
+/// (and are deleted with it) or find the branch gone; nothing is left behind.
 #[tokio::test]
 async fn writes_racing_a_branch_delete_leave_nothing_behind() {
     let (_dir, g) = loaded_social_graph().await;
@@ -327,7 +331,7 @@ async fn writes_racing_a_branch_delete_leave_nothing_behind() {
         })
         .collect();
     tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-    g.branch_delete("doomed").await.expect("delete");
+    g.branch_delete_with("doomed", &omnigraph::DeleteOptions { purge: true, actor: None }).await.expect("delete");
     for w in writers {
         match w.await.expect("join") {
             Ok(_) | Err(OmniError::NotFound(_)) => {}

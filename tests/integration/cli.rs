@@ -226,8 +226,11 @@ fn branch_create_list_delete_and_branch_writes_work_end_to_end() {
     let out = omnigraph(&["branch", "delete", "--json", "review/alice", &loc]);
     assert!(out.status.success(), "{}", stderr(&out));
     let deleted: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
-    assert_eq!(deleted["forks_reclaimed"].as_array().map(Vec::len), Some(2), "Person and Company forked");
+    assert_eq!(deleted["restorable"], true, "{deleted}");
     assert_one_line_error(&omnigraph(&["branch", "delete", "review/alice", &loc]), "not found");
+    let out = omnigraph(&["branch", "delete", "--purge", "--json", "forked", &loc]);
+    let purged: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert_eq!(purged["restorable"], false, "{purged}");
     assert_one_line_error(&omnigraph(&["snapshot", "--branch", "review/alice", &loc]), "not found");
 }
 

@@ -189,8 +189,11 @@ fn the_undo_walkthrough_in_the_docs_runs() {
     };
     let before = names("main");
     let outputs = run_block(block, dir.path(), &loc);
-    assert_eq!(outputs.len(), 6, "the walk-through has six commands");
+    assert_eq!(outputs.len(), 9, "the walk-through has nine commands");
     assert!(outputs[4].contains("its head moved"), "reset output: {}", outputs[4]);
+    assert!(outputs[6].contains("deleted branch experiment"), "delete output: {}", outputs[6]);
+    assert!(outputs[7].contains("restored branch experiment"), "restore output: {}", outputs[7]);
+    assert_eq!(outputs[8], outputs[5], "the restored branch reads as before its delete");
     assert_eq!(names("main"), before, "the bad load is reverted");
     assert_eq!(names("experiment"), before, "the experiment holds main's content again");
     assert!(before.to_string().contains("Alice"), "{before}");

@@ -183,7 +183,7 @@ fn writes_echo_their_target_and_remote_destruction_needs_consent() {
     let read = run(dir.path(), "omnigraph snapshot g");
     assert!(read.stderr.is_empty(), "a read echoes nothing: {}", String::from_utf8_lossy(&read.stderr));
     for line in [
-        "omnigraph branch delete feature s3://bucket/g",
+        "omnigraph branch delete --purge feature s3://bucket/g",
         "omnigraph load --data people.jsonl --mode overwrite s3://bucket/g",
         "omnigraph cleanup --keep 1 --confirm --store s3://bucket/g",
     ] {

@@ -130,13 +130,17 @@ async fn a_tag_keeps_its_commit_through_cleanup_and_its_branch_alive() {
         )
         .await;
     assert!(matches!(gone, Err(OmniError::CommitCleaned { .. })), "{gone:?}");
-    // A tag on a branch's commit keeps the branch from being deleted.
+    // A tag on a branch's commit keeps the branch from being purged; a
+    // delete only hides it, and the tag keeps reading.
     g.branch_create("b", "main").await.expect("branch");
     let b1 = insert(&g, "b", "Eve").await;
     g.tag_create("on-b", Some(&b1), None, None).await.expect("tag on b");
-    assert!(matches!(g.branch_delete("b").await, Err(OmniError::BranchConflict { .. })));
+    g.branch_delete("b").await.expect("a delete hides");
+    assert!(people(&g, ReadTarget::Commit("on-b".into())).await.contains(&"Eve".to_string()));
+    let purge = omnigraph::DeleteOptions { purge: true, actor: None };
+    assert!(matches!(g.branch_delete_with("b", &purge).await, Err(OmniError::BranchConflict { .. })));
     g.tag_delete("on-b").await.expect("untag");
-    g.branch_delete("b").await.expect("delete once untagged");
+    g.branch_delete_with("b", &purge).await.expect("purge once untagged");
 }
 
 fn omnigraph(args: &[&str]) -> Output {

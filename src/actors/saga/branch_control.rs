@@ -7,6 +7,13 @@
 //! under the schema (shared) → branch → table gates, so no write on the
 //! branches involved is in flight, and classify an ambiguous native result
 //! from fresh metadata (`engine::storage::branches`).
+//!
+//! A delete hides the branch: one head move (`delete`) published on its own
+//! `__manifest` branch, everything else left on storage, so `branch restore`
+//! ([`super::branch_restore`]) brings it back. A *purge* removes it for good
+//! (the native refs, then the forks): `branch delete --purge`, a create that
+//! takes the name (or one overlapping it), and `cleanup` past the reflog
+//! window.
 
 use serde::Serialize;
 use tracing::{Instrument, info, info_span, warn};
@@ -14,12 +21,14 @@ use tracing::{Instrument, info, info_span, warn};
 use super::control::{ControlOp, Planned};
 use super::gates::{Gates, table_uris};
 use crate::actors::child_key::ChildKey;
+use crate::actors::lease::Lease;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
 use crate::actors::saga::recovery::resolve::{self, Mode};
 use crate::actors::saga::recovery::sweep::{Scope, sweep};
 use crate::engine::branch_name::{self, MAIN};
-use crate::engine::manifest::{self, ManifestView};
+use crate::engine::manifest::state::DELETE_MOVE;
+use crate::engine::manifest::{self, CommitRow, Lineage, ManifestView, Precondition, PublishRequest, Published};
 use crate::engine::reflog::{self, ReflogEntry};
 use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::table;
@@ -42,12 +51,17 @@ pub struct BranchInfo {
     pub created_at: Option<u64>,
 }
 
-/// What a delete removed.
+/// What a delete did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeletedBranch {
     /// Branch name.
     pub name: String,
-    /// Table forks reclaimed with it.
+    /// The head it had.
+    pub head_commit_id: Option<String>,
+    /// True when it was only hidden: `branch restore` brings it back until
+    /// `cleanup` purges it past the reflog window. False when purged.
+    pub restorable: bool,
+    /// Table forks reclaimed with it (a purge's).
     pub forks_reclaimed: Vec<String>,
     /// Operation ids of unresolved writes on it whose effects became unreachable.
     pub orphans_discarded: Vec<String>,
@@ -89,26 +103,88 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
         if !pending_on(rt, name).await?.is_empty() {
             sweep(rt, Mode::Full, Scope::Branch(name)).await?;
         }
+        purge_overlapping(rt, name).await?;
         Planned::new(rt, Create { name, from }).lease().await?.check().await?.apply().await
     }
     .instrument(span)
     .await
 }
 
-/// Delete branch `name`: its `__manifest` ref (the authority), then every
-/// table fork made for it. An unresolved write scoped to it is discarded
-/// once the gates prove its owner gone (the branch-delete orphaning exception).
-pub async fn delete(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
+/// How to delete a branch.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// Remove it for good now (otherwise it is hidden, restorable).
+    pub purge: bool,
+    /// Who deletes it.
+    pub actor: Option<String>,
+}
+
+/// Delete branch `name`: hide it (a `delete` head move on its `__manifest`
+/// branch), or with `purge` remove its `__manifest` ref (the authority),
+/// then every table fork made for it. An unresolved write scoped to it is
+/// discarded once the gates prove its owner gone (the branch-delete
+/// orphaning exception), which needs the purge: a hidden branch must stay
+/// exact to be restored.
+pub async fn delete(rt: &Runtime, name: &str, opts: &DeleteOptions) -> Result<DeletedBranch> {
     if name == MAIN {
         return Err(OmniError::BadRequest("the main branch cannot be deleted".into()));
     }
-    let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name);
+    let span = info_span!("branch.delete", operation_id = %ulid::Ulid::new(), branch = %name, purge = opts.purge);
     async {
         sweep(rt, Mode::RollForwardOnly, Scope::Branch(name)).await?;
-        Planned::new(rt, Delete { name }).lease().await?.check().await?.apply().await
+        if opts.purge {
+            purge_hidden_children(rt, name).await?;
+        }
+        let op = Delete { name, purge: opts.purge, actor: opts.actor.clone() };
+        Planned::new(rt, op).lease().await?.check().await?.apply().await
     }
     .instrument(span)
     .await
+}
+
+/// Purge `name`, a hidden branch, for good.
+pub async fn purge(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
+    Box::pin(delete(rt, name, &DeleteOptions { purge: true, actor: None })).await
+}
+
+/// Whether `name` is on storage but hidden (soft-deleted).
+pub async fn is_hidden(rt: &Runtime, name: &str) -> Result<bool> {
+    match rt.view_of(name, false).await {
+        Ok(view) => Ok(view.state.deleted(name).is_some()),
+        Err(OmniError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Purge every hidden branch `name` overlaps (itself, a path ancestor or a
+/// descendant), deepest first: a new branch takes the name, and native
+/// names must stay path-prefix-disjoint.
+async fn purge_overlapping(rt: &Runtime, name: &str) -> Result<()> {
+    let mut names: Vec<String> = table::list_branches(&manifest::uri(rt.root()))
+        .await?
+        .into_keys()
+        .filter(|other| branch_name::overlaps(name, other))
+        .collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for other in names {
+        if is_hidden(rt, &other).await? {
+            info!(branch = %other, "purging a deleted branch whose name a new branch takes");
+            purge(rt, &other).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Purge the hidden branches created from `name` (their native refs read
+/// its data, so Lance refuses to remove it before them).
+async fn purge_hidden_children(rt: &Runtime, name: &str) -> Result<()> {
+    let refs = table::list_branches(&manifest::uri(rt.root())).await?;
+    for (child, _) in refs.iter().filter(|(_, b)| b.parent_branch.as_deref() == Some(name)) {
+        if is_hidden(rt, child).await? {
+            purge(rt, child).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Branch create.
@@ -187,20 +263,24 @@ impl<'a> ControlOp for Create<'a> {
         named_failpoint!("branch_create.after_ref");
         info!(version = source.version, "branch created");
         let head = view.state.effective_head(name).map(|c| c.commit_id.clone());
-        log_move(rt, name, None, head, "create").await;
+        log_move(rt, name, None, head, "create", None).await;
         let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
         Ok(info_of(name, native.as_ref(), &view))
     }
 }
 
-/// Branch delete.
+/// Branch delete (a hide or a purge).
 struct Delete<'a> {
     name: &'a str,
+    purge: bool,
+    actor: Option<String>,
 }
 
 /// What a delete's checks found.
 struct DeleteChecked<'a> {
     name: &'a str,
+    purge: bool,
+    actor: Option<String>,
     view: ManifestView,
     /// Every table the branch sees (each may have a fork to reclaim).
     uris: Vec<String>,
@@ -217,16 +297,20 @@ impl<'a> ControlOp for Delete<'a> {
     }
 
     async fn check(self, rt: &Runtime) -> Result<(DeleteChecked<'a>, Gates)> {
-        let name = self.name;
-        let view = rt.view(name).await?;
+        let Delete { name, purge, actor } = self;
+        // A purge takes a hidden branch too; a hide only a visible one.
+        let view = if purge { rt.view_of(name, false).await? } else { rt.view(name).await? };
         let refs = table::list_branches(&manifest::uri(rt.root())).await?;
-        if let Some(child) = refs.iter().find(|(_, b)| b.parent_branch.as_deref() == Some(name)).map(|(n, _)| n) {
-            return Err(OmniError::BranchConflict {
-                branch: name.into(),
-                reason: format!("branch `{child}` was created from it; delete `{child}` first"),
-            });
+        for (child, _) in refs.iter().filter(|(_, b)| b.parent_branch.as_deref() == Some(name)) {
+            // A hidden child keeps reading this branch's data; hiding both is fine.
+            if purge || !is_hidden(rt, child).await? {
+                return Err(OmniError::BranchConflict {
+                    branch: name.into(),
+                    reason: format!("branch `{child}` was created from it; delete `{child}` first"),
+                });
+            }
         }
-        if let Some(tag) = super::tags::pinning_branch(rt, name).await? {
+        if let Some(tag) = super::tags::pinning_branch(rt, name).await?.filter(|_| purge) {
             return Err(OmniError::BranchConflict {
                 branch: name.into(),
                 reason: format!(
@@ -238,47 +322,114 @@ impl<'a> ControlOp for Delete<'a> {
         let uris = table_uris(rt, &view);
         let gates = Gates::none().tables(uris.iter().map(String::as_str), name);
         let orphans = pending_on(rt, name).await?;
-        Ok((DeleteChecked { name, view, uris, orphans }, gates))
+        Ok((DeleteChecked { name, purge, actor, view, uris, orphans }, gates))
     }
 
     async fn apply(c: DeleteChecked<'a>, rt: &Runtime, leases: LeaseSet) -> Result<DeletedBranch> {
-        let DeleteChecked { name, view, uris, orphans } = c;
-        rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?)
-            .await?;
-        named_failpoint!("branch_delete.after_ref");
-        log_move(rt, name, view.state.effective_head(name).map(|c| c.commit_id.clone()), None, "delete").await;
-        let mut forks_reclaimed = Vec::new();
-        for uri in &uris {
-            match rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await {
-                Ok(true) => forks_reclaimed.push(uri.clone()),
-                Ok(false) => {}
-                // Derived cleanup: the authority is gone, so a leftover is
-                // unreachable and the next create of this name reclaims it.
-                Err(e) => warn!(uri, error = %e, "could not reclaim a table fork of the deleted branch"),
-            }
+        if c.purge || !c.orphans.is_empty() {
+            return purge_now(c, rt, leases).await;
         }
-        let store = SidecarStore::new(rt.root().clone());
-        let mut orphans_discarded = Vec::new();
-        for body in orphans {
-            resolve::discard_orphan(rt, &store, &body, &leases).await?;
-            orphans_discarded.push(body.operation_id);
-        }
+        let DeleteChecked { name, actor, view, .. } = c;
+        let head = view.state.effective_head(name).cloned();
+        let head = head.ok_or_else(|| OmniError::Internal(format!("branch `{name}` has no head commit")))?;
+        named_failpoint!("branch_delete.before_hide");
+        move_head(rt, &view, head.clone(), DELETE_MOVE, actor, leases.require(&ChildKey::Branch(name.into()))?).await?;
+        named_failpoint!("branch_delete.after_hide");
         drop(leases);
         rt.retire_branch(name).await;
-        info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch deleted");
-        Ok(DeletedBranch { name: name.to_string(), forks_reclaimed, orphans_discarded })
+        info!(head = %head.commit_id, "branch hidden (restorable)");
+        Ok(DeletedBranch {
+            name: name.to_string(),
+            head_commit_id: Some(head.commit_id),
+            restorable: true,
+            forks_reclaimed: vec![],
+            orphans_discarded: vec![],
+        })
     }
 }
 
-/// Record a create or a delete in the reflog. The branch has moved already,
-/// so a failure to record is logged, not the operation's.
-async fn log_move(rt: &Runtime, branch: &str, old_head: Option<String>, new_head: Option<String>, operation: &str) {
+/// Remove the branch for good: its `__manifest` ref, then its forks, then
+/// the unresolved writes its removal made unreachable.
+async fn purge_now(c: DeleteChecked<'_>, rt: &Runtime, leases: LeaseSet) -> Result<DeletedBranch> {
+    let DeleteChecked { name, actor, view, uris, orphans, .. } = c;
+    let head = view.state.effective_head(name).map(|c| c.commit_id.clone());
+    let was_hidden = view.state.deleted(name).is_some();
+    rt.delete_branch_ref(name, view.branch_id.clone(), leases.require(&ChildKey::Branch(name.to_string()))?).await?;
+    named_failpoint!("branch_delete.after_ref");
+    log_move(rt, name, head.clone(), None, if was_hidden { "purge" } else { "delete" }, actor).await;
+    let mut forks_reclaimed = Vec::new();
+    for uri in &uris {
+        match rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await {
+            Ok(true) => forks_reclaimed.push(uri.clone()),
+            Ok(false) => {}
+            // Derived cleanup: the authority is gone, so a leftover is
+            // unreachable and the next create of this name reclaims it.
+            Err(e) => warn!(uri, error = %e, "could not reclaim a table fork of the deleted branch"),
+        }
+    }
+    let store = SidecarStore::new(rt.root().clone());
+    let mut orphans_discarded = Vec::new();
+    for body in orphans {
+        resolve::discard_orphan(rt, &store, &body, &leases).await?;
+        orphans_discarded.push(body.operation_id);
+    }
+    drop(leases);
+    rt.retire_branch(name).await;
+    info!(forks = forks_reclaimed.len(), orphans = orphans_discarded.len(), "branch purged");
+    Ok(DeletedBranch {
+        name: name.to_string(),
+        head_commit_id: head,
+        restorable: false,
+        forks_reclaimed,
+        orphans_discarded,
+    })
+}
+
+/// Publish a head move of kind `operation` on `view`'s branch to `to`,
+/// under its exact head (a hide and a restore: one append each, so a crash
+/// leaves the move whole or absent). Answers the operation id.
+pub(crate) async fn move_head(
+    rt: &Runtime,
+    view: &ManifestView,
+    to: CommitRow,
+    operation: &str,
+    actor: Option<String>,
+    lease: &Lease,
+) -> Result<(String, Published)> {
+    let mut lineage = Lineage::mint(actor);
+    lineage.operation = Some(operation.to_string());
+    lineage.reset_to = Some(to);
+    let operation_id = lineage.commit_id.clone();
+    let request = PublishRequest {
+        branch: view.branch.clone(),
+        updates: vec![],
+        expected_versions: Default::default(),
+        precondition: Precondition::ExactHead {
+            branch_id: view.branch_id.clone(),
+            head: view.state.head(&view.branch).map(str::to_string),
+        },
+        lineage,
+    };
+    Ok((operation_id, rt.publish(request, lease).await?))
+}
+
+/// Record a create or a purge in the reflog (their branch's own manifest
+/// does not outlive them). The branch has moved already, so a failure to
+/// record is logged, not the operation's.
+async fn log_move(
+    rt: &Runtime,
+    branch: &str,
+    old_head: Option<String>,
+    new_head: Option<String>,
+    operation: &str,
+    actor_id: Option<String>,
+) {
     let entry = ReflogEntry {
         branch: branch.to_string(),
         old_head,
         new_head,
         operation: operation.to_string(),
-        actor_id: None,
+        actor_id,
         at_us: chrono::Utc::now().timestamp_micros(),
     };
     if let Err(e) = reflog::record(rt.root(), &entry).await {

@@ -9,6 +9,14 @@
 //! ref: remove the other versions
 //! ```
 //!
+//! The reflog window (`--reflog-expiry`, 7 days by default) bounds undo:
+//! deleted branches stay on storage, hidden and restorable, and count as
+//! branches here until their delete is older than the window, when cleanup
+//! purges them first (before its own gate: a purge is branch control);
+//! a head a reset moved away from inside the window stays readable, so the
+//! reset can be undone; and branch-control reflog records older than the
+//! window are pruned.
+//!
 //! Cleanup makes no commit and no sidecar: it only deletes versions nothing
 //! retained reads, so a crash between two datasets leaves every retained
 //! commit readable and the next cleanup finishes the job. Pending recovery
@@ -23,15 +31,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
-use tracing::{Instrument, info, info_span};
+use tracing::{Instrument, info, info_span, warn};
 
 use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
+use crate::actors::saga::branch_control;
 use crate::engine::branch_name::MAIN;
 use crate::engine::manifest::{self, ManifestView, merge_base};
 use crate::engine::retention::{KeepSet, RetentionPolicy};
 use crate::engine::storage::table::{self, VersionRemoval};
-use crate::engine::tags;
+use crate::engine::{reflog, tags};
 use crate::named_failpoint;
 use crate::protocol::{OmniError, Result};
 use crate::recovery::list_pending;
@@ -46,7 +55,13 @@ pub struct CleanupRequest {
     pub policy: RetentionPolicy,
     /// Delete; otherwise only report what would be deleted.
     pub confirm: bool,
+    /// The reflog window, µs: deleted branches and reset-away heads younger
+    /// than this stay restorable.
+    pub reflog_expiry_us: i64,
 }
+
+/// The reflog window when none is given: 7 days.
+pub const DEFAULT_REFLOG_EXPIRY: &str = "7d";
 
 /// What a cleanup removed, or would remove when `dry_run`.
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +87,11 @@ pub struct CleanupReport {
     /// Tags that keep a commit the policy alone would remove (a tag is a
     /// retention root: time travel to it keeps working).
     pub pinned_by_tags: Vec<TagPin>,
+    /// Deleted branches past the reflog window: purged (or to purge), no
+    /// longer restorable.
+    pub branches_purged: Vec<String>,
+    /// Branch-control reflog records past the window: pruned (or to prune).
+    pub reflog_records_pruned: usize,
 }
 
 /// A tag keeping its commit's versions.
@@ -123,11 +143,15 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
     let span = info_span!("cleanup", confirm = req.confirm);
     async {
         refuse_pending(rt).await?;
+        let now_us = chrono::Utc::now().timestamp_micros();
+        let cutoff_us = now_us.saturating_sub(req.reflog_expiry_us);
+        let branches_purged = purge_expired(rt, cutoff_us, req.confirm).await?;
+        let reflog_records_pruned = prune_reflog(rt, cutoff_us, req.confirm).await?;
         let _schema = rt.lease_schema(LeaseMode::Exclusive).await?;
         // Again under the gate: a write that armed before we got it is done
         // or has left its sidecar.
         refuse_pending(rt).await?;
-        let plan = plan(rt, &req.policy, chrono::Utc::now().timestamp_micros()).await?;
+        let plan = plan(rt, &req.policy, now_us, cutoff_us).await?;
         named_failpoint!("cleanup.after_plan");
         let mut report = CleanupReport {
             dry_run: !req.confirm,
@@ -139,6 +163,8 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
             orphan_forks: Vec::new(),
             dropped_tables: Vec::new(),
             pinned_by_tags: plan.pinned_by_tags.clone(),
+            branches_purged,
+            reflog_records_pruned,
         };
         for (key, location, branch) in &plan.refs {
             let line = clean_ref(rt, &plan.keep, key, location, branch.as_deref(), req.confirm).await?;
@@ -197,16 +223,61 @@ struct Plan {
     pinned_by_tags: Vec<TagPin>,
 }
 
-/// Retained commits of every live branch and what they read.
-async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Plan> {
+/// Purge the deleted branches whose delete is older than `cutoff_us`
+/// (with `confirm`; otherwise name them). One a tag still pins stays.
+async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<Vec<String>> {
+    let mut expired = Vec::new();
+    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
+        let view = match rt.view_of(&name, false).await {
+            Ok(view) => view,
+            Err(OmniError::NotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        if view.state.deleted(&name).is_some_and(|d| d.at_us < cutoff_us) {
+            expired.push(name);
+        }
+    }
+    if !confirm {
+        return Ok(expired);
+    }
+    let mut purged = Vec::new();
+    // Deepest first: a child's native ref reads its parent's data.
+    expired.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for name in expired {
+        match branch_control::purge(rt, &name).await {
+            Ok(_) => purged.push(name),
+            Err(OmniError::BranchConflict { reason, .. }) => warn!(branch = %name, %reason, "kept a deleted branch"),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(purged)
+}
+
+/// Remove the branch-control reflog records older than `cutoff_us` (with
+/// `confirm`; otherwise count them).
+async fn prune_reflog(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<usize> {
+    let old = reflog::control_records(rt.root()).await?.into_iter().filter(|(_, e)| e.at_us < cutoff_us);
+    let mut pruned = 0;
+    for (path, _) in old {
+        if confirm {
+            rt.root().delete(&path).await?;
+        }
+        pruned += 1;
+    }
+    Ok(pruned)
+}
+
+/// Retained commits of every branch on storage (a deleted one too, until
+/// it is purged) and what they read.
+async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64, cutoff_us: i64) -> Result<Plan> {
     let mut branches = vec![MAIN.to_string()];
     branches.extend(table::list_branches(&manifest::uri(rt.root())).await?.into_keys());
     let mut heads = Vec::new();
     let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
     for branch in &branches {
-        let view = rt.history_view(branch).await?;
+        let view = rt.view_of(branch, true).await?;
         if let Some(head) = view.state.effective_head(branch) {
-            // Commits of deleted branches are unreadable already.
+            // Commits of purged branches are unreadable already.
             let history: Vec<_> =
                 view.state.history(&head.commit_id)?.into_iter().filter(|c| branches.contains(&c.branch)).collect();
             seen.extend(history.iter().map(|c| c.commit_id.clone()));
@@ -214,6 +285,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
                 retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
             }
         }
+        retain_reset_away(&view, &branches, cutoff_us, &mut retained)?;
         heads.push(view);
     }
     retain_merge_bases(&heads, &branches, &mut retained)?;
@@ -235,11 +307,12 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     }
     for view in &heads {
         // The versions after the head's publish (its `__manifest`
-        // compactions) lead an open back to the publish's checkpoint.
-        if let Some(head) = view.state.effective_head(&view.branch).filter(|c| c.branch == view.branch) {
-            for v in head.manifest_version..view.version {
-                keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), v);
-            }
+        // compactions) lead an open back to the publish's checkpoint: the
+        // head row's (a head move's is newer than its commit's).
+        let own = view.state.effective_head(&view.branch).filter(|c| c.branch == view.branch);
+        let written = view.state.head_written_at(&view.branch).or(own.map(|c| c.manifest_version));
+        for v in written.into_iter().flat_map(|from| from..view.version) {
+            keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), v);
         }
     }
     // A registered table no retained manifest shows is one a schema apply dropped.
@@ -254,6 +327,24 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64) -> Result<Pla
     let kept_ids: BTreeSet<&String> = retained.iter().map(|(_, _, id)| id).collect();
     let removed = seen.iter().filter(|id| !kept_ids.contains(id)).count();
     Ok(Plan { keep, refs, orphans, dropped: gone, retained: kept_ids.len(), removed, pinned_by_tags })
+}
+
+/// Keep each head a reset moved `view`'s branch away from inside the
+/// reflog window: the reset can be undone by resetting back to it.
+fn retain_reset_away(
+    view: &ManifestView,
+    branches: &[String],
+    cutoff_us: i64,
+    retained: &mut BTreeSet<(String, u64, String)>,
+) -> Result<()> {
+    let commits = view.state.commits()?;
+    let moves = view.state.head_moves().filter(|m| m.branch == view.branch && m.at_us >= cutoff_us);
+    for from in moves.filter_map(|m| m.from.as_ref()) {
+        if let Some(c) = commits.get(from).filter(|c| branches.contains(&c.branch)) {
+            retained.insert((c.branch.clone(), c.manifest_version, c.commit_id.clone()));
+        }
+    }
+    Ok(())
 }
 
 /// Keep every tagged commit (a tag is a retention root), and name the tags

@@ -353,8 +353,9 @@ async fn base_state(
 }
 
 /// Delete `source` after a merge: a failure does not fail the merge.
-pub async fn delete_merged_source(rt: &Runtime, source: &str) -> (bool, Option<String>) {
-    match super::branch_control::delete(rt, source).await {
+pub async fn delete_merged_source(rt: &Runtime, source: &str, actor: Option<String>) -> (bool, Option<String>) {
+    let opts = super::branch_control::DeleteOptions { purge: false, actor };
+    match super::branch_control::delete(rt, source, &opts).await {
         Ok(_) => (true, None),
         Err(e) => {
             warn!(branch = source, error = %e, "merged, but could not delete the source branch");

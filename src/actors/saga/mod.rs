@@ -3,6 +3,7 @@
 //! every boundary ([`failpoints`]).
 
 pub mod branch_control;
+pub mod branch_restore;
 pub mod cleanup;
 pub mod control;
 pub mod ensure_indices;

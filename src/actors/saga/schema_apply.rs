@@ -156,7 +156,14 @@ fn report_of(plan: &EvolvePlan, accepted: &str) -> SchemaApplyReport {
 /// Refuse while any graph branch other than main exists (branch create and
 /// delete wait on the schema gate this apply holds exclusively).
 async fn refuse_other_branches(rt: &Runtime) -> Result<()> {
-    let names: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
+    let mut names = Vec::new();
+    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
+        // A deleted branch stays on storage, hidden: it cannot be written,
+        // and a restore refuses it once the schema moved on.
+        if !super::branch_control::is_hidden(rt, &name).await? {
+            names.push(name);
+        }
+    }
     match names.first() {
         None => Ok(()),
         Some(first) => Err(OmniError::BranchConflict {

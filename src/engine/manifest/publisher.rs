@@ -114,7 +114,9 @@ pub struct Lineage {
     pub group: Vec<MemberCommit>,
     /// A reset's target: the publish makes no commit of its own, it moves
     /// the head to this existing commit (recorded as a head move under
-    /// `commit_id`, which then names the operation, not a commit).
+    /// `commit_id`, which then names the operation, not a commit; the
+    /// move's kind is `operation`, `reset` by default: a soft delete and a
+    /// restore are head moves too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_to: Option<CommitRow>,
     /// The writer recorded on the commit rows (see [`CommitRow::operation`]).
@@ -433,7 +435,7 @@ fn pending_rows(view: &ManifestView, req: &PublishRequest) -> Result<Vec<Manifes
             branch: req.branch.clone(),
             from: parent.clone(),
             to: to.commit_id.clone(),
-            operation: "reset".into(),
+            operation: req.lineage.operation.clone().unwrap_or_else(|| "reset".into()),
             actor: req.lineage.actor.clone(),
             at_us: req.lineage.created_at_us,
             manifest_version: at,

@@ -12,7 +12,7 @@
 //! | table tombstone | `table_tombstone:<table_id>:<version:020>` | version |
 //! | graph commit | `<ULID>` | immutable |
 //! | branch head | `graph_head:<branch>` | the manifest version it was written at (`table_version`; rows from before it was recorded: their commit's); every commit appends one |
-//! | head move | `head_move:<operation id>` | immutable: a reset that moved a head to an existing commit |
+//! | head move | `head_move:<operation id>` | immutable: a reset that moved a head to an existing commit, or a branch's soft delete or restore (the newest by manifest version decides whether it is hidden) |
 //!
 //! Graphs written before appends had one row per `object_id` (heads and
 //! renames were merged in place); they fold the same way.
@@ -132,7 +132,8 @@ pub struct HeadMoveRow {
     pub from: Option<String>,
     /// The head after it.
     pub to: String,
-    /// What moved it (`reset`).
+    /// What moved it: `reset`, or `delete` / `restore` (a soft delete
+    /// hides the branch with its head in place; a restore shows it again).
     pub operation: String,
     /// Who moved it.
     pub actor: Option<String>,

@@ -21,6 +21,14 @@ use serde::{Deserialize, Serialize};
 
 use super::rows::{CommitRow, HeadMoveRow, ManifestRow, TableReg, TableVersionRow};
 use crate::protocol::{OmniError, Result};
+/// The head-move operation of a soft delete: the branch stays on storage,
+/// hidden, with its head where it was.
+pub const DELETE_MOVE: &str = "delete";
+/// The head-move operation that brings a soft-deleted branch back.
+pub const RESTORE_MOVE: &str = "restore";
+/// The head moves that change whether a branch is visible.
+const LIFECYCLE: [&str; 2] = [DELETE_MOVE, RESTORE_MOVE];
+
 /// One visible table: its registration plus the newest live version pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TableEntry {
@@ -50,6 +58,9 @@ pub struct ManifestState {
     head_at: BTreeMap<String, u64>,
     /// Head moves by operation id (a head state: those since its restore).
     moves: HashMap<String, HeadMoveRow>,
+    /// Graph branch → its newest delete or restore (a soft-deleted branch
+    /// stays on storage, hidden, until it is restored or purged).
+    lifecycle: BTreeMap<String, HeadMoveRow>,
     /// Every commit reachable in this manifest branch, by id (a head state:
     /// only the head commits, and those published since it was restored).
     commits: HashMap<String, CommitRow>,
@@ -162,6 +173,7 @@ impl ManifestState {
             latest_versions: self.latest_versions.clone(),
             heads: self.heads.clone(),
             head_at: self.head_at.clone(),
+            lifecycle: self.lifecycle.clone(),
             head_commits,
             head_schemas,
             original_schema: self.original_schema(),
@@ -184,6 +196,7 @@ impl ManifestState {
         }
         state.heads = cp.heads;
         state.head_at = cp.head_at;
+        state.lifecycle = cp.lifecycle;
         state.restored_schemas = cp.head_schemas.into_iter().collect();
         state.restored_original = cp.original_schema;
         let touched: BTreeSet<String> =
@@ -226,6 +239,11 @@ impl ManifestState {
                 }
                 ManifestRow::Head(h) => heads.push(h),
                 ManifestRow::HeadMove(m) => {
+                    if LIFECYCLE.contains(&m.operation.as_str())
+                        && self.lifecycle.get(&m.branch).is_none_or(|l| m.manifest_version >= l.manifest_version)
+                    {
+                        self.lifecycle.insert(m.branch.clone(), m.clone());
+                    }
                     self.moves.insert(m.operation_id.clone(), m);
                 }
             }
@@ -294,6 +312,18 @@ impl ManifestState {
     /// Every head move this state holds.
     pub fn head_moves(&self) -> impl Iterator<Item = &HeadMoveRow> {
         self.moves.values()
+    }
+
+    /// The delete that hides `branch`, if its newest lifecycle move is one
+    /// (see `docs/undo.md`, "Branch restore").
+    pub fn deleted(&self, branch: &str) -> Option<&HeadMoveRow> {
+        self.lifecycle.get(branch).filter(|m| m.operation == DELETE_MOVE)
+    }
+
+    /// The manifest version `branch`'s head row was written at, when
+    /// recorded (after a head move it is newer than the head commit's).
+    pub fn head_written_at(&self, branch: &str) -> Option<u64> {
+        self.head_at.get(branch).copied()
     }
 
     /// The head commit id of `branch` as recorded here.
@@ -412,6 +442,9 @@ pub struct HeadCheckpoint {
     /// Graph branch → the version its head row was written at.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     head_at: BTreeMap<String, u64>,
+    /// Graph branch → its newest delete or restore.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    lifecycle: BTreeMap<String, HeadMoveRow>,
     /// The commits `heads` names.
     head_commits: Vec<CommitRow>,
     /// Per head commit: what its ancestors' newest schema apply made current.
@@ -556,6 +589,36 @@ mod tests {
         rows.extend([commit("c5", Some("c1"), 5), at("c5", 5)]);
         let state = ManifestState::fold(rows.into_iter().rev()).expect("fold");
         assert_eq!(state.head("main"), Some("c5"), "a newer commit's row wins again");
+    }
+
+    #[test]
+    fn the_newest_delete_or_restore_decides_whether_a_branch_is_hidden() {
+        let life = |op: &str, operation: &str, v: u64| {
+            ManifestRow::HeadMove(crate::engine::manifest::rows::HeadMoveRow {
+                operation_id: op.into(),
+                branch: "b".into(),
+                from: Some("c3".into()),
+                to: "c3".into(),
+                operation: operation.into(),
+                actor: None,
+                at_us: 0,
+                manifest_version: v,
+            })
+        };
+        let mut rows: Vec<ManifestRow> = history().into_iter().flatten().collect();
+        rows.push(life("d1", DELETE_MOVE, 4));
+        for order in [rows.clone(), rows.iter().rev().cloned().collect()] {
+            let state = ManifestState::fold(order).expect("fold");
+            assert_eq!(state.deleted("b").map(|m| m.operation_id.as_str()), Some("d1"));
+            assert!(state.deleted("main").is_none());
+            let restored = ManifestState::restore(state.checkpoint().expect("checkpoint")).expect("restore");
+            assert!(restored.deleted("b").is_some(), "a head state keeps the delete");
+        }
+        rows.extend([life("r1", RESTORE_MOVE, 5), life("x", "reset", 6)]);
+        for order in [rows.clone(), rows.iter().rev().cloned().collect()] {
+            let state = ManifestState::fold(order).expect("fold");
+            assert!(state.deleted("b").is_none(), "the newer restore wins; a reset changes nothing");
+        }
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub enum OmniError {
         commit_id: String,
     },
 
+    /// Something that existed and was removed for good (a deleted branch
+    /// purged past its reflog window).
+    #[error("gone: {0}")]
+    Gone(String),
+
     /// A commit's changes were asked of the first commit, which has no
     /// parent to diff against (bootstrap from a snapshot instead).
     #[error("commit `{graph_commit_id}` has no parent: it has no changes to list (read it whole instead)")]
@@ -206,7 +211,7 @@ impl OmniError {
             | OmniError::MergeConflicts(_)
             | OmniError::ParentlessCommit { .. }
             | OmniError::Drift { .. } => 409,
-            OmniError::CommitCleaned { .. } | OmniError::ChangeFeedGap { .. } => 410,
+            OmniError::CommitCleaned { .. } | OmniError::ChangeFeedGap { .. } | OmniError::Gone(_) => 410,
             OmniError::PreconditionFailed { .. } => 412,
             OmniError::ResourceLimitExceeded { .. } => 413,
             OmniError::RecoveryRequired { .. } | OmniError::ActorUnavailable(_) => 503,
