@@ -723,6 +723,9 @@ enum BranchCommand {
         /// The branch to start from.
         #[arg(long, default_value = "main")]
         from: String,
+        /// Actor recorded in the reflog.
+        #[arg(long = "as")]
+        actor: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -1542,12 +1545,14 @@ fn print_conflicts(e: &OmniError, body: &serde_json::Value, stat: bool) {
 
 async fn run_branch(command: BranchCommand) -> Result<()> {
     match command {
-        BranchCommand::Create { from, json, name, graph } => {
+        BranchCommand::Create { from, actor, json, name, graph } => {
             let answer = match graph.remote()? {
                 Some(r) => r.post("/branches", &serde_json::json!({ "name": name, "from": from }), &[]).await?,
                 None => {
                     let g = Omnigraph::open(graph.uri()?).await?;
-                    wire::branch_created_json(&g.branch_create(&name, &from).await?, &from, g.root().uri())
+                    let actor = operator::actor(actor.as_deref())?;
+                    let info = g.branch_create_as(&name, &from, actor.as_deref()).await?;
+                    wire::branch_created_json(&info, &from, g.root().uri())
                 }
             };
             if json {

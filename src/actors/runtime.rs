@@ -530,10 +530,22 @@ impl Runtime {
         visible(self.view_of(branch, true).await?)
     }
 
-    /// A fresh manifest view of `branch`, soft-deleted or not (restore,
-    /// purge, the reflog and cleanup's retention read deleted branches).
+    /// A fresh manifest view of `branch`, soft-deleted or not (restore and
+    /// purge, which hold its gate, read a deleted branch through its actor).
     pub async fn view_of(&self, branch: &str, complete: bool) -> Result<ManifestView> {
         self.ask_branch(branch, "branch actor", Wait::Answer, |reply| BranchMsg::View { complete, reply }).await?
+    }
+
+    /// [`Self::view_of`] from the branch's actor when it has one, else read
+    /// directly without starting one: listings, cleanup and the reflog read
+    /// deleted (hidden) branches, which no one serves, so an actor started
+    /// for each would only hold memory until the branch is purged.
+    pub async fn peek(&self, branch: &str, complete: bool) -> Result<ManifestView> {
+        branch_name::validate_ref(branch)?;
+        if self.has_actor(&ChildKey::Branch(branch.to_string())) {
+            return self.view_of(branch, complete).await;
+        }
+        crate::engine::manifest::load_cached(self.root(), branch, &mut None, complete).await
     }
 
     /// Publish through the branch actor, holding its lease.

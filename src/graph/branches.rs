@@ -13,8 +13,13 @@ impl Graph {
     /// Create branch `name` from the current head of `from`. Reads of the new
     /// branch see exactly `from`'s head; writes to it are isolated from `from`.
     pub async fn branch_create(&self, name: &str, from: &str) -> Result<BranchInfo> {
+        self.branch_create_as(name, from, None).await
+    }
+
+    /// [`Graph::branch_create`], recording `actor` in the reflog.
+    pub async fn branch_create_as(&self, name: &str, from: &str, actor: Option<&str>) -> Result<BranchInfo> {
         self.require_writable()?;
-        branch_control::create(&self.rt, name, from).await
+        branch_control::create(&self.rt, name, from, actor.map(str::to_string)).await
     }
 
     /// Every live branch, main first.

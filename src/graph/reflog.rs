@@ -17,7 +17,7 @@ impl Graph {
         let mut entries = Vec::new();
         for name in names.iter().filter(|n| branch.is_none_or(|b| b == n.as_str())) {
             // A deleted branch's moves stay listed while it can be restored.
-            match self.rt.view_of(name, true).await {
+            match self.rt.peek(name, true).await {
                 Ok(view) => entries.extend(reflog::recorded(name, &view.state)?),
                 // Deleted between the listing and the read.
                 Err(OmniError::NotFound(_)) => continue,

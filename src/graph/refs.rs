@@ -64,7 +64,7 @@ impl Graph {
                 }
                 // The commit's own branch may be deleted (hidden) when a tag
                 // named it: the tag keeps its history readable.
-                let view = self.rt.view_of(&start.branch, true).await?;
+                let view = self.rt.peek(&start.branch, true).await?;
                 let mut at = start;
                 for step in 0..*n {
                     let Some(parent) = at.parent.clone() else {
@@ -83,7 +83,7 @@ impl Graph {
                 let b = self.commit_of(b, text).await?;
                 let mut dag: HashMap<String, CommitRow> = HashMap::new();
                 for branch in [&a.branch, &b.branch] {
-                    let view = self.rt.view_of(branch, true).await?;
+                    let view = self.rt.peek(branch, true).await?;
                     dag.extend(view.state.commits()?.iter().map(|(k, v)| (k.clone(), v.clone())));
                 }
                 let base = merge_base::merge_base(&dag, &a.commit_id, &b.commit_id)
@@ -159,7 +159,7 @@ impl Graph {
     /// The commit row a tag names (its record says where it was made; the
     /// branch may since be deleted, hidden, which the tag keeps readable).
     async fn tagged_commit(&self, tag: &Tag) -> Result<CommitRow> {
-        let view = self.rt.view_of(&tag.branch, true).await?;
+        let view = self.rt.peek(&tag.branch, true).await?;
         self.commit_in(&view, &tag.graph_commit_id).await
     }
 

@@ -593,7 +593,7 @@ async fn branch_create(
     let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CreateBranchBody>(b))?;
     let g = s.graph(&id)?;
     let from = req.from.unwrap_or_else(|| "main".into());
-    let info = g.branch_create(&req.name, &from).await?;
+    let info = g.branch_create_as(&req.name, &from, Some(&actor)).await?;
     let mut body = wire::branch_created_json(&info, &from, g.root().uri());
     body["actor_id"] = json!(actor);
     Ok(axum::Json(body))

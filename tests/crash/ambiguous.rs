@@ -98,7 +98,9 @@ async fn ambiguous_branch_create_and_delete_are_classified_from_fresh_refs() {
     // The ref was removed but Lance reported an error: an absent ref is success.
     g.branch_create("gone", "main").await.expect("create");
     Op::MutationInsert.run_on(&g, "gone").await.expect("fork a table");
-    let (out, fired) = with_rule("__manifest/_refs/branches/gone.json", true, 1, g.branch_delete("gone")).await;
+    let purge = omnigraph::DeleteOptions { purge: true, actor: None };
+    let (out, fired) =
+        with_rule("__manifest/_refs/branches/gone.json", true, 1, g.branch_delete_with("gone", &purge)).await;
     out.expect("an absent ref after an error is a successful delete");
     assert_eq!(fired, 1);
     assert!(!live(&g).await.contains(&"gone".to_string()));
@@ -108,7 +110,8 @@ async fn ambiguous_branch_create_and_delete_are_classified_from_fresh_refs() {
     // The ref removal itself failed: the same incarnation is still there, so
     // the error stands and the branch is whole.
     g.branch_create("kept", "main").await.expect("create");
-    let (out, fired) = with_rule("__manifest/_refs/branches/kept.json", false, 1, g.branch_delete("kept")).await;
+    let (out, fired) =
+        with_rule("__manifest/_refs/branches/kept.json", false, 1, g.branch_delete_with("kept", &purge)).await;
     assert!(matches!(out, Err(OmniError::Storage { .. })), "{out:?}");
     assert_eq!(fired, 1);
     assert_usable(&g, "kept").await;

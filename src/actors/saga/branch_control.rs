@@ -72,10 +72,10 @@ pub async fn list(rt: &Runtime) -> Result<Vec<BranchInfo>> {
     let refs = table::list_branches(&manifest::uri(rt.root())).await?;
     let mut out = vec![info_of(MAIN, None, &rt.view(MAIN).await?)];
     for (name, b) in refs {
-        let view = match rt.view(&name).await {
-            Ok(v) => v,
-            // Deleted between the listing and the read.
-            Err(OmniError::NotFound(_)) => continue,
+        let view = match rt.peek(&name, false).await {
+            Ok(v) if v.state.deleted(&name).is_none() => v,
+            // Deleted (hidden), or purged between the listing and the read.
+            Ok(_) | Err(OmniError::NotFound(_)) => continue,
             Err(e) => return Err(e),
         };
         out.push(info_of(&name, Some(&b), &view));
@@ -93,8 +93,9 @@ fn info_of(name: &str, native: Option<&table::NativeBranch>, view: &ManifestView
     }
 }
 
-/// Create branch `name` from `from`'s current head.
-pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> {
+/// Create branch `name` from `from`'s current head (`actor` is recorded in
+/// the reflog).
+pub async fn create(rt: &Runtime, name: &str, from: &str, actor: Option<String>) -> Result<BranchInfo> {
     branch_name::validate(name)?;
     let span = info_span!("branch.create", operation_id = %ulid::Ulid::new(), branch = %name, from = %from);
     async {
@@ -104,7 +105,7 @@ pub async fn create(rt: &Runtime, name: &str, from: &str) -> Result<BranchInfo> 
             sweep(rt, Mode::Full, Scope::Branch(name)).await?;
         }
         purge_overlapping(rt, name).await?;
-        Planned::new(rt, Create { name, from }).lease().await?.check().await?.apply().await
+        Planned::new(rt, Create { name, from, actor }).lease().await?.check().await?.apply().await
     }
     .instrument(span)
     .await
@@ -149,7 +150,7 @@ pub async fn purge(rt: &Runtime, name: &str) -> Result<DeletedBranch> {
 
 /// Whether `name` is on storage but hidden (soft-deleted).
 pub async fn is_hidden(rt: &Runtime, name: &str) -> Result<bool> {
-    match rt.view_of(name, false).await {
+    match rt.peek(name, false).await {
         Ok(view) => Ok(view.state.deleted(name).is_some()),
         Err(OmniError::NotFound(_)) => Ok(false),
         Err(e) => Err(e),
@@ -191,12 +192,14 @@ async fn purge_hidden_children(rt: &Runtime, name: &str) -> Result<()> {
 struct Create<'a> {
     name: &'a str,
     from: &'a str,
+    actor: Option<String>,
 }
 
 /// What a create's checks found.
 struct CreateChecked<'a> {
     name: &'a str,
     from: &'a str,
+    actor: Option<String>,
     /// `from`'s view at the create.
     source: ManifestView,
     /// Table forks named `name` that a half-finished delete left behind.
@@ -212,7 +215,7 @@ impl<'a> ControlOp for Create<'a> {
     }
 
     async fn check(self, rt: &Runtime) -> Result<(CreateChecked<'a>, Gates)> {
-        let Create { name, from } = self;
+        let Create { name, from, actor } = self;
         if let Some(body) = pending_on(rt, name).await?.into_iter().next() {
             return Err(OmniError::RecoveryRequired {
                 operation_id: body.operation_id,
@@ -244,11 +247,11 @@ impl<'a> ControlOp for Create<'a> {
             }
         }
         let gates = Gates::none().tables(stale.iter().map(String::as_str), name);
-        Ok((CreateChecked { name, from, source, stale }, gates))
+        Ok((CreateChecked { name, from, actor, source, stale }, gates))
     }
 
     async fn apply(c: CreateChecked<'a>, rt: &Runtime, leases: LeaseSet) -> Result<BranchInfo> {
-        let CreateChecked { name, from, source, stale } = c;
+        let CreateChecked { name, from, actor, source, stale } = c;
         for uri in &stale {
             rt.reclaim_table_fork(uri, name, leases.require(&ChildKey::table(uri, name))?).await?;
             info!(uri, "reclaimed a stale table fork");
@@ -263,7 +266,7 @@ impl<'a> ControlOp for Create<'a> {
         named_failpoint!("branch_create.after_ref");
         info!(version = source.version, "branch created");
         let head = view.state.effective_head(name).map(|c| c.commit_id.clone());
-        log_move(rt, name, None, head, "create", None).await;
+        log_move(rt, name, None, head, "create", actor).await;
         let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
         Ok(info_of(name, native.as_ref(), &view))
     }

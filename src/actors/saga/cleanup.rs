@@ -228,7 +228,7 @@ struct Plan {
 async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<Vec<String>> {
     let mut expired = Vec::new();
     for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
-        let view = match rt.view_of(&name, false).await {
+        let view = match rt.peek(&name, false).await {
             Ok(view) => view,
             Err(OmniError::NotFound(_)) => continue,
             Err(e) => return Err(e),
@@ -275,7 +275,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64, cutoff_us: i6
     let mut heads = Vec::new();
     let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
     for branch in &branches {
-        let view = rt.view_of(branch, true).await?;
+        let view = rt.peek(branch, true).await?;
         if let Some(head) = view.state.effective_head(branch) {
             // Commits of purged branches are unreadable already.
             let history: Vec<_> =
