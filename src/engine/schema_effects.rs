@@ -13,6 +13,9 @@
 //! | metadata, constraints, indexes | nothing on storage (the catalog changes) |
 
 use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
 
 use crate::engine::committed;
 use crate::engine::integrity;
@@ -134,11 +137,16 @@ async fn prepare_columns(
         .iter()
         .any(|c| matches!(c, ColumnChange::Add { default: Some(_), .. } | ColumnChange::Drop { hard: true, .. }));
     let staged = if rewrites {
-        let batches = table::scan(&ds, None).await?;
-        let mut rows: Vec<EntityRow> = batches.iter().flat_map(rows::from_batch).collect();
-        reshape(&mut rows, &tc.columns);
-        let batch = rows::to_batch_for(layout::type_name(new_key), &schema, &rows)?;
-        table::stage_overwrite(ds, vec![batch], &identity.uuid).await?
+        // Batch by batch, as the scan reads them: a rewrite of a table of
+        // any size holds about one batch in memory.
+        let rows = table::row_count(&ds).await?;
+        let (type_name, columns, target) = (layout::type_name(new_key).to_string(), tc.columns.clone(), schema.clone());
+        let reshaped = table::scan_stream(&ds).await?.map(move |batch| {
+            let mut rows: Vec<EntityRow> = rows::from_batch(&batch?);
+            reshape(&mut rows, &columns);
+            rows::to_batch_for(&type_name, &target, &rows)
+        });
+        table::stage_overwrite_stream(ds, Arc::new(schema), reshaped.boxed(), rows, &identity.uuid).await?
     } else {
         table::stage_column_edit(ds, &column_edit(&tc.columns, &schema), &identity.uuid)?
     };

@@ -605,6 +605,34 @@ pub async fn stage_overwrite(ds: Arc<Dataset>, batches: Vec<RecordBatch>, uuid: 
     stage_write(ds, batches, WriteMode::Overwrite, uuid).await
 }
 
+/// Stage an overwrite of the whole table with the batches of `stream` (all
+/// of `schema`), writing data files as they come: memory stays at about
+/// one batch whatever the table holds. `rows` is how many it yields.
+pub async fn stage_overwrite_stream(
+    ds: Arc<Dataset>,
+    schema: SchemaRef,
+    stream: futures::stream::BoxStream<'static, Result<RecordBatch>>,
+    rows: u64,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    use datafusion::physical_plan::SendableRecordBatchStream;
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+    if rows == 0 {
+        return stage_overwrite(ds, vec![], uuid).await;
+    }
+    let uri = table_uri(&ds);
+    let params = write_params(&uri, WriteMode::Overwrite);
+    let batches = stream.map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)));
+    let source: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(schema, batches));
+    let mut txn = InsertBuilder::new(ds.clone())
+        .with_params(&params)
+        .execute_uncommitted_stream(source)
+        .await
+        .map_err(|e| OmniError::storage(format!("staging a streamed overwrite of {uri}"), e))?;
+    txn.uuid = uuid.to_string();
+    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
+}
+
 /// Stage new data files as an append or an overwrite of the whole table.
 async fn stage_write(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: WriteMode, uuid: &str) -> Result<StagedTxn> {
     let uri = table_uri(&ds);
