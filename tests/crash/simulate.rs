@@ -612,6 +612,7 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "remove ",
             "create",
             "delete branch",
+            "restore branch",
             "failing",
             "kill actor",
             "mid-commit",
