@@ -599,24 +599,27 @@ async fn branch_create(
     Ok(axum::Json(body))
 }
 
-/// The query of `DELETE /graphs/{id}/branches/{name}`.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct DeleteParams {
-    #[serde(default)]
-    purge: bool,
+/// `?purge=true|false` of `DELETE /graphs/{id}/branches/{name}` (parsed
+/// here, so bad input is a typed JSON 400 like every other).
+fn purge_param(query: Option<&str>) -> Result<bool, OmniError> {
+    match query.unwrap_or("") {
+        "" | "purge=false" => Ok(false),
+        "purge=true" => Ok(true),
+        other => Err(OmniError::BadRequest(format!("query `{other}`: a branch delete takes `?purge=true|false`"))),
+    }
 }
 
 async fn branch_delete(
     State(s): State<Arc<AppState>>,
     Path((id, name)): Path<(String, String)>,
-    Query(q): Query<DeleteParams>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult {
     let actor = s.actor(&headers)?;
+    let purge = purge_param(query.as_deref())?;
     let _slot = s.admit(&actor)?;
     let g = s.graph(&id)?;
-    let opts = crate::DeleteOptions { purge: q.purge, actor: Some(actor.clone()) };
+    let opts = crate::DeleteOptions { purge, actor: Some(actor.clone()) };
     let deleted = g.branch_delete_with(&name, &opts).await?;
     let mut body = wire::branch_deleted_json(&deleted, g.root().uri());
     body["actor_id"] = json!(actor);
@@ -677,7 +680,7 @@ async fn branch_action(
 async fn branch_delete_merge(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
-    q: Query<DeleteParams>,
+    q: RawQuery,
     headers: HeaderMap,
 ) -> ApiResult {
     branch_delete(State(s), Path((id, "merge".to_string())), q, headers).await

@@ -367,6 +367,8 @@ async fn restore_over_http_and_the_cli() {
     assert!(v["operation_id"].is_string() && v["actor_id"].is_string(), "{v}");
     let (st, v) = post(&s, "/graphs/g/branches/team/a/restore", json!({"at": 5})).await;
     assert_eq!(st, 400, "{v}");
+    let (st, v) = delete(&s, "/graphs/g/branches/team/a?purge=maybe").await;
+    assert_eq!((st, v["code"].clone()), (400, json!("bad_request")), "{v}");
     let (st, v) = delete(&s, "/graphs/g/branches/team/a?purge=true").await;
     assert_eq!((st, v["restorable"].clone()), (200, json!(false)), "{v}");
     let (st, v) = post(&s, "/graphs/g/branches/team/a/restore", json!({})).await;
