@@ -157,7 +157,7 @@ async fn check_and_fold(rt: &Runtime, branch: &str, lag_rows: u64) -> Result<BTr
 /// rows outside its indexes ([`index_status::TableIndexStatus::tail`]).
 async fn owned_tails(rt: &Runtime, branch: &str) -> Result<BTreeMap<String, u64>> {
     let view = rt.view(branch).await?;
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(&view).await?;
     let owner = Some(branch.to_string()).filter(|b| b != crate::engine::branch_name::MAIN);
     let mut tails = BTreeMap::new();
     for def in schema.catalog.types() {

@@ -43,6 +43,15 @@ pub enum SchemaMsg {
         /// Answered with the schema now current.
         reply: RpcReplyPort<Result<Arc<SchemaState>>>,
     },
+    /// The schema of identity `identity`, or the graph's original schema
+    /// (the one it was created with) for `None`: what a branch or a commit
+    /// binds when a schema apply recorded it (or none precedes it).
+    Bound {
+        /// The identity a commit's first-parent line recorded.
+        identity: Option<String>,
+        /// Answered with the schema (the accepted one, or an archived one).
+        reply: RpcReplyPort<Result<Arc<SchemaState>>>,
+    },
 }
 
 /// Messages to a BranchActor (a branch gate and the branch's only publisher).

@@ -20,7 +20,7 @@ use lance::Dataset;
 
 use crate::actors::messages::{BranchMsg, ReconcilerMsg, SchemaMsg, TableMsg};
 use crate::engine::branch_name;
-use crate::engine::manifest::{BranchId, ManifestView, PublishRequest, Published};
+use crate::engine::manifest::{BranchId, ManifestState, ManifestView, PublishRequest, Published};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::branches::CreatePlan;
 use crate::engine::storage::{CommittedTxn, Root, StagedTxn};
@@ -425,6 +425,23 @@ impl Runtime {
         let a = self.schema_actor().await?;
         let _in = InMailbox::new(&self.mailboxes, ChildKey::Schema);
         ask(&a, "schema actor", |reply| SchemaMsg::Current { reply }).await
+    }
+
+    /// The schema `commit_id` of `state` was written under: its branch's
+    /// schema at that commit (see [`super::schema`]); `None` (no commit)
+    /// binds the graph's original schema.
+    pub async fn schema_at(&self, state: &ManifestState, commit_id: Option<&str>) -> Result<Arc<SchemaState>> {
+        let identity = commit_id.and_then(|c| state.schema_applied_at(c));
+        let a = self.schema_actor().await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Schema);
+        ask(&a, "schema actor", |reply| SchemaMsg::Bound { identity, reply }).await?
+    }
+
+    /// The schema `view`'s branch has at its head: what a write or read
+    /// there binds.
+    pub async fn schema_of(&self, view: &ManifestView) -> Result<Arc<SchemaState>> {
+        let head = view.state.effective_head(&view.branch).map(|c| c.commit_id.clone());
+        self.schema_at(&view.state, head.as_deref()).await
     }
 
     /// Make the schema actor re-read the accepted schema (after a promotion);

@@ -21,13 +21,17 @@ pub enum SchemaCommand {
         /// Plan drops as hard (their data goes with the apply).
         #[arg(long = "allow-data-loss")]
         allow_data_loss: bool,
+        /// The branch: each branch has its own schema.
+        #[arg(long, default_value = "main")]
+        branch: String,
         /// Print JSON (the fields of `POST /graphs/{id}/schema/apply`).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
         graph: GraphArg,
     },
-    /// Make a .pg schema main's schema, as one commit.
+    /// Make a .pg schema a branch's schema (default main), as one commit on
+    /// it; other branches keep theirs.
     #[command(after_help = "Example:\n  omnigraph schema apply --schema next.pg graph.omni")]
     Apply {
         /// The target .pg schema file.
@@ -36,6 +40,9 @@ pub enum SchemaCommand {
         /// Drop properties and types hard (their data goes with the apply).
         #[arg(long = "allow-data-loss")]
         allow_data_loss: bool,
+        /// The branch: each branch has its own schema.
+        #[arg(long, default_value = "main")]
+        branch: String,
         /// Actor recorded on the commit.
         #[arg(long = "as")]
         actor: Option<String>,
@@ -59,7 +66,7 @@ pub enum SchemaCommand {
         #[command(flatten)]
         graph: GraphArg,
     },
-    /// Print the accepted .pg source.
+    /// Print a branch's .pg source (default main's).
     #[command(alias = "get")]
     #[command(after_help = "Example:\n  omnigraph schema show graph.omni")]
     Show {
@@ -67,6 +74,9 @@ pub enum SchemaCommand {
         /// schema_identity and the compiled catalog).
         #[arg(long)]
         json: bool,
+        /// The branch: each branch has its own schema.
+        #[arg(long, default_value = "main")]
+        branch: String,
         #[command(flatten)]
         graph: GraphArg,
     },
@@ -87,10 +97,10 @@ impl SchemaCommand {
 /// Run one schema command.
 pub async fn run(command: SchemaCommand) -> Result<()> {
     match command {
-        SchemaCommand::Show { json, graph } => {
+        SchemaCommand::Show { json, branch, graph } => {
             let answer = match graph.remote()? {
-                Some(remote) => remote.get("/schema", &[]).await?,
-                None => wire::schema_json(&*read_only(graph.uri()?).await?.schema().await?),
+                Some(remote) => remote.get("/schema", &[("branch", branch)]).await?,
+                None => wire::schema_json(&*read_only(graph.uri()?).await?.schema_of(&branch).await?),
             };
             if json {
                 return print_json(&answer);
@@ -116,45 +126,48 @@ pub async fn run(command: SchemaCommand) -> Result<()> {
             }
             Ok(())
         }
-        SchemaCommand::Plan { schema, allow_data_loss, json, graph } => {
-            let answer = change(&schema, allow_data_loss, None, true, json, &graph).await?;
+        SchemaCommand::Plan { schema, allow_data_loss, branch, json, graph } => {
+            let to = Target { branch, actor: None, dry_run: true };
+            let answer = change(&schema, allow_data_loss, &to, json, &graph).await?;
             print_report(&answer, json)
         }
-        SchemaCommand::Apply { schema, allow_data_loss, actor, json, graph } => {
-            let answer = change(&schema, allow_data_loss, actor.as_deref(), false, json, &graph).await?;
+        SchemaCommand::Apply { schema, allow_data_loss, branch, actor, json, graph } => {
+            let to = Target { branch, actor, dry_run: false };
+            let answer = change(&schema, allow_data_loss, &to, json, &graph).await?;
             print_report(&answer, json)
         }
     }
 }
 
-/// Plan (`dry_run`) or apply the schema in `file`: the report as
-/// `POST /schema/apply` answers it.
-async fn change(
-    file: &str,
-    allow_data_loss: bool,
-    actor: Option<&str>,
+/// Where and how a plan or apply runs.
+struct Target {
+    branch: String,
+    actor: Option<String>,
     dry_run: bool,
-    json: bool,
-    graph: &GraphArg,
-) -> Result<Value> {
+}
+
+/// Plan (`to.dry_run`) or apply the schema in `file` on `to.branch`: the
+/// report as `POST /schema/apply` answers it.
+async fn change(file: &str, allow_data_loss: bool, to: &Target, json: bool, graph: &GraphArg) -> Result<Value> {
     let source = read_file(file)?;
     schema_warnings(file, &source, !json);
     if let Some(remote) = graph.remote()? {
-        if actor.is_some() {
+        if to.actor.is_some() {
             return Err(OmniError::BadRequest(
                 "schema apply --as: through a server the actor is the one its token names; drop --as".into(),
             ));
         }
         let body = serde_json::json!({
-            "schema_source": source, "allow_data_loss": allow_data_loss, "dry_run": dry_run,
+            "schema_source": source, "branch": to.branch, "allow_data_loss": allow_data_loss, "dry_run": to.dry_run,
         });
         return remote.post("/schema/apply", &body, &[]).await;
     }
-    let report = if dry_run {
-        read_only(graph.uri()?).await?.schema_plan(&source, allow_data_loss).await?
+    let report = if to.dry_run {
+        read_only(graph.uri()?).await?.schema_plan_on(&to.branch, &source, allow_data_loss).await?
     } else {
-        let actor = operator::actor(actor)?;
-        Omnigraph::open(graph.uri()?).await?.schema_apply(&source, allow_data_loss, actor.as_deref()).await?
+        let actor = operator::actor(to.actor.as_deref())?;
+        let g = Omnigraph::open(graph.uri()?).await?;
+        g.schema_apply_on(&to.branch, &source, allow_data_loss, actor.as_deref()).await?
     };
     to_json(&report)
 }

@@ -15,8 +15,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures::StreamExt;
-
+use crate::engine::branch_name::MAIN;
 use crate::engine::committed;
 use crate::engine::integrity;
 use crate::engine::lang::catalog::evolve::{ColumnChange, EvolvePlan, TableChange};
@@ -24,7 +23,7 @@ use crate::engine::lang::catalog::{Catalog, TypeDef};
 use crate::engine::layout;
 use crate::engine::manifest::{ManifestView, SchemaChange, SchemaCommit, TableEntry, TableReg};
 use crate::engine::rows::{self, EntityRow};
-use crate::engine::storage::{Root, TxnIdentity, table};
+use crate::engine::storage::{Reshaper, Root, StagePlan, TxnIdentity, branches, table};
 use crate::engine::validate::Validator;
 use crate::engine::write_plan::{self, PreparedTable, TableEffect};
 use crate::protocol::{OmniError, Result};
@@ -43,8 +42,12 @@ pub struct SchemaEffects {
     pub hard_drops: Vec<String>,
 }
 
-/// Stage every table effect of `plan` against main's `view`.
+/// Stage every table effect of `plan` against `view`, its branch's manifest.
+/// On a named branch a table it has not written yet is forked first (after
+/// the sidecar is armed, as any first write there); a new type's dataset is
+/// created on its own and registered on that branch alone.
 pub async fn prepare(root: &Root, view: &ManifestView, from: &str, plan: &EvolvePlan) -> Result<SchemaEffects> {
+    let target = Some(view.branch.clone()).filter(|b| b != MAIN);
     let change = SchemaChange { from: from.to_string(), to: plan.target.identity() };
     let mut commit = SchemaCommit { change, registrations: vec![], tombstones: vec![] };
     let mut prepared = write_plan::Prepared::default();
@@ -73,7 +76,8 @@ pub async fn prepare(root: &Root, view: &ManifestView, from: &str, plan: &Evolve
                     });
                 }
                 if !tc.columns.is_empty() {
-                    prepared.tables.push(prepare_columns(root, &plan.target, tc, old_key, new_key, entry).await?);
+                    let keys = (old_key.as_str(), new_key.as_str());
+                    prepared.tables.push(prepare_columns(root, &plan.target, tc, keys, entry, &target).await?);
                 }
             }
             (None, None) => return Err(OmniError::Internal(format!("table {} has neither key", tc.table_id))),
@@ -83,7 +87,9 @@ pub async fn prepare(root: &Root, view: &ManifestView, from: &str, plan: &Evolve
 }
 
 fn pinned<'v>(view: &'v ManifestView, key: &str) -> Result<&'v TableEntry> {
-    view.state.tables.get(key).ok_or_else(|| OmniError::Internal(format!("{key} is in the schema but not in main")))
+    view.state.tables.get(key).ok_or_else(|| {
+        OmniError::Internal(format!("{key} is in the schema but not in the manifest of `{}`", view.branch))
+    })
 }
 
 /// A new type's dataset: an exact create at version 1, at a path that must be empty.
@@ -118,44 +124,54 @@ async fn prepare_create(
 }
 
 /// An existing table's column changes: metadata-only when no data must be
-/// written, else a staged overwrite of every row in the target shape.
+/// written, else a staged overwrite of every row in the target shape, on
+/// `target` (the branch applied on; `None` = main).
 async fn prepare_columns(
     root: &Root,
-    target: &Catalog,
+    catalog: &Catalog,
     tc: &TableChange,
-    old_key: &str,
-    new_key: &str,
+    (old_key, new_key): (&str, &str),
     entry: &TableEntry,
+    target: &Option<String>,
 ) -> Result<PreparedTable> {
-    let ds = committed::open_pinned(root, entry).await?;
-    let schema = target
+    let schema = catalog
         .arrow_schema(layout::type_name(new_key))
         .ok_or_else(|| OmniError::Internal(format!("{new_key} is not in the target catalog")))?;
-    let identity = TxnIdentity::mint(entry.version);
     let rewrites = tc
         .columns
         .iter()
         .any(|c| matches!(c, ColumnChange::Add { default: Some(_), .. } | ColumnChange::Drop { hard: true, .. }));
-    let staged = if rewrites {
+    let plan = if rewrites {
         // Batch by batch, as the scan reads them: a rewrite of a table of
         // any size holds about one batch in memory.
-        let rows = table::row_count(&ds).await?;
-        let (type_name, columns, target) = (layout::type_name(new_key).to_string(), tc.columns.clone(), schema.clone());
-        let reshaped = table::scan_stream(&ds).await?.map(move |batch| {
-            let mut rows: Vec<EntityRow> = rows::from_batch(&batch?);
+        let (type_name, columns, shape) = (layout::type_name(new_key).to_string(), tc.columns.clone(), schema.clone());
+        let reshape = move |batch: arrow_array::RecordBatch| {
+            let mut rows: Vec<EntityRow> = rows::from_batch(&batch);
             reshape(&mut rows, &columns);
-            rows::to_batch_for(&type_name, &target, &rows)
-        });
-        table::stage_overwrite_stream(ds, Arc::new(schema), reshaped.boxed(), rows, &identity.uuid).await?
+            rows::to_batch_for(&type_name, &shape, &rows)
+        };
+        StagePlan::Reshape { schema: Arc::new(schema), reshape: Reshaper(Arc::new(reshape)) }
     } else {
-        table::stage_column_edit(ds, &column_edit(&tc.columns, &schema), &identity.uuid)?
+        StagePlan::EditColumns(column_edit(&tc.columns, &schema))
+    };
+    let identity = TxnIdentity::mint(entry.version);
+    let uri = root.child_uri(&entry.location);
+    let effect = if entry.branch == *target {
+        let ds = committed::open_pinned(root, entry).await?;
+        let staged = table::stage(ds, plan, &identity.uuid).await?;
+        TableEffect::Staged(Box::new(
+            staged.ok_or_else(|| OmniError::Internal(format!("{old_key}: the column change staged nothing")))?,
+        ))
+    } else {
+        let fork = branches::plan(&uri, entry.branch.as_deref(), entry.version).await?;
+        TableEffect::Fork { fork, plan, identity }
     };
     Ok(PreparedTable {
         table_key: old_key.to_string(),
-        uri: root.child_uri(&entry.location),
+        uri,
         pin: entry.version,
-        table_branch: None,
-        effect: TableEffect::Staged(Box::new(staged)),
+        table_branch: target.clone(),
+        effect,
         then: vec![],
     })
 }

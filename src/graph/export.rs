@@ -40,7 +40,7 @@ impl Graph {
     pub async fn export(&self, target: &ReadTarget, types: &[String]) -> Result<Export> {
         let at = self.read_at(target.as_ref_text()).await?;
         let (view, commit_id) = (at.view, at.commit_id);
-        let schema = self.schema_at(&view, &commit_id, at.at_head).await?;
+        let schema = self.schema_at(&view, &commit_id).await?;
         let tables = export::plan(&schema.catalog, types)?;
         Ok(Export { view, tables, root: self.root().clone() })
     }

@@ -289,7 +289,7 @@ impl Graph {
                 return Ok(FeedPage { blocks, next_page_token: None, cursor: Some(cursor), caught_up: Some(false) });
             }
             let this = self.commit_view(row).await.map_err(gap(row))?;
-            let this = ReadAt { view: this, commit_id: row.commit_id.clone(), at_head: false };
+            let this = ReadAt { view: this, commit_id: row.commit_id.clone() };
             let before = match parent.take() {
                 Some(p) => p,
                 None => self.parent_of(view, row, &this).await.map_err(gap(row))?,
@@ -317,11 +317,11 @@ impl Graph {
             let mut empty = (*this.view.state).clone();
             empty.tables.clear();
             let view = ManifestView { state: std::sync::Arc::new(empty), ..this.view.clone() };
-            return Ok(ReadAt { view, commit_id: String::new(), at_head: false });
+            return Ok(ReadAt { view, commit_id: String::new() });
         };
         let parent_row = self.commit_in(branch, parent).await?;
         let view = self.commit_view(&parent_row).await?;
-        Ok(ReadAt { view, commit_id: parent.clone(), at_head: false })
+        Ok(ReadAt { view, commit_id: parent.clone() })
     }
 }
 

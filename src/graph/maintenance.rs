@@ -78,7 +78,7 @@ impl Graph {
     /// `branch`'s head (metadata only: no row is read).
     pub async fn index_status(&self, branch: &str) -> Result<IndexStatus> {
         let view = self.rt.view(branch).await?;
-        let schema = self.rt.schema().await?;
+        let schema = self.rt.schema_of(&view).await?;
         let mut tables = Vec::new();
         for def in schema.catalog.types() {
             let entry = view.schema_table(&layout::key_of(def))?;

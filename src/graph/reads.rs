@@ -47,7 +47,7 @@ impl Graph {
     ) -> Result<crate::engine::query::QueryResult> {
         let at = self.read_at(target.as_ref_text()).await?;
         let (view, commit_id) = (at.view, at.commit_id);
-        let schema = self.schema_at(&view, &commit_id, at.at_head).await?;
+        let schema = self.schema_at(&view, &commit_id).await?;
         let ir = compile_one(&schema.catalog, source, name)?;
         let BodyIr::Read(read) = &ir.body else {
             return Err(OmniError::BadRequest(format!("`{}` is a mutation; use `mutate`", ir.name)));

@@ -26,13 +26,11 @@ pub enum Resolved {
     Commit(Box<CommitRow>),
 }
 
-/// Where a read runs: the manifest it reads, the commit it answers for,
-/// and whether that is a live branch's head.
+/// Where a read runs: the manifest it reads and the commit it answers for.
 #[derive(Clone)]
 pub(super) struct ReadAt {
     pub view: ManifestView,
     pub commit_id: String,
-    pub at_head: bool,
 }
 
 /// Whether `name` has the shape of a commit id (a ULID).
@@ -170,11 +168,11 @@ impl Graph {
                 let view = self.rt.view(&b).await?;
                 let head = view.state.effective_head(&b).map(|c| c.commit_id.clone());
                 let commit_id = head.ok_or_else(|| OmniError::NotFound(format!("a head commit on `{b}`")))?;
-                Ok(ReadAt { view, commit_id, at_head: true })
+                Ok(ReadAt { view, commit_id })
             }
             Resolved::Commit(c) => {
                 let view = self.commit_view(&c).await?;
-                Ok(ReadAt { view, commit_id: c.commit_id, at_head: false })
+                Ok(ReadAt { view, commit_id: c.commit_id })
             }
         }
     }

@@ -31,25 +31,48 @@ pub struct SchemaDiff {
 }
 
 impl Graph {
-    /// The steps applying `source` would take, without writing anything
-    /// (`supported: false` names a step the apply would refuse).
+    /// The steps applying `source` to main would take, without writing
+    /// anything (`supported: false` names a step the apply would refuse).
     pub async fn schema_plan(&self, source: &str, allow_data_loss: bool) -> Result<SchemaApplyReport> {
-        let req = SchemaApplyRequest { source: source.to_string(), allow_data_loss, actor: None, dry_run: true };
+        self.schema_plan_on(MAIN, source, allow_data_loss).await
+    }
+
+    /// [`Self::schema_plan`] against `branch`'s schema.
+    pub async fn schema_plan_on(&self, branch: &str, source: &str, allow_data_loss: bool) -> Result<SchemaApplyReport> {
+        let req = SchemaApplyRequest {
+            branch: branch.to_string(),
+            source: source.to_string(),
+            allow_data_loss,
+            actor: None,
+            dry_run: true,
+        };
         Box::pin(schema_apply::run(&self.rt, &req)).await
     }
 
-    /// Make `source` main's schema as one commit. Drops are soft unless
-    /// `allow_data_loss` (then the dropped data goes with the apply).
-    /// Refused while any branch other than main exists, for an unsupported
-    /// step, or when a tightened rule is broken by existing rows.
+    /// Make `source` main's schema as one commit: [`Self::schema_apply_on`] main.
     pub async fn schema_apply(
         &self,
         source: &str,
         allow_data_loss: bool,
         actor: Option<&str>,
     ) -> Result<SchemaApplyReport> {
+        self.schema_apply_on(MAIN, source, allow_data_loss, actor).await
+    }
+
+    /// Make `source` `branch`'s schema as one commit on it; every other
+    /// branch keeps its own. Drops are soft unless `allow_data_loss` (then
+    /// the dropped data goes with the apply). Refused for an unsupported
+    /// step, or when a tightened rule is broken by the branch's rows.
+    pub async fn schema_apply_on(
+        &self,
+        branch: &str,
+        source: &str,
+        allow_data_loss: bool,
+        actor: Option<&str>,
+    ) -> Result<SchemaApplyReport> {
         self.require_writable()?;
         let req = SchemaApplyRequest {
+            branch: branch.to_string(),
             source: source.to_string(),
             allow_data_loss,
             actor: actor.map(str::to_string),
@@ -63,8 +86,8 @@ impl Graph {
     /// everywhere: a branch, a commit, a tag, `REF~N`, `A...B`.
     pub async fn schema_diff(&self, from: &str, to: &str) -> Result<SchemaDiff> {
         let (a, b) = (self.read_at(from).await?, self.read_at(to).await?);
-        let from_schema = self.schema_at(&a.view, &a.commit_id, a.at_head).await?;
-        let to_schema = self.schema_at(&b.view, &b.commit_id, b.at_head).await?;
+        let from_schema = self.schema_at(&a.view, &a.commit_id).await?;
+        let to_schema = self.schema_at(&b.view, &b.commit_id).await?;
         let plan = evolve::plan(&from_schema.catalog, to_schema.catalog.clone(), false);
         Ok(SchemaDiff {
             from: a.commit_id,
@@ -77,27 +100,18 @@ impl Graph {
         })
     }
 
-    /// The schema that was current at `commit_id` of `view`: the catalog a
-    /// read there binds. The accepted schema unless a schema apply lies
-    /// between them (then the archived one), so a reader never pairs a
-    /// manifest with a catalog from the other side of an apply. `head`:
-    /// `view` is its branch's current manifest (not a time-travel view).
-    pub(super) async fn schema_at(&self, view: &ManifestView, commit_id: &str, head: bool) -> Result<Arc<SchemaState>> {
-        let current = self.schema().await?;
-        let identity = match view.state.schema_applied_at(commit_id) {
-            Some(identity) => Some(identity),
-            // Older than every apply: the schema the graph was created with
-            // (main's current manifest records every apply; `view` is that
-            // manifest when it is main's head, and reading it again would
-            // cost two storage requests).
-            None if head && view.branch == MAIN => view.state.original_schema(),
-            None => self.rt.view(MAIN).await?.state.original_schema(),
-        };
-        match identity {
-            Some(identity) if identity != current.identity => {
-                Ok(Arc::new(SchemaState::archived(self.root(), &identity).await?))
-            }
-            _ => Ok(current),
+    /// The schema `commit_id` of `view` was written under: the catalog a
+    /// read there binds (its branch's schema at that commit), so a reader
+    /// never pairs a manifest with a catalog from the other side of an apply.
+    pub(super) async fn schema_at(&self, view: &ManifestView, commit_id: &str) -> Result<Arc<SchemaState>> {
+        self.rt.schema_at(&view.state, Some(commit_id)).await
+    }
+
+    /// The schema `branch` has at its head (main's is [`Self::schema`]).
+    pub async fn schema_of(&self, branch: &str) -> Result<Arc<SchemaState>> {
+        if branch == MAIN {
+            return self.schema().await;
         }
+        self.rt.schema_of(&self.rt.view(branch).await?).await
     }
 }

@@ -25,7 +25,7 @@ impl Graph {
         opts: &WriteOptions,
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
-        let schema = self.schema().await?;
+        let schema = self.schema_of(&opts.branch).await?;
         let (_, m) = compile_mutation(&schema.catalog, source, name)?;
         let args = MutationArgs { params, now_ms: chrono::Utc::now().timestamp_millis() };
         let intent = WriteIntent {
@@ -52,7 +52,7 @@ impl Graph {
         opts: &WriteOptions,
     ) -> Result<Vec<Result<WriteOutcome>>> {
         self.require_writable()?;
-        let schema = self.schema().await?;
+        let schema = self.schema_of(&opts.branch).await?;
         let now_ms = chrono::Utc::now().timestamp_millis();
         let mut members = Vec::new();
         let mut answers = Vec::with_capacity(requests.len());
@@ -95,7 +95,7 @@ impl Graph {
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<WriteOutcome> {
         self.require_writable()?;
-        let schema = self.schema().await?;
+        let schema = self.schema_of(&opts.branch).await?;
         let parsed = off_the_async_worker(|| loader::parse_with_progress(&schema.catalog, data, progress))?;
         let intent = WriteIntent {
             kind: WriterKind::Load,

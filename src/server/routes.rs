@@ -1161,24 +1161,35 @@ async fn schema_diff(
     Ok(axum::Json(json!(s.graph(&id)?.schema_diff(&q.from, &q.to).await?)))
 }
 
-async fn schema(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+/// `GET /graphs/{id}/schema?branch=`: the schema `branch` (default main)
+/// has at its head.
+async fn schema(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<BranchParam>,
+    headers: HeaderMap,
+) -> ApiResult {
     s.actor(&headers)?;
-    Ok(axum::Json(wire::schema_json(&*s.graph(&id)?.schema().await?)))
+    let schema = s.graph(&id)?.schema_of(q.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN)).await?;
+    Ok(axum::Json(wire::schema_json(&schema)))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SchemaApplyBody {
     schema_source: String,
+    /// The branch whose schema changes (default main).
+    #[serde(default)]
+    branch: Option<String>,
     #[serde(default)]
     allow_data_loss: bool,
     #[serde(default)]
     dry_run: bool,
 }
 
-/// `POST /graphs/{id}/schema/apply` with `{schema_source, allow_data_loss?,
-/// dry_run?}`: `{applied, supported, step_count, steps, manifest_version,
-/// graph_commit_id, …}`.
+/// `POST /graphs/{id}/schema/apply` with `{schema_source, branch?,
+/// allow_data_loss?, dry_run?}`: `{branch, applied, supported, step_count,
+/// steps, manifest_version, graph_commit_id, …}`.
 async fn schema_apply(
     State(s): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -1187,10 +1198,11 @@ async fn schema_apply(
 ) -> ApiResult {
     let Admitted { body: req, actor, _slot } = s.admit_write(&headers, || json_body::<SchemaApplyBody>(b))?;
     let graph = s.graph(&id)?;
+    let branch = req.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN);
     let report = if req.dry_run {
-        graph.schema_plan(&req.schema_source, req.allow_data_loss).await?
+        graph.schema_plan_on(branch, &req.schema_source, req.allow_data_loss).await?
     } else {
-        graph.schema_apply(&req.schema_source, req.allow_data_loss, Some(&actor)).await?
+        graph.schema_apply_on(branch, &req.schema_source, req.allow_data_loss, Some(&actor)).await?
     };
     Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
 }

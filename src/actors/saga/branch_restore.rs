@@ -19,7 +19,7 @@ use super::gates::Gates;
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::{LeaseMode, LeaseSet};
 use crate::actors::runtime::Runtime;
-use crate::engine::branch_name::{self, MAIN};
+use crate::engine::branch_name;
 use crate::engine::manifest::state::RESTORE_MOVE;
 use crate::engine::manifest::{CommitRow, ManifestView};
 use crate::engine::{reflog, tags};
@@ -91,24 +91,12 @@ impl<'a> ControlOp for Restore<'a> {
         }
         let head = view.state.effective_head(name).cloned();
         let head = head.ok_or_else(|| OmniError::Internal(format!("deleted branch `{name}` has no head commit")))?;
-        let to = match at {
-            None => head.clone(),
-            Some(id) => view.state.commits()?.get(id).cloned().ok_or_else(|| {
-                OmniError::NotFound(format!("commit `{id}` in the history of deleted branch `{name}`"))
-            })?,
-        };
-        // The schema is one graph-wide fact for now: a branch deleted
-        // before a schema apply would come back under a schema it never had.
-        let main = rt.view(MAIN).await?;
-        let current = main.state.effective_head(MAIN).and_then(|h| main.state.schema_applied_at(&h.commit_id));
-        for c in [&head, &to] {
-            if view.state.schema_applied_at(&c.commit_id) != current {
-                return Err(conflict(format!(
-                    "commit {} was made under an earlier schema than the graph's now; restoring it would \
-                     mix schemas",
-                    c.commit_id
-                )));
-            }
+        // A branch comes back under its own schema; `--at` is a reset
+        // afterwards, which refuses to cross a schema apply.
+        if let Some(id) = at
+            && !view.state.commits()?.contains_key(id)
+        {
+            return Err(OmniError::NotFound(format!("commit `{id}` in the history of deleted branch `{name}`")));
         }
         Ok((RestoreChecked { name, actor, view, head }, Gates::none()))
     }

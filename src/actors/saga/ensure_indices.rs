@@ -104,7 +104,7 @@ async fn attempt(rt: &Runtime, req: &EnsureIndicesRequest, lineage: Lineage) -> 
     }
     let leases = pipeline::lease_branch(rt, branch).await?;
     let view = rt.view(branch).await?;
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(&view).await?;
     let target = Some(branch.to_string()).filter(|b| b != "main");
     let mut report = EnsureIndicesReport { branch: branch.to_string(), graph_commit_id: None, tables: vec![] };
     let mut staged = Vec::new();

@@ -32,6 +32,7 @@ use crate::engine::lang::catalog::Catalog;
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
 use crate::engine::resolution::{Resolution, Resolved};
+use crate::engine::schema_store::SchemaState;
 use crate::engine::three_way::MergeStrategy;
 use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
@@ -187,6 +188,34 @@ pub(super) struct Sides<'a> {
     pub source_is_newer: bool,
 }
 
+/// The schema both sides of a merge and their base were written under. A
+/// merge across a schema change (one side applied a schema the other has
+/// not) is refused before anything is read: its rows would need migrating
+/// between the two shapes.
+async fn same_schema(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_id: &str) -> Result<Arc<SchemaState>> {
+    let target = rt.schema_of(sides.target).await?;
+    let source = rt.schema_at(&sides.source, Some(&sides.heads.0)).await?;
+    // The base is an ancestor of the target: the target's history holds it.
+    let base = rt.schema_at(&sides.target.state, Some(base_id)).await?;
+    let differs = |side: &str, identity: &str| {
+        Err(OmniError::BranchConflict {
+            branch: req.target.clone(),
+            reason: format!(
+                "{side} was written under schema {identity}, `{}` is under schema {}: merging across a schema \
+                 change is not supported yet; apply the same schema on both branches first",
+                req.target, target.identity
+            ),
+        })
+    };
+    if source.identity != target.identity {
+        return differs(&format!("`{}`", req.source), &source.identity);
+    }
+    if base.identity != target.identity {
+        return differs(&format!("their merge base {base_id}"), &base.identity);
+    }
+    Ok(target)
+}
+
 /// Plan, decide and validate the three-way merge of `sides` into
 /// `req.target`, then (unless a dry run or refused) land it as one commit
 /// through the pipeline: a squash (`req.squash`) records no merged parent.
@@ -198,7 +227,7 @@ pub(super) async fn land(
     mut lineage: Lineage,
     mut report: MergeReport,
 ) -> Result<MergeReport> {
-    let schema = rt.schema().await?;
+    let schema = same_schema(rt, req, &sides, &report.base_commit_id).await?;
     let (base, target) = (&sides.base, sides.target);
     let target_ref = Some(req.target.clone()).filter(|b| b != "main");
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);

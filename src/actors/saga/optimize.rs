@@ -130,7 +130,7 @@ async fn attempt(rt: &Runtime, req: &OptimizeRequest, lineage: Lineage) -> Resul
     }
     let leases = pipeline::lease_branch(rt, branch).await?;
     let view = rt.view(branch).await?;
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(&view).await?;
     let target = Some(branch.to_string()).filter(|b| b != "main");
     let span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let (staged, mut tables) = stage_owned(rt, &view.state.tables, &target).instrument(span).await?;

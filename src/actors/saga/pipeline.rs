@@ -47,9 +47,10 @@ pub struct Attempt<'a> {
     kind: WriterKind,
     branch: &'a str,
     lineage: Lineage,
-    /// A schema apply's target schema: staged before the confirmation and
-    /// promoted after the publish.
-    schema: Option<Arc<SchemaState>>,
+    /// A schema apply's schemas, before and after: archived before the
+    /// confirmation (on main the target is staged then, and promoted after
+    /// the publish).
+    schema: Option<(Arc<SchemaState>, Arc<SchemaState>)>,
     /// A merge's decision of its conflicts, recorded in the sidecar.
     decision: Option<MergeDecision>,
 }
@@ -68,10 +69,16 @@ impl<'a> Attempt<'a> {
         Attempt { decision, ..self }
     }
 
-    /// A schema apply of `target` on main: the pipeline stages its schema
-    /// files before confirming and makes them current after publishing.
-    pub fn schema_apply(rt: &'a Runtime, lineage: Lineage, target: Arc<SchemaState>) -> Self {
-        Attempt { schema: Some(target), ..Attempt::new(rt, WriterKind::SchemaApply, MAIN, lineage) }
+    /// A schema apply on `branch` from `schemas.0` to `schemas.1`: the
+    /// pipeline archives both before confirming; on main it also stages the
+    /// target's schema files then and makes them current after publishing.
+    pub fn schema_apply(
+        rt: &'a Runtime,
+        branch: &'a str,
+        lineage: Lineage,
+        schemas: (Arc<SchemaState>, Arc<SchemaState>),
+    ) -> Self {
+        Attempt { schema: Some(schemas), ..Attempt::new(rt, WriterKind::SchemaApply, branch, lineage) }
     }
 
     /// The operation id (the pre-minted commit id).
@@ -426,8 +433,8 @@ impl<'a> Committed<'a> {
     /// back and verified) and archives both schemas.
     pub async fn confirm(self) -> Result<Confirmed<'a>> {
         let Committed { at, token, plan, counts, landed, leases, sidecar, _live } = self;
-        if let Some(target) = &at.schema {
-            stage_schema(&at, target).await.map_err(|e| at.after_arm(e))?;
+        if let Some((from, target)) = &at.schema {
+            stage_schema(&at, from, target).await.map_err(|e| at.after_arm(e))?;
         }
         let span = info_span!("saga.confirm", operation_id = %at.operation_id());
         let sidecar = match sidecar.confirm(&at.store, landed.clone()).instrument(span).await {
@@ -445,14 +452,15 @@ impl<'a> Committed<'a> {
     }
 }
 
-/// Stage a schema apply's target files and archive the accepted and the
-/// target schema (a reader at an older commit binds the older one).
-async fn stage_schema(at: &Attempt<'_>, target: &SchemaState) -> Result<()> {
+/// Archive a schema apply's schema before and after (a reader binds either
+/// by identity: at an older commit, or on another branch); on main, stage
+/// the target's schema files too.
+async fn stage_schema(at: &Attempt<'_>, from: &SchemaState, target: &SchemaState) -> Result<()> {
     let span = info_span!("saga.stage_schema", operation_id = %at.operation_id(), identity = %target.identity);
     async {
-        at.rt.schema().await?.archive(at.rt.root()).await?;
+        from.archive(at.rt.root()).await?;
         target.archive(at.rt.root()).await?;
-        target.stage(at.rt.root()).await
+        if at.branch == MAIN { target.stage(at.rt.root()).await } else { Ok(()) }
     }
     .instrument(span)
     .await?;
@@ -544,7 +552,7 @@ impl Published<'_> {
     /// after the publish (optimize's `__manifest` compaction).
     pub async fn finish_holding(self) -> Result<(Finished, LeaseSet)> {
         let Published { at, counts, landed, commits, leases, sidecar, _live } = self;
-        if let Some(target) = &at.schema {
+        if let Some((_, target)) = at.schema.as_ref().filter(|_| at.branch == MAIN) {
             let span = info_span!("saga.promote", operation_id = %at.operation_id());
             async {
                 SchemaState::promote(at.rt.root(), &target.identity).await?;

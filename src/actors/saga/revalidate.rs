@@ -59,7 +59,7 @@ pub async fn check(
         let show = |h: &Option<String>| h.clone().unwrap_or_else(|| "<none>".into());
         return changed(&format!("graph_head:{branch}"), show(&token.graph_head), show(&head));
     }
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(&view).await?;
     if schema.identity != token.schema_identity {
         return changed("schema_identity", token.schema_identity.clone(), schema.identity.clone());
     }

@@ -1,25 +1,29 @@
-//! The schema-apply writer: evolve main's schema as one graph commit.
+//! The schema-apply writer: evolve one branch's schema as one graph commit
+//! on that branch.
 //!
 //! ```text
-//! compile the target → heal main → schema gate (exclusive; shared for a
-//!   plan) → plan against the accepted catalog (refuse unsupported steps)
-//!   → refuse while any other branch exists → main's gate → every live
-//!   and new table's gate, sorted → validate tightened rules over every row
-//!   → stage each table's effect → the pipeline: revalidate → arm (schema-7
-//!   sidecar) → commit each table exactly → stage + verify the schema files
-//!   → confirm → publish (exact main head, registry delta) → promote the
-//!   schema files → swap the schema actor's catalog → finish
+//! compile the target → heal the branch → schema gate (exclusive; shared
+//!   for a plan) → plan against the branch's schema (refuse unsupported
+//!   steps; new table ids clear of every branch's) → the branch's gate →
+//!   every live and new table's gate, sorted → validate tightened rules
+//!   over every row → stage each table's effect (a table the branch has not
+//!   written yet is forked after arming) → the pipeline: revalidate → arm
+//!   (schema-7 sidecar) → commit each table exactly → archive both schemas
+//!   (main: stage the schema files too) → confirm → publish (exact head,
+//!   registry delta) → main: promote the schema files and swap the schema
+//!   actor's catalog → finish
 //! ```
 //!
-//! Branches: a named branch's manifest registers the tables under the
-//! catalog it was written with, so an apply while one exists could leave it
-//! unreadable or unmergeable. The apply refuses then, naming the branches
-//! to merge or delete first.
+//! Each branch has its own schema (see [`crate::actors::schema`]): an apply
+//! on a branch changes that branch alone, and other branches keep theirs,
+//! main's included. A hard drop deletes a dropped table's files only when
+//! no other branch exists (another could still read them); otherwise they
+//! stay for `cleanup`.
 
 use std::sync::Arc;
 
 use serde::Serialize;
-use tracing::{Instrument, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
 use super::gates::Gates;
 use super::pipeline::{self, Attempt};
@@ -40,6 +44,8 @@ use crate::protocol::{OmniError, Result};
 /// What to apply.
 #[derive(Debug, Clone)]
 pub struct SchemaApplyRequest {
+    /// The branch whose schema changes.
+    pub branch: String,
     /// The target `.pg` source.
     pub source: String,
     /// Drop properties and types hard (their data goes with the apply).
@@ -53,6 +59,8 @@ pub struct SchemaApplyRequest {
 /// What an apply did (or a plan would do). Field names follow the HTTP API.
 #[derive(Debug, Clone, Serialize)]
 pub struct SchemaApplyReport {
+    /// The branch applied on.
+    pub branch: String,
     /// Whether a commit made the target schema current.
     pub applied: bool,
     /// Whether every step is supported.
@@ -73,29 +81,28 @@ pub struct SchemaApplyReport {
     pub schema_identity: String,
 }
 
-/// Plan (`req.dry_run`) or apply `req.source` as main's schema.
+/// Plan (`req.dry_run`) or apply `req.source` as `req.branch`'s schema.
 pub async fn run(rt: &Runtime, req: &SchemaApplyRequest) -> Result<SchemaApplyReport> {
     let lineage = Lineage::mint(req.actor.clone());
-    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "schema_apply", dry_run = req.dry_run);
+    let span = info_span!("saga", operation_id = %lineage.commit_id, kind = "schema_apply", branch = %req.branch, dry_run = req.dry_run);
     attempt(rt, req, lineage).instrument(span).await
 }
 
 async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -> Result<SchemaApplyReport> {
     let compiled = SchemaState::compile(&req.source)?;
+    let branch = req.branch.as_str();
     if !req.dry_run {
-        let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(MAIN)).await?;
-        if let Some(blocked) = healed.iter().find_map(|(_, r)| r.blocks(MAIN)) {
+        let healed = sweep(rt, Mode::RollForwardOnly, Scope::Branch(branch)).await?;
+        if let Some(blocked) = healed.iter().find_map(|(_, r)| r.blocks(branch)) {
             return Err(blocked);
         }
     }
     let mode = if req.dry_run { LeaseMode::Shared } else { LeaseMode::Exclusive };
     let schema_lease = rt.lease_schema(mode).await?;
-    let accepted = rt.schema().await?;
-    // Ids of every table main ever registered (a soft-dropped type keeps its
-    // id and path), so a type added again gets a fresh one.
-    let registered: Vec<String> = rt.view(MAIN).await?.state.registrations.keys().cloned().collect();
-    let plan = evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &registered);
-    let mut report = report_of(&plan, &accepted.identity);
+    let accepted = rt.schema_of(&rt.view(branch).await?).await?;
+    let plan =
+        evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &reserved_ids(rt).await?);
+    let mut report = report_of(branch, &plan, &accepted.identity);
     if req.dry_run || report.schema_identity == accepted.identity {
         return Ok(report);
     }
@@ -106,11 +113,10 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
             step.detail
         )));
     }
-    refuse_other_branches(rt).await?;
     let mut leases = LeaseSet::default();
     leases.push(schema_lease)?;
-    Gates::none().branch(MAIN).take(rt, &mut leases).await?;
-    let view = rt.view(MAIN).await?;
+    Gates::none().branch(branch).take(rt, &mut leases).await?;
+    let view = rt.view(branch).await?;
     table_gates(rt, &view, &plan).take(rt, &mut leases).await?;
     let span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let effects = async {
@@ -122,16 +128,12 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     lineage.schema = Some(effects.commit);
     let target = Arc::new(SchemaState::from_parts(req.source.clone(), plan.target));
     let token = AuthorityToken::of(&view, &accepted.identity);
-    let at = Attempt::schema_apply(rt, lineage, target);
+    let at = Attempt::schema_apply(rt, branch, lineage, (accepted, target));
     let prepared = pipeline::Prepared::new(at, token, write_plan::pins(&view), effects.prepared, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
-    for location in &effects.hard_drops {
-        if let Err(e) = rt.root().delete_prefix(location).await {
-            warn!(%location, error = %e, "applied, but a hard-dropped table's files remain (cleanup removes them)");
-        }
-    }
-    let version = rt.view(MAIN).await?.state.commit(&done.commit_id).map(|c| c.manifest_version);
+    drop_files(rt, branch, &effects.hard_drops).await;
+    let version = rt.view(branch).await?.state.commit(&done.commit_id).map(|c| c.manifest_version);
     report.applied = true;
     report.manifest_version = version;
     report.graph_manifest_version = version;
@@ -139,8 +141,46 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     Ok(report)
 }
 
-fn report_of(plan: &EvolvePlan, accepted: &str) -> SchemaApplyReport {
+/// Delete hard-dropped tables' files, once the apply is visible, when no
+/// branch but main exists (deleted ones included: a restore would read
+/// them). Otherwise, or on a failure, they stay for `cleanup`.
+async fn drop_files(rt: &Runtime, branch: &str, locations: &[String]) {
+    if locations.is_empty() {
+        return;
+    }
+    let alone = match table::list_branches(&manifest::uri(rt.root())).await {
+        Ok(others) => branch == MAIN && others.is_empty(),
+        Err(e) => {
+            warn!(error = %e, "applied, but listing branches failed: hard-dropped tables' files stay");
+            false
+        }
+    };
+    if !alone {
+        info!(tables = locations.len(), "applied; other branches may read the hard-dropped tables' files, which stay");
+        return;
+    }
+    for location in locations {
+        if let Err(e) = rt.root().delete_prefix(location).await {
+            warn!(%location, error = %e, "applied, but a hard-dropped table's files remain (cleanup removes them)");
+        }
+    }
+}
+
+/// Table ids no new type may take: every id any branch registers (deleted
+/// branches included), since a new type's dataset path derives from its id
+/// and two branches adding a type each must not share one.
+async fn reserved_ids(rt: &Runtime) -> Result<Vec<String>> {
+    let mut ids: std::collections::BTreeSet<String> =
+        rt.view(MAIN).await?.state.registrations.keys().cloned().collect();
+    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
+        ids.extend(rt.peek(&name, false).await?.state.registrations.keys().cloned());
+    }
+    Ok(ids.into_iter().collect())
+}
+
+fn report_of(branch: &str, plan: &EvolvePlan, accepted: &str) -> SchemaApplyReport {
     SchemaApplyReport {
+        branch: branch.to_string(),
         applied: false,
         supported: plan.supported(),
         step_count: plan.steps.len(),
@@ -153,29 +193,6 @@ fn report_of(plan: &EvolvePlan, accepted: &str) -> SchemaApplyReport {
     }
 }
 
-/// Refuse while any graph branch other than main exists (branch create and
-/// delete wait on the schema gate this apply holds exclusively).
-async fn refuse_other_branches(rt: &Runtime) -> Result<()> {
-    let mut names = Vec::new();
-    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
-        // A deleted branch stays on storage, hidden: it cannot be written,
-        // and a restore refuses it once the schema moved on.
-        if !super::branch_control::is_hidden(rt, &name).await? {
-            names.push(name);
-        }
-    }
-    match names.first() {
-        None => Ok(()),
-        Some(first) => Err(OmniError::BranchConflict {
-            branch: first.clone(),
-            reason: format!(
-                "a schema apply needs main to be the only branch; merge or delete {} first",
-                names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-            ),
-        }),
-    }
-}
-
 /// Every live table's gate and every new table's (the pipeline then finds
 /// them all held).
 fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
@@ -185,5 +202,5 @@ fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
         .filter(|t| t.old_key.is_none())
         .map(|tc| rt.root().child_uri(&layout::location(tc.kind, &tc.table_id)))
         .collect();
-    Gates::none().catalog(rt, view, MAIN).tables(created.iter().map(String::as_str), MAIN)
+    Gates::none().catalog(rt, view, &view.branch).tables(created.iter().map(String::as_str), &view.branch)
 }

@@ -169,7 +169,7 @@ async fn capture(rt: &Runtime, intent: &WriteIntent) -> Result<Capture> {
 /// The branch's latest view and the accepted schema, with their token.
 pub(super) async fn capture_branch(rt: &Runtime, branch: &str) -> Result<Capture> {
     let view = rt.view(branch).await?;
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(&view).await?;
     let token = AuthorityToken::of(&view, &schema.identity);
     Ok(Capture::new(rt.root().clone(), view, schema, token))
 }

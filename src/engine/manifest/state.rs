@@ -346,9 +346,11 @@ impl ManifestState {
         }
     }
 
-    /// The accepted-schema identity a schema apply among the ancestors of
-    /// `commit_id` (itself included) made current: the newest one's. `None`
-    /// when no apply precedes it.
+    /// The schema identity `commit_id` was written under: the target of the
+    /// nearest schema apply on its first-parent line (itself included), a
+    /// branch's own history. `None` when no apply precedes it (the graph's
+    /// original schema). A merge takes its target's schema, so its first
+    /// parent decides; the other side's applies are not its schema.
     pub fn schema_applied_at(&self, commit_id: &str) -> Option<String> {
         self.applied_at(commit_id).map(|a| a.identity)
     }
@@ -360,19 +362,20 @@ impl ManifestState {
         if self.applies.is_empty() && self.restored_schemas.is_empty() {
             return None;
         }
-        let mut newest: Option<Applied> = None;
-        for c in self.ancestors(commit_id) {
-            let own = c
-                .schema_change
-                .as_ref()
-                .map(|s| Applied { identity: s.to.clone(), manifest_version: c.manifest_version });
-            for found in own.into_iter().chain(self.restored_schemas.get(&c.commit_id).cloned()) {
-                if newest.as_ref().is_none_or(|n| found.manifest_version > n.manifest_version) {
-                    newest = Some(found);
-                }
+        let mut next = Some(commit_id);
+        // A first-parent line has no cycle; the bound only guards against a
+        // corrupt one.
+        for _ in 0..=self.commits.len() {
+            let c = self.commits.get(next?)?;
+            if let Some(s) = &c.schema_change {
+                return Some(Applied { identity: s.to.clone(), manifest_version: c.manifest_version });
             }
+            if let Some(restored) = self.restored_schemas.get(&c.commit_id) {
+                return Some(restored.clone());
+            }
+            next = c.parent.as_deref();
         }
-        newest
+        None
     }
 
     /// The schema the graph was created with, if an apply recorded here

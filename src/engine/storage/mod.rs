@@ -34,4 +34,4 @@ mod version_hint;
 
 pub use config::StorageOptions;
 pub use root::Root;
-pub use staged::{CommittedTxn, MergeMode, StagePlan, StagedTxn, TxnIdentity};
+pub use staged::{CommittedTxn, MergeMode, Reshaper, StagePlan, StagedTxn, TxnIdentity};

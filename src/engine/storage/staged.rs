@@ -105,6 +105,30 @@ pub enum StagePlan {
         /// How far the folds rewrite.
         depth: super::index_fold::FoldDepth,
     },
+    /// A change of the table's columns that touches no data file (a schema
+    /// apply's nullable add, rename, soft drop or nullability change).
+    EditColumns(super::table::ColumnEdit),
+    /// Every row rewritten into `schema` through `reshape`, batch by batch
+    /// as the scan reads them, as one overwrite (a schema apply's required
+    /// property with a default, or a hard drop).
+    Reshape {
+        /// The table's schema after the rewrite.
+        schema: arrow_schema::SchemaRef,
+        /// One scanned batch to the same rows in `schema`.
+        reshape: Reshaper,
+    },
+}
+
+/// A batch-to-batch function a [`StagePlan::Reshape`] applies to every row.
+#[derive(Clone)]
+pub struct Reshaper(
+    pub Arc<dyn Fn(arrow_array::RecordBatch) -> crate::protocol::Result<arrow_array::RecordBatch> + Send + Sync>,
+);
+
+impl std::fmt::Debug for Reshaper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reshaper")
+    }
 }
 
 /// An uncommitted Lance transaction bound to the dataset handle it was staged

@@ -353,6 +353,8 @@ pub async fn stage(ds: Arc<Dataset>, plan: StagePlan, uuid: &str) -> Result<Opti
         StagePlan::Overwrite { batches } => stage_overwrite(ds, batches, uuid).await.map(Some),
         StagePlan::Indices { specs, depth } => stage_indices(ds, &specs, depth, uuid).await,
         StagePlan::Configure => Ok(Some(stage_configure(ds, uuid))),
+        StagePlan::EditColumns(edit) => stage_column_edit(ds, &edit, uuid).map(Some),
+        StagePlan::Reshape { schema, reshape } => stage_reshape(ds, schema, reshape, uuid).await.map(Some),
         StagePlan::Compact(scope) => {
             // Boxed: Lance's planner future is `Send` only for one lifetime,
             // which the callers' higher-ranked `Send` bounds (axum) cannot see.
@@ -631,6 +633,15 @@ pub async fn stage_overwrite_stream(
         .map_err(|e| OmniError::storage(format!("staging a streamed overwrite of {uri}"), e))?;
     txn.uuid = uuid.to_string();
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
+}
+
+/// Stage an overwrite of every row of `ds` passed through `reshape`, in
+/// scan order (see [`StagePlan::Reshape`]).
+async fn stage_reshape(ds: Arc<Dataset>, schema: SchemaRef, reshape: super::Reshaper, uuid: &str) -> Result<StagedTxn> {
+    let rows = row_count(&ds).await?;
+    let f = reshape.0;
+    let reshaped = futures::StreamExt::map(scan_stream(&ds).await?, move |batch| f(batch?));
+    stage_overwrite_stream(ds, schema, futures::StreamExt::boxed(reshaped), rows, uuid).await
 }
 
 /// Stage new data files as an append or an overwrite of the whole table.

@@ -15,6 +15,7 @@ use super::rollback;
 use crate::actors::child_key::ChildKey;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
+use crate::engine::branch_name::MAIN;
 use crate::engine::manifest::{self, ManifestView, Precondition, PublishRequest, TableUpdate};
 use crate::engine::schema_store::{self, SchemaState};
 use crate::engine::storage::table;
@@ -160,7 +161,7 @@ async fn classify_sidecar<'b>(
         };
         observed.push((t, pinned, observe(body, t, pinned).await?));
     }
-    let schema = rt.schema().await?;
+    let schema = rt.schema_of(view).await?;
     let authority_holds = view.branch_id == body.token.branch_id
         && view.state.head(&body.branch).map(str::to_string) == body.token.graph_head
         && schema.identity == body.token.schema_identity;
@@ -316,14 +317,15 @@ async fn roll_forward(
 /// A schema apply whose commit is visible: make its staged schema current
 /// (the sweep then swaps the schema actor's catalog).
 async fn promote_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
-    let Some(schema) = &body.lineage.schema else { return Ok(()) };
+    // Only main's schema lives in the schema files; a branch's is archived.
+    let Some(schema) = body.lineage.schema.as_ref().filter(|_| body.branch == MAIN) else { return Ok(()) };
     named_failpoint!("recovery.before_promote");
     SchemaState::promote(rt.root(), &schema.change.to).await
 }
 
 /// A schema apply rolled back: its staged schema files go.
 pub(super) async fn discard_schema(rt: &Runtime, body: &SidecarBody) -> Result<()> {
-    if body.lineage.schema.is_some() {
+    if body.lineage.schema.is_some() && body.branch == MAIN {
         schema_store::discard_staging(rt.root()).await?;
     }
     Ok(())
