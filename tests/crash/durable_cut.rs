@@ -172,7 +172,7 @@ impl Expected {
         assert_clean_on(&g, branch, context).await;
         let now = counts_on(&g, branch).await;
         assert!(now == *before || now == *after, "{context}: half-applied");
-        assert_schema_matches(&g, *op, now == *after && now != *before, context).await;
+        assert_schema_matches(&g, *op, branch, now == *after && now != *before, context).await;
         if acknowledged {
             assert_eq!(now, *after, "{context}: an acknowledged write was lost");
         }

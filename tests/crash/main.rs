@@ -307,7 +307,9 @@ impl Op {
                 Ok(commit_only(r.report.graph_commit_id))
             }
             Op::Optimize | Op::OptimizeOlderGraph => Ok(commit_only(g.optimize(branch, None).await?.graph_commit_id)),
-            Op::SchemaApply => Ok(commit_only(g.schema_apply(&schema_target(), false, None).await?.graph_commit_id)),
+            Op::SchemaApply => {
+                Ok(commit_only(g.schema_apply_on(branch, &schema_target(), false, None).await?.graph_commit_id))
+            }
             Op::EnsureIndices | Op::FoldIndices => {
                 Ok(commit_only(g.ensure_indices(branch, None).await?.graph_commit_id))
             }
@@ -585,7 +587,7 @@ async fn crash_case_in(t: &Template, loc: &str, op: Op, failpoint: &str, branch:
     } else {
         panic!("{context}: half-applied: before {before:?}, after {after:?}, now {now:?}");
     };
-    assert_schema_matches(&g, op, outcome == "applied", &context).await;
+    assert_schema_matches(&g, op, branch, outcome == "applied", &context).await;
     assert_lineage_matches(&g, op, outcome == "applied", &context).await;
     assert_group_matches(&g, op, branch, outcome == "applied", committed, &context).await;
     assert_reset_matches(&g, op, branch, outcome == "applied", committed, &context).await;
@@ -617,15 +619,19 @@ async fn kept_commits(g: &Graph, op: Op, branch: &str) -> Vec<String> {
     g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect()
 }
 
-/// After a schema apply's crash and recovery: the accepted schema is the
-/// target exactly when the apply is applied, and no staging file is left.
-async fn assert_schema_matches(g: &Graph, op: Op, applied: bool, context: &str) {
+/// After a schema apply's crash and recovery on `branch`: its schema is the
+/// target exactly when the apply is applied, main's is untouched by an
+/// apply on another branch, and no staging file is left.
+async fn assert_schema_matches(g: &Graph, op: Op, branch: &str, applied: bool, context: &str) {
     if !matches!(op, Op::SchemaApply) {
         return;
     }
-    let source = g.schema().await.expect("schema").source.clone();
+    let source = g.schema_of(branch).await.expect("schema").source.clone();
     let want = if applied { schema_target() } else { SCHEMA.to_string() };
-    assert_eq!(source, want, "{context}: the accepted schema does not match the outcome (applied: {applied})");
+    assert_eq!(source, want, "{context}: the branch's schema does not match the outcome (applied: {applied})");
+    if branch != "main" {
+        assert_eq!(g.schema().await.expect("main's schema").source, SCHEMA, "{context}: main's schema changed");
+    }
     let staged = omnigraph::engine::schema_store::staging_exists(g.root()).await.expect("staging");
     assert!(!staged, "{context}: schema staging files left");
 }
@@ -1299,6 +1305,12 @@ async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
         names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaApply @ {name}: {outcome}")).collect();
     println!("schema apply crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert_eq!(report.len(), 9, "{report:?}");
+    schema_apply_outcomes(&report, "main");
+}
+
+/// The outcomes a schema apply's crash report must show, by failpoint
+/// (`after_promote`: main only, the one branch whose schema has files).
+fn schema_apply_outcomes(report: &[String], branch: &str) {
     for (point, want) in [
         ("after_arm", "invisible"),
         ("after_schema_staging", "invisible"),
@@ -1306,8 +1318,31 @@ async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
         ("after_publish", "applied"),
         ("after_promote", "applied"),
     ] {
-        assert!(report.iter().any(|r| r.ends_with(&format!("schema_apply.{point}: {want}"))), "{point}: {report:?}");
+        let found: Vec<&String> = report.iter().filter(|r| r.contains(&format!("schema_apply.{point}:"))).collect();
+        assert_eq!(found.is_empty(), branch != "main" && point == "after_promote", "{point}: {report:?}");
+        assert!(found.iter().all(|r| r.ends_with(want)), "{point}: {report:?}");
     }
+}
+
+/// The same on a fresh branch: every table is forked after arming, then
+/// the overwrite, the column edit, the re-key, the create and the tombstone
+/// land there alone; main keeps its schema and rows at every point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_failpoint_of_a_schema_apply_on_a_branch_recovers_clean() {
+    let _s = serial().await;
+    let names: Vec<String> = SAGA_BOUNDARIES
+        .iter()
+        .chain(&SCHEMA_BOUNDARIES)
+        .chain(&FORK_BOUNDARIES)
+        .filter(|b| Op::SchemaApply.crosses(b) && **b != "after_promote")
+        .map(|b| format!("schema_apply.{b}"))
+        .collect();
+    let outcomes = crash_cases_on(Op::SchemaApply, &names, "fresh").await;
+    let report: Vec<String> =
+        names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaApply on fresh @ {name}: {outcome}")).collect();
+    println!("schema apply crashes on a branch ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert_eq!(report.len(), 9, "{report:?}");
+    schema_apply_outcomes(&report, "fresh");
 }
 
 /// A schema apply that fails after its effects (an error, not a crash)
@@ -1340,7 +1375,7 @@ async fn the_reconciler_resolves_a_failed_schema_apply_without_reopening() {
             c
         };
         assert_eq!(without_early(now), if applied { after.clone() } else { before.clone() }, "{context}");
-        assert_schema_matches(&g, Op::SchemaApply, applied, &context).await;
+        assert_schema_matches(&g, Op::SchemaApply, "main", applied, &context).await;
         let audit = audit::read_all(g.root()).await.expect("audit");
         assert_eq!(audit.len(), 1, "{context}: {audit:?}");
         g.mutate(r#"query q() { insert Company { name: "After" } }"#, None, Map::new(), &WriteOptions::default())

@@ -88,7 +88,9 @@ fn every_failpoint_in_the_source_has_a_crash_case() {
             covered.insert(format!("{}.{b}", op.prefix()));
         }
     }
-    for b in SAGA_BOUNDARIES.iter().chain(&SCHEMA_BOUNDARIES).filter(|b| Op::SchemaApply.crosses(b)) {
+    for b in
+        SAGA_BOUNDARIES.iter().chain(&SCHEMA_BOUNDARIES).chain(&FORK_BOUNDARIES).filter(|b| Op::SchemaApply.crosses(b))
+    {
         covered.insert(format!("{}.{b}", Op::SchemaApply.prefix()));
     }
     let named = CONTROL_CRASHES
@@ -417,7 +419,7 @@ async fn recovery_crash(op: Op, write_point: &str, recovery_point: &str, kind: R
     assert_clean(&g, &context).await;
     let expected = if kind == RecoveryKind::RolledForward { &after } else { &before };
     assert_eq!(&counts(&g).await, expected, "{context}: wrong outcome");
-    assert_schema_matches(&g, op, kind == RecoveryKind::RolledForward, &context).await;
+    assert_schema_matches(&g, op, "main", kind == RecoveryKind::RolledForward, &context).await;
     let history: Vec<String> =
         g.commits("main", None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     assert!(committed.iter().all(|c| history.contains(c)), "{context}: a committed commit was rolled back");

@@ -34,10 +34,10 @@ pub fn writer_prefix(kind: WriterKind) -> &'static str {
 }
 
 /// Whether a `kind` saga can cross `boundary`: optimize rewrites only the
-/// tables its branch owns already and a schema apply writes main only, so
-/// neither forks one; only a schema apply stages and promotes schema files.
+/// tables its branch owns already, so it forks none; only a schema apply
+/// stages and promotes schema files (promotes: on main only).
 pub fn crosses(kind: WriterKind, boundary: &str) -> bool {
-    let forkless = matches!(kind, WriterKind::Optimize | WriterKind::SchemaApply);
+    let forkless = kind == WriterKind::Optimize;
     let schema_only = matches!(boundary, "after_schema_staging" | "after_promote");
     !(forkless && boundary == "after_fork") && (kind == WriterKind::SchemaApply || !schema_only)
 }

@@ -136,12 +136,10 @@ impl<'a> Prepared<'a> {
         let Prepared { at, token, pins, plan, mut leases } = self;
         let span = info_span!("saga.lease", operation_id = %at.operation_id(), branch = %at.branch);
         // Gates the writer holds already (a schema apply holds every table's) are kept.
-        Gates::schema(LeaseMode::Shared)
-            .branch(at.branch)
-            .tables(plan.tables.iter().map(|t| t.uri.as_str()), at.branch)
-            .take(at.rt, &mut leases)
-            .instrument(span)
-            .await?;
+        let gates = plan.tables.iter().fold(Gates::schema(LeaseMode::Shared).branch(at.branch), |g, t| {
+            g.table(&t.uri, t.table_branch.as_deref().unwrap_or(MAIN))
+        });
+        gates.take(at.rt, &mut leases).instrument(span).await?;
         saga_failpoint!(at.kind, "after_leases");
         Ok(Leased { at, token, pins, plan, leases })
     }
@@ -330,9 +328,12 @@ impl<'a> Armed<'a> {
 /// `read_version + 1` with its identity, or the chain stops with an error.
 /// Answers the last landing and the rows every step wrote into new files.
 async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Result<(CommittedTxn, u64)> {
-    let lease = leases.require(&ChildKey::table(&t.uri, at.branch))?;
+    // The table's own ref: the write's branch, except a schema apply's new
+    // table, created on its main ref whichever branch registers it.
+    let branch = t.table_branch.as_deref().unwrap_or(MAIN);
+    let lease = leases.require(&ChildKey::table(&t.uri, branch))?;
     let mut rows = t.txn.rows_written();
-    let mut committed = commit_exactly(at, &t.table_key, t.txn, lease).await?;
+    let mut committed = commit_exact_on(at.rt, branch, &t.table_key, t.txn, lease).await?;
     for step in t.then {
         named_failpoint!("chain.between_steps");
         let ChainStep { plan, identity } = step;
@@ -348,19 +349,14 @@ async fn commit_chain(at: &Attempt<'_>, t: ReadyTable, leases: &LeaseSet) -> Res
             .await?
             .ok_or_else(|| OmniError::Internal(format!("{}: a planned chain step staged nothing", t.table_key)))?;
         rows += staged.rows_written();
-        committed = commit_exactly(at, &t.table_key, staged, lease).await?;
+        committed = commit_exact_on(at.rt, branch, &t.table_key, staged, lease).await?;
     }
     Ok((committed, rows))
 }
 
-/// Commit `txn` through its table actor and assert the exact-commit contract
-/// where it is relied on: the planned identity, at `read_version + 1`.
-async fn commit_exactly(at: &Attempt<'_>, table_key: &str, txn: StagedTxn, lease: &Lease) -> Result<CommittedTxn> {
-    commit_exact_on(at.rt, at.branch, table_key, txn, lease).await
-}
-
-/// [`commit_exactly`] on graph branch `branch`, for recovery's compensation
-/// (a restore lands exactly like a writer's commit).
+/// Commit `txn` through the table actor of graph branch `branch` and assert
+/// the exact-commit contract where it is relied on: the planned identity,
+/// at `read_version + 1` (recovery's compensation lands the same way).
 pub(super) async fn commit_exact_on(
     rt: &Runtime,
     branch: &str,

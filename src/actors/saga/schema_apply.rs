@@ -194,7 +194,8 @@ fn report_of(branch: &str, plan: &EvolvePlan, accepted: &str) -> SchemaApplyRepo
 }
 
 /// Every live table's gate and every new table's (the pipeline then finds
-/// them all held).
+/// them all held). A new table is created on its main ref, whichever
+/// branch registers it, so its gate is main's.
 fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
     let created: Vec<String> = plan
         .tables
@@ -202,5 +203,5 @@ fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
         .filter(|t| t.old_key.is_none())
         .map(|tc| rt.root().child_uri(&layout::location(tc.kind, &tc.table_id)))
         .collect();
-    Gates::none().catalog(rt, view, &view.branch).tables(created.iter().map(String::as_str), &view.branch)
+    Gates::none().catalog(rt, view, &view.branch).tables(created.iter().map(String::as_str), MAIN)
 }
