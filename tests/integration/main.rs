@@ -6,6 +6,7 @@
 #![recursion_limit = "512"]
 
 mod actors;
+mod branch_schema;
 mod branches;
 mod cli;
 mod clients;

@@ -1,0 +1,229 @@
+//! A schema per branch: `schema apply --branch B` changes B alone; reads,
+//! writes and time travel on each branch bind that branch's schema at that
+//! commit; main keeps its own; merges across a schema change are refused
+//! (nothing written); two branches adding a type each never share its
+//! table; a hard drop on main leaves the files a branch still reads. The
+//! embedded handle, the CLI and HTTP.
+
+use omnigraph::{Graph, ReadTarget, WriteOptions};
+use serde_json::{Map, Value, json};
+
+use crate::common::{SOCIAL_PG, loaded_social_graph};
+
+async fn mutate(g: &Graph, branch: &str, src: &str) -> String {
+    let o = WriteOptions { branch: branch.into(), ..WriteOptions::default() };
+    let out = g.mutate(src, None, Map::new(), &o).await.unwrap_or_else(|e| panic!("{branch}: {src}: {e}"));
+    out.commit_id.expect("a commit")
+}
+
+async fn rows(g: &Graph, src: &str, at: ReadTarget) -> Vec<Map<String, Value>> {
+    let r = g.query(src, None, Map::new(), &at).await.unwrap_or_else(|e| panic!("{src} at {at:?}: {e}"));
+    omnigraph::result_rows(&r)
+}
+
+fn on(branch: &str) -> ReadTarget {
+    ReadTarget::Branch(branch.into())
+}
+
+/// Person gains a nullable `nickname`, and a new type `Team`.
+fn feature_schema() -> String {
+    SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")
+        + "\nnode Team { name: String @key }\n"
+}
+
+/// Company gains a nullable `employees`.
+fn main_schema() -> String {
+    SOCIAL_PG.replace("    founded: Date?\n", "    founded: Date?\n    employees: I32?\n")
+}
+
+const NICKNAMES: &str = "query q() { match { $p: Person } return { $p.name, $p.nickname } order { $p.name } }";
+const NAMES: &str = "query q() { match { $p: Person } return { $p.name } order { $p.name } }";
+
+/// The walk-through: a branch adds a property and a type and writes rows
+/// using them; main meanwhile adds a different property; each branch reads
+/// and writes its own shape at every step, and time travel on the branch
+/// to before its apply reads the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_branch_reads_and_writes_under_its_own_schema() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let before_apply = mutate(&g, "feature", r#"query q() { insert Person { name: "Dan", age: 30 } }"#).await;
+
+    let r = g.schema_apply_on("feature", &feature_schema(), false, None).await.expect("apply on feature");
+    assert!(r.applied && r.branch == "feature", "{r:?}");
+    assert_eq!(g.schema_of("feature").await.expect("schema").source, feature_schema());
+    assert_eq!(g.schema().await.expect("main").source, SOCIAL_PG, "main keeps its schema");
+
+    mutate(&g, "feature", r#"query q() { update Person set { nickname: "Al" } where name = "Alice" }"#).await;
+    mutate(&g, "feature", r#"query q() { insert Team { name: "Core" } }"#).await;
+    let nick = rows(&g, NICKNAMES, on("feature")).await;
+    assert_eq!(nick[0], json!({"p.name": "Alice", "p.nickname": "Al"}).as_object().cloned().expect("row"));
+    let teams = rows(&g, "query q() { match { $t: Team } return { $t.name } }", on("feature")).await;
+    assert_eq!(teams.len(), 1);
+
+    // Main never sees the branch's shape, and writes under its own.
+    let err = g.query(NICKNAMES, None, Map::new(), &on("main")).await.expect_err("main has no nickname");
+    assert!(err.to_string().contains("nickname"), "{err}");
+    let err = g
+        .mutate(r#"query q() { insert Team { name: "X" } }"#, None, Map::new(), &WriteOptions::default())
+        .await
+        .expect_err("main has no Team");
+    assert!(err.to_string().contains("Team"), "{err}");
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+
+    // Main applies a different change meanwhile; the branch keeps its own.
+    g.schema_apply(&main_schema(), false, None).await.expect("apply on main");
+    mutate(&g, "main", r#"query q() { insert Company { name: "Big", employees: 500 } }"#).await;
+    let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
+    let err = g
+        .mutate(r#"query q() { insert Company { name: "Big", employees: 5 } }"#, None, Map::new(), &o)
+        .await
+        .expect_err("the branch has no employees");
+    assert!(err.to_string().contains("employees"), "{err}");
+    assert_eq!(g.schema_of("feature").await.expect("schema").source, feature_schema());
+
+    // Time travel on the branch to before its apply reads the old shape.
+    let old = ReadTarget::Commit(before_apply.clone());
+    assert!(g.query(NICKNAMES, None, Map::new(), &old).await.is_err(), "the old commit has no nickname");
+    let names: Vec<Value> = rows(&g, NAMES, old).await.into_iter().map(|r| r["p.name"].clone()).collect();
+    assert_eq!(names, vec![json!("Alice"), json!("Bob"), json!("Carol"), json!("Dan")]);
+
+    // A branch created from the branch inherits its schema; a fresh handle agrees.
+    g.branch_create("child", "feature").await.expect("child");
+    assert_eq!(g.schema_of("child").await.expect("schema").source, feature_schema());
+    let reopened = omnigraph::Omnigraph::open(g.root().uri()).await.expect("reopen");
+    assert_eq!(reopened.schema_of("feature").await.expect("schema").source, feature_schema());
+    assert_eq!(reopened.schema().await.expect("main").source, main_schema());
+
+    // `schema diff` between the branches lists the steps between their schemas.
+    let diff = g.schema_diff("main", "feature").await.expect("diff");
+    let details: Vec<String> = diff.steps.iter().map(|s| s.detail.clone()).collect();
+    assert!(details.iter().any(|d| d.contains("nickname")), "{details:?}");
+    assert!(details.iter().any(|d| d.contains("Team")), "{details:?}");
+    assert!(details.iter().any(|d| d.contains("employees")), "{details:?}");
+}
+
+/// A merge across a schema change is refused (409, both identities named)
+/// and writes nothing; once both sides are under one schema it merges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_across_a_schema_change_is_refused_and_writes_nothing() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    g.schema_apply_on("feature", &main_schema(), false, None).await.expect("apply on feature");
+    mutate(&g, "feature", r#"query q() { insert Company { name: "Big", employees: 5 } }"#).await;
+    let main_head = g.commits("main", Some(1)).await.expect("head").remove(0).commit_id;
+    let err = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect_err("refused");
+    assert_eq!(err.http_status(), 409, "{err}");
+    assert!(err.to_string().contains("schema"), "{err}");
+    assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
+    assert_eq!(g.schema().await.expect("main").source, SOCIAL_PG);
+    // The other way round too: main's rows cannot flow into the branch.
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+    let err = g.branch_merge("main", "feature", &omnigraph::MergeOptions::default()).await.expect_err("refused");
+    assert_eq!(err.http_status(), 409, "{err}");
+}
+
+/// Two branches each add a type named `Team`: each gets a table of its own
+/// (distinct paths), and each branch's rows stay on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_branches_adding_one_type_name_never_share_its_table() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("a", "main").await.expect("a");
+    g.branch_create("b", "main").await.expect("b");
+    let with_team = format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n");
+    g.schema_apply_on("a", &with_team, false, None).await.expect("apply on a");
+    g.schema_apply_on("b", &with_team, false, None).await.expect("apply on b");
+    let (ta, tb) = (g.schema_of("a").await.expect("a"), g.schema_of("b").await.expect("b"));
+    let id = |s: &omnigraph::engine::schema_store::SchemaState| {
+        s.catalog.node("Team").map(|n| n.table_id.clone()).expect("Team")
+    };
+    assert_ne!(id(&ta), id(&tb), "the two Team types share a table id");
+    mutate(&g, "a", r#"query q() { insert Team { name: "OnA" } }"#).await;
+    mutate(&g, "b", r#"query q() { insert Team { name: "OnB" } }"#).await;
+    let q = "query q() { match { $t: Team } return { $t.name } }";
+    assert_eq!(rows(&g, q, on("a")).await, vec![json!({"t.name": "OnA"}).as_object().cloned().expect("row")]);
+    assert_eq!(rows(&g, q, on("b")).await, vec![json!({"t.name": "OnB"}).as_object().cloned().expect("row")]);
+    // Main adds it too, as a third table.
+    g.schema_apply(&with_team, false, None).await.expect("apply on main");
+    assert!(rows(&g, q, on("main")).await.is_empty());
+}
+
+/// A hard drop on main while a branch exists: main loses the type, the
+/// branch still reads it (its files stay for cleanup); a property added
+/// with a default on a branch rewrites the branch's rows only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_drop_on_main_leaves_what_a_branch_reads() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("keep", "main").await.expect("branch");
+    let companies = "query q() { match { $c: Company } return { $c.name } order { $c.name } }";
+    let before = rows(&g, companies, on("keep")).await;
+    assert!(!before.is_empty(), "the fixture has companies");
+    let dropped = SOCIAL_PG
+        .replace("node Company {\n    name: String @key\n    founded: Date?\n}\n", "")
+        .replace("edge WorksAt: Person -> Company @card(0..1) {\n    title: String?\n}\n", "");
+    assert_ne!(dropped, SOCIAL_PG);
+    g.schema_apply(&dropped, true, None).await.expect("hard drop on main");
+    assert!(g.query(companies, None, Map::new(), &on("main")).await.is_err(), "main has no Company");
+    assert_eq!(rows(&g, companies, on("keep")).await, before, "the branch still reads its companies");
+
+    let levelled = SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    level: I32 @default(1)\n");
+    g.schema_apply_on("keep", &levelled, false, None).await.expect("required add on the branch");
+    let levels = "query q() { match { $p: Person } return { $p.level } }";
+    let got = rows(&g, levels, on("keep")).await;
+    assert!(!got.is_empty() && got.iter().all(|r| r["p.level"] == json!(1)), "{got:?}");
+    assert!(g.query(levels, None, Map::new(), &on("main")).await.is_err(), "main has no level");
+}
+
+/// The CLI and HTTP: `schema apply --branch`, `schema show --branch`,
+/// `GET /schema?branch=`, `POST /schema/apply {branch}`; an unknown branch
+/// is 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_branch_schemas_over_the_cli_and_http() {
+    use crate::server::{get, post, start};
+    let s = start().await;
+    assert_eq!(post(&s, "/graphs/g/branches", json!({"name": "side"})).await.0, 200);
+    let body = json!({"schema_source": feature_schema(), "branch": "side"});
+    let (st, v) = post(&s, "/graphs/g/schema/apply", body).await;
+    assert_eq!((st, v["applied"].clone(), v["branch"].clone()), (200, json!(true), json!("side")), "{v}");
+    let (st, side) = get(&s, "/graphs/g/schema?branch=side").await;
+    assert_eq!((st, side["schema_source"].clone()), (200, json!(feature_schema())), "{side}");
+    let (st, main) = get(&s, "/graphs/g/schema").await;
+    assert_eq!(st, 200);
+    assert_ne!(main["schema_identity"], side["schema_identity"], "main kept its schema");
+    let (st, v) = get(&s, "/graphs/g/schema?branch=nowhere").await;
+    assert_eq!(st, 404, "{v}");
+    let body = json!({"schema_source": SOCIAL_PG, "branch": "nowhere"});
+    assert_eq!(post(&s, "/graphs/g/schema/apply", body).await.0, 404);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let loc = dir.path().join("g").to_string_lossy().to_string();
+    let schema = dir.path().join("next.pg");
+    std::fs::write(&schema, feature_schema()).expect("write schema");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let social = format!("{}/examples/social.pg", env!("CARGO_MANIFEST_DIR"));
+    cli(&["init", "--schema", &social, &loc]);
+    cli(&["branch", "create", "side", &loc]);
+    let plan: Value = serde_json::from_str(&cli(&[
+        "schema",
+        "plan",
+        "--json",
+        "--branch",
+        "side",
+        "--schema",
+        &schema.to_string_lossy(),
+        &loc,
+    ]))
+    .expect("json");
+    assert_eq!((plan["branch"].clone(), plan["applied"].clone()), (json!("side"), json!(false)), "{plan}");
+    let schema_path = schema.to_string_lossy().to_string();
+    let applied: Value =
+        serde_json::from_str(&cli(&["schema", "apply", "--json", "--branch", "side", "--schema", &schema_path, &loc]))
+            .expect("json");
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(cli(&["schema", "show", "--branch", "side", &loc]).trim_end(), feature_schema().trim_end());
+    assert_eq!(cli(&["schema", "show", &loc]).trim_end(), SOCIAL_PG.trim_end());
+}
