@@ -227,3 +227,34 @@ async fn per_branch_schemas_over_the_cli_and_http() {
     assert_eq!(cli(&["schema", "show", "--branch", "side", &loc]).trim_end(), feature_schema().trim_end());
     assert_eq!(cli(&["schema", "show", &loc]).trim_end(), SOCIAL_PG.trim_end());
 }
+
+/// After a schema apply, a cherry-pick of a branch commit whose parent is
+/// the branch's own (not in the target's history) binds one schema on
+/// every side and lands; a pick across a schema change is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cherry_picks_bind_each_side_its_schema() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.schema_apply(&main_schema(), false, None).await.expect("apply on main");
+    g.branch_create("b", "main").await.expect("b");
+    mutate(&g, "b", r#"query q() { insert Company { name: "One", employees: 1 } }"#).await;
+    let picked = mutate(&g, "b", r#"query q() { insert Company { name: "Two", employees: 2 } }"#).await;
+    let opts = omnigraph::RevertOptions { branch: Some("main".into()), ..Default::default() };
+    let r = g.commit_cherry_pick(&picked, &opts).await.expect("pick onto main");
+    assert!(r.report.graph_commit_id.is_some(), "{:?}", r.report);
+    let q = "query q() { match { $c: Company } return { $c.name, $c.employees } order { $c.name } }";
+    let names: Vec<Value> = rows(&g, q, on("main")).await.into_iter().map(|r| r["c.name"].clone()).collect();
+    assert!(names.contains(&json!("Two")) && !names.contains(&json!("One")), "{names:?}");
+
+    g.branch_create("c", "main").await.expect("c");
+    g.schema_apply_on(
+        "c",
+        &feature_schema().replace("    founded: Date?\n", "    founded: Date?\n    employees: I32?\n"),
+        false,
+        None,
+    )
+    .await
+    .expect("apply on c");
+    let across = mutate(&g, "c", r#"query q() { insert Team { name: "T" } }"#).await;
+    let err = g.commit_cherry_pick(&across, &opts).await.expect_err("across a schema change");
+    assert_eq!(err.http_status(), 409, "{err}");
+}

@@ -195,8 +195,10 @@ pub(super) struct Sides<'a> {
 async fn same_schema(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_id: &str) -> Result<Arc<SchemaState>> {
     let target = rt.schema_of(sides.target).await?;
     let source = rt.schema_at(&sides.source, Some(&sides.heads.0)).await?;
-    // The base is an ancestor of the target: the target's history holds it.
-    let base = rt.schema_at(&sides.target.state, Some(base_id)).await?;
+    // A merge's base is in the target's history; a cherry-pick's (the picked
+    // commit's parent) in the source's.
+    let holder = [&*sides.target.state, &*sides.source, &*sides.base].into_iter().find(|s| s.commit(base_id).is_some());
+    let base = rt.schema_at(holder.unwrap_or(&sides.base), Some(base_id)).await?;
     let differs = |side: &str, identity: &str| {
         Err(OmniError::BranchConflict {
             branch: req.target.clone(),
