@@ -1294,34 +1294,7 @@ const SCHEMA_BOUNDARIES: [&str; 2] = ["after_schema_staging", "after_promote"];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_a_schema_apply_recovers_clean() {
     let _s = serial().await;
-    let names: Vec<String> = SAGA_BOUNDARIES
-        .iter()
-        .chain(&SCHEMA_BOUNDARIES)
-        .filter(|b| Op::SchemaApply.crosses(b))
-        .map(|b| format!("schema_apply.{b}"))
-        .collect();
-    let outcomes = crash_cases_on(Op::SchemaApply, &names, "main").await;
-    let report: Vec<String> =
-        names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaApply @ {name}: {outcome}")).collect();
-    println!("schema apply crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
-    assert_eq!(report.len(), 9, "{report:?}");
-    schema_apply_outcomes(&report, "main");
-}
-
-/// The outcomes a schema apply's crash report must show, by failpoint
-/// (`after_promote`: main only, the one branch whose schema has files).
-fn schema_apply_outcomes(report: &[String], branch: &str) {
-    for (point, want) in [
-        ("after_arm", "invisible"),
-        ("after_schema_staging", "invisible"),
-        ("after_confirm", "applied"),
-        ("after_publish", "applied"),
-        ("after_promote", "applied"),
-    ] {
-        let found: Vec<&String> = report.iter().filter(|r| r.contains(&format!("schema_apply.{point}:"))).collect();
-        assert_eq!(found.is_empty(), branch != "main" && point == "after_promote", "{point}: {report:?}");
-        assert!(found.iter().all(|r| r.ends_with(want)), "{point}: {report:?}");
-    }
+    schema_apply_crashes("main").await;
 }
 
 /// The same on a fresh branch: every table is forked after arming, then
@@ -1330,19 +1303,43 @@ fn schema_apply_outcomes(report: &[String], branch: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_at_every_failpoint_of_a_schema_apply_on_a_branch_recovers_clean() {
     let _s = serial().await;
+    schema_apply_crashes("fresh").await;
+}
+
+/// Crash a schema apply on `branch` at every boundary it crosses there (a
+/// fork on a branch, the schema files' promotion on main), and check the
+/// outcome each must have.
+async fn schema_apply_crashes(branch: &'static str) {
+    let on_main = branch == "main";
     let names: Vec<String> = SAGA_BOUNDARIES
         .iter()
         .chain(&SCHEMA_BOUNDARIES)
         .chain(&FORK_BOUNDARIES)
-        .filter(|b| Op::SchemaApply.crosses(b) && **b != "after_promote")
+        .filter(|b| Op::SchemaApply.crosses(b))
+        .filter(|b| if on_main { **b != "after_fork" } else { **b != "after_promote" })
         .map(|b| format!("schema_apply.{b}"))
         .collect();
-    let outcomes = crash_cases_on(Op::SchemaApply, &names, "fresh").await;
-    let report: Vec<String> =
-        names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaApply on fresh @ {name}: {outcome}")).collect();
-    println!("schema apply crashes on a branch ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    let outcomes = crash_cases_on(Op::SchemaApply, &names, branch).await;
+    let report: Vec<String> = names
+        .iter()
+        .zip(outcomes)
+        .map(|(name, outcome)| format!("SchemaApply on {branch} @ {name}: {outcome}"))
+        .collect();
+    println!("schema apply crashes on {branch} ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
     assert_eq!(report.len(), 9, "{report:?}");
-    schema_apply_outcomes(&report, "fresh");
+    for (point, want) in [
+        ("after_arm", "invisible"),
+        ("after_schema_staging", "invisible"),
+        ("after_fork", "invisible"),
+        ("after_confirm", "applied"),
+        ("after_publish", "applied"),
+        ("after_promote", "applied"),
+    ] {
+        let found: Vec<&String> = report.iter().filter(|r| r.contains(&format!("schema_apply.{point}:"))).collect();
+        let absent = if on_main { point == "after_fork" } else { point == "after_promote" };
+        assert_eq!(found.is_empty(), absent, "{point}: {report:?}");
+        assert!(found.iter().all(|r| r.ends_with(want)), "{point}: {report:?}");
+    }
 }
 
 /// A schema apply that fails after its effects (an error, not a crash)

@@ -6,7 +6,9 @@
 //! boundary or after the k-th Lance write (a storage cut), undo (a revert
 //! of a branch's head commit, a reset to its parent, a cherry-pick of it
 //! onto a branch equal to its parent; clean or failing at a saga boundary,
-//! each proved by an empty diff), and reopens, with
+//! each proved by an empty diff), schema applies on any branch (clean or
+//! failing at a saga boundary; each branch then keeps its own schema, and a
+//! merge across two schemas is refused), and reopens, with
 //! every invariant checked after each step against a model of what must be
 //! visible. Most writes touch two tables (a Person and a Company), so a
 //! partial write would show as one without the other.
@@ -86,9 +88,22 @@ struct Model {
     base_commit: String,
     /// Deleted (restorable) branches: their parent, entities and base.
     deleted: BTreeMap<String, (String, BTreeSet<String>, BTreeSet<String>)>,
+    /// Per branch (live or deleted): the nullable Person properties its
+    /// schema applies added, in order (empty: the base schema).
+    schemas: BTreeMap<String, Vec<String>>,
 }
 
 impl Model {
+    /// The schema source `branch` must have.
+    fn schema(&self, branch: &str) -> String {
+        schema_with(self.schemas.get(branch).map(Vec::as_slice).unwrap_or_default())
+    }
+
+    /// Whether `a` and `b` are under different schemas.
+    fn diverged(&self, a: &str, b: &str) -> bool {
+        self.schemas.get(a) != self.schemas.get(b)
+    }
+
     /// Merge `child` into its parent: the parent gains what the child added
     /// since the base and loses what the child removed since then.
     fn merge(&mut self, child: &str, parent: &str) {
@@ -100,6 +115,12 @@ impl Model {
         }
         self.bases.insert(child.to_string(), src);
     }
+}
+
+/// The base schema with these nullable Person properties added.
+fn schema_with(props: &[String]) -> String {
+    let added: String = props.iter().map(|p| format!("    {p}: String?\n")).collect();
+    super::SCHEMA.replace("    age: I32?\n", &format!("    age: I32?\n{added}"))
 }
 
 fn seeds_and_steps() -> (Vec<u64>, usize) {
@@ -244,6 +265,8 @@ async fn check(g: &Graph, model: &Model, base: &BTreeSet<String>, context: &str)
         let now = entities(g, branch).await;
         let expected: BTreeSet<String> = base.union(names).cloned().collect();
         assert_eq!(now, expected, "{context}: {branch} shows the wrong rows");
+        let schema = g.schema_of(branch).await.expect("schema").source.clone();
+        assert_eq!(schema, model.schema(branch), "{context}: {branch} has the wrong schema");
     }
 }
 
@@ -262,7 +285,7 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
         let branches: Vec<String> = model.branches.keys().cloned().collect();
         let branch = rng.pick(&branches).clone();
         let name = format!("s{seed}n{step}");
-        let draw = if undo_heavy && rng.below(2) == 0 { 14 } else { rng.below(16) };
+        let draw = if undo_heavy && rng.below(2) == 0 { 14 } else { rng.below(17) };
         let line = match draw {
             0..=3 => {
                 insert(&g, &branch, &name).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: insert: {e}"));
@@ -289,6 +312,8 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 let child = format!("sim{step}");
                 g.branch_create(&child, &branch).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
                 let names = model.branches[&branch].clone();
+                let schema = model.schemas.get(&branch).cloned().unwrap_or_default();
+                model.schemas.insert(child.clone(), schema);
                 model.bases.insert(child.clone(), names.clone());
                 model.branches.insert(child.clone(), names);
                 model.parents.insert(child.clone(), branch.clone());
@@ -396,6 +421,15 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 }
                 format!("insert {name} on {branch}, Lance writes cut after {limit} (visible: {})", now.contains(&p))
             }
+            12 if model.parents.contains_key(&branch) && model.diverged(&branch, &model.parents[&branch]) => {
+                let parent = model.parents[&branch].clone();
+                // Refused, unless the child has nothing new (up to date).
+                match g.branch_merge(&branch, &parent, &MergeOptions::default()).await {
+                    Err(e) => assert_eq!(e.http_status(), 409, "seed {seed} step {step}: merge across schemas: {e}"),
+                    Ok(r) => assert!(r.report.graph_commit_id.is_none(), "seed {seed} step {step}: {:?}", r.report),
+                }
+                format!("merge {branch} into {parent} refused across schemas (or up to date)")
+            }
             12 if model.parents.contains_key(&branch) => {
                 let parent = model.parents[&branch].clone();
                 // Half the merges meet a conflict first (the same Person
@@ -483,6 +517,32 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                     None => continue,
                 }
             }
+            15 | 16 if rng.below(2) == 0 => {
+                let property = format!("p{step}");
+                let mut props = model.schemas.get(&branch).cloned().unwrap_or_default();
+                props.push(property.clone());
+                let source = schema_with(&props);
+                let fail_at = if rng.below(3) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                let point = fail_at.map(|(b, _)| format!("schema_apply.{b}"));
+                if let Some(p) = &point {
+                    fail::cfg(p, "1*return").expect("cfg");
+                }
+                let out = g.schema_apply_on(&branch, &source, false, None).await;
+                if let Some(p) = &point {
+                    fail::remove(p);
+                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                }
+                let visible = match (&out, fail_at) {
+                    (Ok(_), _) => true,
+                    (Err(_), Some((_, visible))) => visible,
+                    (Err(e), None) => panic!("seed {seed} step {step}: schema apply on {branch}: {e}"),
+                };
+                if visible {
+                    model.schemas.insert(branch.clone(), props);
+                }
+                let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
+                format!("schema apply +{property} on {branch}{at} (visible: {visible})")
+            }
             _ => {
                 shut_down(g).await;
                 g = Omnigraph::open(&loc).await.unwrap_or_else(|e| panic!("seed {seed} step {step}: reopen: {e}"));
@@ -518,6 +578,11 @@ async fn undo(
     // The base data's own commits are not the simulation's to undo (the
     // model holds that data fixed).
     if head.commit_id == model.base_commit {
+        return None;
+    }
+    // A schema apply is no data change to undo (revert and cherry-pick
+    // refuse it, and a reset does not cross it).
+    if head.operation.as_deref() == Some("schema_apply") {
         return None;
     }
     let parent = head.parent_commit_id.clone().filter(|_| head.merged_parent_commit_id.is_none())?;
@@ -623,6 +688,8 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "optimize ",
             "undo: ",
             "head move",
+            "schema apply",
+            "refused across schemas",
             "reopen",
         ];
         let mix: Vec<String> =

@@ -194,11 +194,13 @@ pub(super) struct Sides<'a> {
 /// between the two shapes.
 async fn same_schema(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_id: &str) -> Result<Arc<SchemaState>> {
     let target = rt.schema_of(sides.target).await?;
-    let source = rt.schema_at(&sides.source, Some(&sides.heads.0)).await?;
-    // A merge's base is in the target's history; a cherry-pick's (the picked
-    // commit's parent) in the source's.
-    let holder = [&*sides.target.state, &*sides.source, &*sides.base].into_iter().find(|s| s.commit(base_id).is_some());
-    let base = rt.schema_at(holder.unwrap_or(&sides.base), Some(base_id)).await?;
+    // Each commit bound from a state holding its history: a merge's base is
+    // in the target's; a revert's or cherry-pick's commits may be in the
+    // source's or the base's alone.
+    let states = [&*sides.target.state, &*sides.source, &*sides.base];
+    let holder = |commit: &str| states.into_iter().find(|s| s.commit(commit).is_some()).unwrap_or(&sides.target.state);
+    let source = rt.schema_at(holder(&sides.heads.0), Some(&sides.heads.0)).await?;
+    let base = rt.schema_at(holder(base_id), Some(base_id)).await?;
     let differs = |side: &str, identity: &str| {
         Err(OmniError::BranchConflict {
             branch: req.target.clone(),
