@@ -101,7 +101,8 @@ impl Model {
 
     /// Whether `a` and `b` are under different schemas.
     fn diverged(&self, a: &str, b: &str) -> bool {
-        self.schemas.get(a) != self.schemas.get(b)
+        let props = |b: &str| self.schemas.get(b).cloned().unwrap_or_default();
+        props(a) != props(b)
     }
 
     /// Merge `child` into its parent: the parent gains what the child added
@@ -550,6 +551,9 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
             }
         };
         check(&g, &model, &base, &format!("seed {seed} step {step} ({line})")).await;
+        if std::env::var_os("OMNIGRAPH_SIM_TRACE").is_some() {
+            println!("seed {seed} step {step}: {line}");
+        }
         log.push(line);
     }
     shut_down(g).await;
