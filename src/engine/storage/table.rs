@@ -622,17 +622,11 @@ pub async fn stage_overwrite_stream(
     if rows == 0 {
         return stage_overwrite(ds, vec![], uuid).await;
     }
-    let uri = table_uri(&ds);
-    let params = write_params(&uri, WriteMode::Overwrite);
+    let params = write_params(&table_uri(&ds), WriteMode::Overwrite);
     let batches = stream.map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)));
     let source: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(schema, batches));
-    let mut txn = InsertBuilder::new(ds.clone())
-        .with_params(&params)
-        .execute_uncommitted_stream(source)
-        .await
-        .map_err(|e| OmniError::storage(format!("staging a streamed overwrite of {uri}"), e))?;
-    txn.uuid = uuid.to_string();
-    Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
+    let txn = InsertBuilder::new(ds.clone()).with_params(&params).execute_uncommitted_stream(source).await;
+    staged_insert(ds, txn, "a streamed overwrite", rows, uuid)
 }
 
 /// Stage an overwrite of every row of `ds` passed through `reshape`, in
@@ -646,14 +640,23 @@ async fn stage_reshape(ds: Arc<Dataset>, schema: SchemaRef, reshape: super::Resh
 
 /// Stage new data files as an append or an overwrite of the whole table.
 async fn stage_write(ds: Arc<Dataset>, batches: Vec<RecordBatch>, mode: WriteMode, uuid: &str) -> Result<StagedTxn> {
-    let uri = table_uri(&ds);
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-    let params = write_params(&uri, mode);
-    let mut txn = InsertBuilder::new(ds.clone())
-        .with_params(&params)
-        .execute_uncommitted(batches)
-        .await
-        .map_err(|e| OmniError::storage(format!("staging {mode:?} of {uri}"), e))?;
+    let params = write_params(&table_uri(&ds), mode);
+    let txn = InsertBuilder::new(ds.clone()).with_params(&params).execute_uncommitted(batches).await;
+    staged_insert(ds, txn, &format!("{mode:?}"), rows, uuid)
+}
+
+/// An insert builder's uncommitted transaction (`what` of `rows` rows) as
+/// a [`StagedTxn`] carrying `uuid`.
+fn staged_insert(
+    ds: Arc<Dataset>,
+    txn: lance::Result<Transaction>,
+    what: &str,
+    rows: u64,
+    uuid: &str,
+) -> Result<StagedTxn> {
+    let uri = table_uri(&ds);
+    let mut txn = txn.map_err(|e| OmniError::storage(format!("staging {what} of {uri}"), e))?;
     txn.uuid = uuid.to_string();
     Ok(StagedTxn { dataset: Some(ds), uri, txn, affected_rows: None, rows_written: rows })
 }
