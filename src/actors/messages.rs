@@ -52,6 +52,19 @@ pub enum SchemaMsg {
         /// Answered with the schema (the accepted one, or an archived one).
         reply: RpcReplyPort<Result<Arc<SchemaState>>>,
     },
+    /// The schema `branch` binds at `head` of `state` (its manifest): what
+    /// its writes prepare under.
+    OfHead {
+        /// The branch.
+        branch: String,
+        /// Its manifest's state (walked only when the head is not a child
+        /// of the last one bound for the branch).
+        state: Arc<crate::engine::manifest::ManifestState>,
+        /// Its head commit (`None`: a branch with no commit yet).
+        head: Option<String>,
+        /// Answered with the schema.
+        reply: RpcReplyPort<Result<Arc<SchemaState>>>,
+    },
 }
 
 /// Messages to a BranchActor (a branch gate and the branch's only publisher).

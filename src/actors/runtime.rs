@@ -441,7 +441,10 @@ impl Runtime {
     /// there binds.
     pub async fn schema_of(&self, view: &ManifestView) -> Result<Arc<SchemaState>> {
         let head = view.state.effective_head(&view.branch).map(|c| c.commit_id.clone());
-        self.schema_at(&view.state, head.as_deref()).await
+        let (branch, state) = (view.branch.clone(), view.state.clone());
+        let a = self.schema_actor().await?;
+        let _in = InMailbox::new(&self.mailboxes, ChildKey::Schema);
+        ask(&a, "schema actor", |reply| SchemaMsg::OfHead { branch, state, head, reply }).await?
     }
 
     /// Make the schema actor re-read the accepted schema (after a promotion);

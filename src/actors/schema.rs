@@ -16,7 +16,7 @@ use tracing::debug;
 use super::lease::Gate;
 use crate::actors::messages::SchemaMsg;
 use crate::engine::branch_name::MAIN;
-use crate::engine::manifest;
+use crate::engine::manifest::{self, ManifestState};
 use crate::engine::schema_store::SchemaState;
 use crate::engine::storage::Root;
 use crate::protocol::Result;
@@ -24,6 +24,9 @@ use crate::protocol::Result;
 /// Archived schemas kept at most (a graph has few live schemas at once: one
 /// per diverged branch and the ones time travel reads).
 const ARCHIVED_KEPT: usize = 16;
+
+/// Branches whose last bound head is kept (one entry each).
+const HEADS_KEPT: usize = 1024;
 
 /// The schema actor. Restarted from storage (`_schema.pg`) by the supervisor.
 pub struct SchemaActor;
@@ -46,6 +49,32 @@ pub struct SchemaActorState {
     archived: HashMap<String, Arc<SchemaState>>,
     /// The identity the graph was created with, once known (it never changes).
     original: Option<String>,
+    /// Per branch: the last head bound and the identity it binds, so a
+    /// write's head (the child of the one before) binds without walking its
+    /// history back to the last apply (bounded: [`HEADS_KEPT`]).
+    heads: HashMap<String, (String, Option<String>)>,
+}
+
+/// The identity `head` of `branch` binds in `manifest`: the last head bound
+/// for the branch's, when `head` is that head or its child without a schema
+/// change (a commit's binding never changes), else by walking `manifest`.
+fn head_identity(state: &mut SchemaActorState, branch: &str, manifest: &ManifestState, head: &str) -> Option<String> {
+    if let (Some((last, identity)), Some(row)) = (state.heads.get(branch), manifest.commit(head)) {
+        if last == head {
+            return identity.clone();
+        }
+        if row.schema_change.is_none() && row.parent.as_deref() == Some(last.as_str()) {
+            let identity = identity.clone();
+            state.heads.insert(branch.to_string(), (head.to_string(), identity.clone()));
+            return identity;
+        }
+    }
+    let identity = manifest.schema_applied_at(head);
+    if state.heads.len() >= HEADS_KEPT {
+        state.heads.clear();
+    }
+    state.heads.insert(branch.to_string(), (head.to_string(), identity.clone()));
+    identity
 }
 
 /// The schema of `identity` (`None`: the original one).
@@ -111,6 +140,7 @@ impl Actor for SchemaActor {
             schema: Arc::new(schema),
             archived: HashMap::new(),
             original: None,
+            heads: HashMap::new(),
         })
     }
 
@@ -131,6 +161,10 @@ impl Actor for SchemaActor {
             SchemaMsg::Bound { identity, reply } => {
                 let out = bound(state, identity).await;
                 drop(reply.send(out));
+            }
+            SchemaMsg::OfHead { branch, state: manifest, head, reply } => {
+                let identity = head.and_then(|h| head_identity(state, &branch, &manifest, &h));
+                drop(reply.send(bound(state, identity).await));
             }
         }
         Ok(())
