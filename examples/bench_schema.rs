@@ -5,7 +5,10 @@
 //! two applies on that table, one adding a nullable property (metadata only)
 //! and one adding a required property with a default (every row rewritten),
 //! the latter also on a branch first (the table forked, then rewritten
-//! there, main untouched), beside the raw-Lance floor of the first (Lance's own all-null
+//! there, main untouched), and the same rewrite (a second required
+//! property) run by the `omnigraph` CLI beside this example as a process of
+//! its own, on a branch and on main, whose peak RSS is the apply's alone;
+//! beside the raw-Lance floor of the first (Lance's own all-null
 //! `add_columns` on a bare copy of the table), and whether the graph answers
 //! with the new shape afterwards.
 
@@ -29,6 +32,31 @@ use rss::{peak_rss_kib, reset_peak_rss};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Run the `omnigraph` CLI built beside this example with `args` until it
+/// exits: (seconds, its peak RSS in MiB), `None` if there is no CLI or it
+/// failed. The peak is the child's own `VmHWM`, read every 20 ms while it
+/// runs (a child's `ru_maxrss` counts the parent's pages it was forked
+/// with, so `wait4` would report this process's peak).
+fn cli_peak(args: &[&str]) -> Option<(f64, u64)> {
+    let exe = std::env::current_exe().ok()?.parent()?.parent()?.join("omnigraph");
+    let started = Instant::now();
+    let mut child = std::process::Command::new(exe).args(args).stdout(std::process::Stdio::null()).spawn().ok()?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    loop {
+        let hwm = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        });
+        peak_kib = peak_kib.max(hwm.unwrap_or(0));
+        if let Some(status) = child.try_wait().ok()? {
+            return status.success().then(|| (started.elapsed().as_secs_f64(), peak_kib / 1024));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Apply `source` on `branch`, timing it: (seconds, peak RSS MiB, steps).
@@ -88,6 +116,20 @@ async fn main() {
     let defaulted = nullable.replace("    nickname: String?\n", "    nickname: String?\n    level: I32 @default(1)\n");
     let (default_secs, default_peak, default_steps) = timed_apply(&g, "main", &defaulted).await;
     let on_main = counted(ReadTarget::default()).await;
+
+    // The same kind of rewrite as processes of their own (the graph's
+    // handle closed first): a second required property with a default.
+    let loc = g.root().uri().to_string();
+    g.branch_create("cli", "main").await.expect("branch");
+    drop(g);
+    let ranked = dir.path().join("ranked.pg");
+    let ranked_source =
+        defaulted.replace("    level: I32 @default(1)\n", "    level: I32 @default(1)\n    rank: I32 @default(2)\n");
+    std::fs::write(&ranked, ranked_source).expect("schema file");
+    let ranked = ranked.to_string_lossy().to_string();
+    let cli_branch = cli_peak(&["schema", "apply", "--branch", "cli", "--schema", &ranked, &loc]);
+    let cli_main = cli_peak(&["schema", "apply", "--schema", &ranked, &loc]);
+    let figure = |m: Option<(f64, u64)>| m.map(|(secs, peak)| json!({"secs": secs, "peak_rss_mib": peak}));
     println!(
         "{}",
         json!({
@@ -95,6 +137,8 @@ async fn main() {
             "nullable_add": {"secs": nullable_secs, "peak_rss_mib": nullable_peak, "steps": nullable_steps},
             "required_add_with_default": {"secs": default_secs, "peak_rss_mib": default_peak, "steps": default_steps},
             "required_add_with_default_on_a_branch": {"secs": branch_secs, "peak_rss_mib": branch_peak, "steps": branch_steps},
+            "cli_process_required_add_on_a_branch": figure(cli_branch),
+            "cli_process_required_add_on_main": figure(cli_main),
             "raw_lance_all_null_add_columns_floor_secs": floor_secs,
             "nullable_ratio_to_floor": nullable_secs / floor_secs,
             "correct": on_main == rows && on_branch == rows,
