@@ -100,8 +100,11 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     let mode = if req.dry_run { LeaseMode::Shared } else { LeaseMode::Exclusive };
     let schema_lease = rt.lease_schema(mode).await?;
     let accepted = rt.schema_of(&rt.view(branch).await?).await?;
-    let plan =
-        evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &reserved_ids(rt).await?);
+    // Every branch but main on storage, deleted ones included: listed once,
+    // under the schema gate that branch create and delete wait on.
+    let others: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
+    let reserved = reserved_ids(rt, &others).await?;
+    let plan = evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &reserved);
     let mut report = report_of(branch, &plan, &accepted.identity);
     if req.dry_run || report.schema_identity == accepted.identity {
         return Ok(report);
@@ -132,7 +135,7 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     let prepared = pipeline::Prepared::new(at, token, write_plan::pins(&view), effects.prepared, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
-    drop_files(rt, branch, &effects.hard_drops).await;
+    drop_files(rt, branch == MAIN && others.is_empty(), &effects.hard_drops).await;
     let version = rt.view(branch).await?.state.commit(&done.commit_id).map(|c| c.manifest_version);
     report.applied = true;
     report.manifest_version = version;
@@ -141,20 +144,14 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     Ok(report)
 }
 
-/// Delete hard-dropped tables' files, once the apply is visible, when no
-/// branch but main exists (deleted ones included: a restore would read
-/// them). Otherwise, or on a failure, they stay for `cleanup`.
-async fn drop_files(rt: &Runtime, branch: &str, locations: &[String]) {
+/// Delete hard-dropped tables' files, once the apply is visible, when the
+/// apply is main's and main is `alone` (no other branch, deleted ones
+/// included: a restore would read them). Otherwise, or on a failure, they
+/// stay for `cleanup`.
+async fn drop_files(rt: &Runtime, alone: bool, locations: &[String]) {
     if locations.is_empty() {
         return;
     }
-    let alone = match table::list_branches(&manifest::uri(rt.root())).await {
-        Ok(others) => branch == MAIN && others.is_empty(),
-        Err(e) => {
-            warn!(error = %e, "applied, but listing branches failed: hard-dropped tables' files stay");
-            false
-        }
-    };
     if !alone {
         info!(tables = locations.len(), "applied; other branches may read the hard-dropped tables' files, which stay");
         return;
@@ -166,14 +163,14 @@ async fn drop_files(rt: &Runtime, branch: &str, locations: &[String]) {
     }
 }
 
-/// Table ids no new type may take: every id any branch registers (deleted
-/// branches included), since a new type's dataset path derives from its id
+/// Table ids no new type may take: every id main or one of `others`
+/// registers (deleted branches included), since a new type's dataset path derives from its id
 /// and two branches adding a type each must not share one.
-async fn reserved_ids(rt: &Runtime) -> Result<Vec<String>> {
+async fn reserved_ids(rt: &Runtime, others: &[String]) -> Result<Vec<String>> {
     let mut ids: std::collections::BTreeSet<String> =
         rt.view(MAIN).await?.state.registrations.keys().cloned().collect();
-    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
-        ids.extend(rt.peek(&name, false).await?.state.registrations.keys().cloned());
+    for name in others {
+        ids.extend(rt.peek(name, false).await?.state.registrations.keys().cloned());
     }
     Ok(ids.into_iter().collect())
 }
