@@ -277,8 +277,10 @@ async fn classify(from: Option<&Dataset>, to: Option<&Dataset>, one_table: bool,
         let (before_cols, after_cols): (Vec<String>, Vec<String>) = shared_columns(f, t, one_table).into_iter().unzip();
         let before_refs: Vec<&str> = before_cols.iter().map(String::as_str).collect();
         let after_refs: Vec<&str> = after_cols.iter().map(String::as_str).collect();
-        let (source, target) =
-            (spill::Side { ds: t, columns: Some(&after_refs) }, spill::Side { ds: f, columns: Some(&before_refs) });
+        let (source, target) = (
+            spill::Side { ds: t, columns: Some(&after_refs), shape: None },
+            spill::Side { ds: f, columns: Some(&before_refs), shape: None },
+        );
         spill::classify_sides(spill::Base::Target, source, target, budget).await?
     };
     Ok(Classified { inserted: k.inserted, updated: k.updated, deleted: k.deleted })

@@ -144,13 +144,8 @@ async fn prepare_columns(
     let plan = if rewrites {
         // Batch by batch, as the scan reads them: a rewrite of a table of
         // any size holds about one batch in memory.
-        let (type_name, columns, shape) = (layout::type_name(new_key).to_string(), tc.columns.clone(), schema.clone());
-        let reshape = move |batch: arrow_array::RecordBatch| {
-            let mut rows: Vec<EntityRow> = rows::from_batch(&batch);
-            reshape(&mut rows, &columns);
-            rows::to_batch_for(&type_name, &shape, &rows)
-        };
-        StagePlan::Reshape { schema: Arc::new(schema), reshape: Reshaper(Arc::new(reshape)) }
+        let reshape = reshaper(layout::type_name(new_key), &tc.columns, &schema);
+        StagePlan::Reshape { schema: Arc::new(schema), reshape }
     } else {
         StagePlan::EditColumns(column_edit(&tc.columns, &schema))
     };
@@ -174,6 +169,18 @@ async fn prepare_columns(
         effect,
         then: vec![],
     })
+}
+
+/// What turns a batch of a table into `shape` (of type `type_name`) by
+/// `columns`: renamed keys, dropped properties gone, defaults (else nulls)
+/// for added ones.
+pub fn reshaper(type_name: &str, columns: &[ColumnChange], shape: &arrow_schema::Schema) -> Reshaper {
+    let (type_name, columns, shape) = (type_name.to_string(), columns.to_vec(), shape.clone());
+    Reshaper(Arc::new(move |batch: arrow_array::RecordBatch| {
+        let mut rows: Vec<EntityRow> = rows::from_batch(&batch);
+        reshape(&mut rows, &columns);
+        rows::to_batch_for(&type_name, &shape, &rows)
+    }))
 }
 
 /// The metadata-only edit of `columns`, ending in `schema`'s column order.

@@ -308,6 +308,11 @@ pub fn merge_json(m: &crate::graph::MergeResult, actor: Option<&str>) -> Value {
         "resolutions": r.resolutions,
         "actor_id": actor,
     });
+    // A merge across a schema change: the target's schema steps and identity after.
+    if let Some(identity) = &r.schema_identity {
+        out["schema_steps"] = json!(r.schema_steps);
+        out["schema_identity"] = json!(identity);
+    }
     if let Some(deleted) = m.branch_deleted {
         out["branch_deleted"] = json!(deleted);
         out["branch_delete_error"] = json!(m.branch_delete_error);

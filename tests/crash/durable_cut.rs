@@ -115,7 +115,7 @@ async fn enumerate(op: Op, branch: &'static str) -> (usize, usize) {
 /// A copy of the graph at `base` in a fresh place of the same kind (a
 /// temporary directory, or a new prefix on the S3 server).
 pub(super) async fn fresh_copy(base: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     if !base.starts_with("s3://") {
         let loc = dir.path().join("g");
         copy_dir(std::path::Path::new(base), &loc);
@@ -275,12 +275,12 @@ async fn every_durable_write_cut_of_recovery_itself_recovers_clean_with_one_audi
         let (base_dir, base_loc, before, after, _) = setup_on(Op::MutationInsert, "main").await;
         crash(&base_loc, Op::MutationInsert, "main", failpoint).await;
         let base = std::path::Path::new(&base_loc);
-        let probe = tempfile::tempdir().expect("tempdir");
+        let probe = crate::scratch::tempdir();
         copy_dir(base, &probe.path().join("g"));
         let n = open_cut(&probe.path().join("g").to_string_lossy(), usize::MAX).await;
         assert!(n > 0, "recovery made no durable write");
         for k in 1..=n {
-            let case = tempfile::tempdir().expect("tempdir");
+            let case = crate::scratch::tempdir();
             let loc = case.path().join("g").to_string_lossy().to_string();
             copy_dir(base, std::path::Path::new(&loc));
             open_cut(&loc, k).await;

@@ -22,6 +22,8 @@ mod points;
 mod power_loss;
 #[path = "../support/s3.rs"]
 mod s3;
+#[path = "../support/scratch.rs"]
+mod scratch;
 mod shapes;
 mod simulate;
 
@@ -489,14 +491,14 @@ async fn setup_at(
         op.prepare(&g, branch).await;
         g
     }
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let loc = loc.unwrap_or_else(|| dir.path().join("g").to_string_lossy().to_string());
     let g = base(&loc, branch, op).await;
     let before = counts_on(&g, branch).await;
     let commits: Vec<String> =
         g.commits(branch, None).await.expect("commits").into_iter().map(|c| c.commit_id).collect();
     // The expected after-state, from a clean run on a scratch copy of the same data.
-    let scratch = tempfile::tempdir().expect("tempdir");
+    let scratch = crate::scratch::tempdir();
     let s = base(&scratch.path().join("g").to_string_lossy(), branch, op).await;
     op.run_on(&s, branch).await.expect("clean run");
     let after = counts_on(&s, branch).await;

@@ -1,7 +1,8 @@
 //! A schema per branch: `schema apply --branch B` changes B alone; reads,
 //! writes and time travel on each branch bind that branch's schema at that
-//! commit; main keeps its own; merges across a schema change are refused
-//! (nothing written); two branches adding a type each never share its
+//! commit; main keeps its own; merges across a schema change merge the
+//! schemas and the rows in one commit (schema conflicts refused, nothing
+//! written); two branches adding a type each never share its
 //! table; a hard drop on main leaves the files a branch still reads. The
 //! embedded handle, the CLI and HTTP.
 
@@ -103,24 +104,105 @@ async fn each_branch_reads_and_writes_under_its_own_schema() {
     assert!(details.iter().any(|d| d.contains("employees")), "{details:?}");
 }
 
-/// A merge across a schema change is refused (409, both identities named)
-/// and writes nothing; once both sides are under one schema it merges.
+/// The walk-through of a merge across schema changes: a branch adds a
+/// property and writes rows using it; main adds a different type and writes
+/// meanwhile; the merge lands both on main in one commit, rows and schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_merge_across_a_schema_change_is_refused_and_writes_nothing() {
+async fn a_merge_across_schema_changes_lands_both_sides_on_main() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let nicknames = SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n");
+    g.schema_apply_on("feature", &nicknames, false, None).await.expect("apply on feature");
+    mutate(&g, "feature", r#"query q() { update Person set { nickname: "Al" } where name = "Alice" }"#).await;
+    mutate(&g, "feature", r#"query q() { insert Person { name: "Dan", age: 40, nickname: "D" } }"#).await;
+    let teams = format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n");
+    g.schema_apply(&teams, false, None).await.expect("apply on main");
+    mutate(&g, "main", r#"query q() { insert Team { name: "Core" } }"#).await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+    let before_merge = g.commits("main", None).await.expect("commits");
+
+    let r = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("merges");
+    let steps: Vec<String> = r.report.schema_steps.iter().map(|s| s.detail.clone()).collect();
+    assert!(steps.iter().any(|d| d.contains("nickname")) && steps.len() == 1, "{steps:?}");
+    let after = g.commits("main", None).await.expect("commits");
+    assert_eq!(after.len(), before_merge.len() + 1, "one merge commit");
+    assert_eq!(after[0].commit_id, r.report.graph_commit_id.clone().expect("a commit"));
+
+    let merged = g.schema().await.expect("main's schema");
+    assert_eq!(Some(merged.identity.clone()), r.report.schema_identity);
+    assert!(
+        merged.catalog.node("Team").is_some()
+            && merged.catalog.node("Person").is_some_and(|p| p.properties.iter().any(|p| p.name == "nickname"))
+    );
+    let nick: Vec<(Value, Value)> = rows(&g, NICKNAMES, on("main"))
+        .await
+        .into_iter()
+        .map(|r| (r["p.name"].clone(), r["p.nickname"].clone()))
+        .collect();
+    let want = [
+        ("Alice", json!("Al")),
+        ("Bob", Value::Null),
+        ("Carol", Value::Null),
+        ("Dan", json!("D")),
+        ("Mia", Value::Null),
+    ];
+    assert_eq!(nick, want.map(|(n, v)| (json!(n), v)).to_vec());
+    let team_names = rows(&g, "query q() { match { $t: Team } return { $t.name } }", on("main")).await;
+    assert_eq!(team_names.len(), 1);
+    // Main writes the merged shape; the branch keeps its own schema.
+    mutate(&g, "main", r#"query q() { update Person set { nickname: "M" } where name = "Mia" }"#).await;
+    assert_eq!(g.schema_of("feature").await.expect("schema").source, nicknames);
+    // Time travel on main to before the merge reads the old shape.
+    let old = ReadTarget::Commit(before_merge[0].commit_id.clone());
+    assert!(g.query(NICKNAMES, None, Map::new(), &old).await.is_err(), "no nickname before the merge");
+    // A fresh handle reads the same.
+    let reopened = omnigraph::Omnigraph::open(g.root().uri()).await.expect("reopen");
+    assert_eq!(reopened.schema().await.expect("main").identity, merged.identity);
+    // Merging again: nothing new.
+    let again = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("again");
+    assert_eq!(again.report.outcome, omnigraph::MergeOutcome::AlreadyUpToDate);
+}
+
+/// A rename on the branch, writes to the old name on main: the merge
+/// brings main's rows under the new name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_on_a_branch_carries_rows_main_wrote_under_the_old_name() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let renamed = SOCIAL_PG
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+        .replace("@range(age, 0..150)", "@range(years, 0..150)");
+    g.schema_apply_on("feature", &renamed, false, None).await.expect("apply on feature");
+    mutate(&g, "feature", r#"query q() { update Person set { years: 32 } where name = "Alice" }"#).await;
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 28 } where name = "Bob" }"#).await;
+
+    let r = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("merges");
+    assert!(r.report.schema_steps.iter().any(|s| s.detail.contains("years")), "{:?}", r.report.schema_steps);
+    let years = "query q() { match { $p: Person } return { $p.name, $p.years } order { $p.name } }";
+    let got: Vec<(Value, Value)> =
+        rows(&g, years, on("main")).await.into_iter().map(|r| (r["p.name"].clone(), r["p.years"].clone())).collect();
+    let want = [("Alice", 32), ("Bob", 28), ("Carol", 45), ("Mia", 20)];
+    assert_eq!(got, want.map(|(n, y)| (json!(n), json!(y))).to_vec());
+    let err = g.query(NICKNAMES.replace("nickname", "age").as_str(), None, Map::new(), &on("main")).await;
+    assert!(err.is_err(), "main has no `age` now");
+}
+
+/// A merge that would need row conflicts decided across a schema change is
+/// refused with them, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_conflict_across_a_schema_change_is_refused_and_writes_nothing() {
     let (_dir, g) = loaded_social_graph().await;
     g.branch_create("feature", "main").await.expect("branch");
     g.schema_apply_on("feature", &main_schema(), false, None).await.expect("apply on feature");
-    mutate(&g, "feature", r#"query q() { insert Company { name: "Big", employees: 5 } }"#).await;
+    mutate(&g, "feature", r#"query q() { update Person set { age: 50 } where name = "Carol" }"#).await;
+    mutate(&g, "main", r#"query q() { update Person set { age: 60 } where name = "Carol" }"#).await;
     let main_head = g.commits("main", Some(1)).await.expect("head").remove(0).commit_id;
     let err = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect_err("refused");
     assert_eq!(err.http_status(), 409, "{err}");
-    assert!(err.to_string().contains("schema"), "{err}");
+    assert!(err.to_string().contains("Carol"), "{err}");
     assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
     assert_eq!(g.schema().await.expect("main").source, SOCIAL_PG);
-    // The other way round too: main's rows cannot flow into the branch.
-    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
-    let err = g.branch_merge("main", "feature", &omnigraph::MergeOptions::default()).await.expect_err("refused");
-    assert_eq!(err.http_status(), 409, "{err}");
 }
 
 /// Two branches each add a type named `Team`: each gets a table of its own
@@ -195,7 +277,7 @@ async fn per_branch_schemas_over_the_cli_and_http() {
     let body = json!({"schema_source": SOCIAL_PG, "branch": "nowhere"});
     assert_eq!(post(&s, "/graphs/g/schema/apply", body).await.0, 404);
 
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let loc = dir.path().join("g").to_string_lossy().to_string();
     let schema = dir.path().join("next.pg");
     std::fs::write(&schema, feature_schema()).expect("write schema");
@@ -257,4 +339,129 @@ async fn cherry_picks_bind_each_side_its_schema() {
     let across = mutate(&g, "c", r#"query q() { insert Team { name: "T" } }"#).await;
     let err = g.commit_cherry_pick(&across, &opts).await.expect_err("across a schema change");
     assert_eq!(err.http_status(), 409, "{err}");
+}
+
+/// Both sides change one property differently: the merge is a 409
+/// `schema_conflict` naming the item with its base, ours and theirs
+/// declarations, through the embedded handle, HTTP and the CLI; nothing
+/// is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_property_changed_differently_on_both_sides_is_a_schema_conflict() {
+    let described =
+        |text: &str| SOCIAL_PG.replace("    age: I32?\n", &format!("    age: I32? @description(\"{text}\")\n"));
+    let (dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    g.schema_apply_on("feature", &described("in years"), false, None).await.expect("apply on feature");
+    g.schema_apply(&described("years since birth"), false, None).await.expect("apply on main");
+    let main_head = g.commits("main", Some(1)).await.expect("head").remove(0).commit_id;
+
+    let err = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect_err("conflict");
+    assert_eq!((err.http_status(), err.code()), (409, "schema_conflict"), "{err}");
+    let body = err.to_json();
+    assert_eq!(
+        body["schema_conflicts"],
+        json!([{
+            "type_name": "Person",
+            "property": "age",
+            "reason": "both sides changed it differently",
+            "base": "age: I32?",
+            "ours": "age: I32? @description(\"years since birth\")",
+            "theirs": "age: I32? @description(\"in years\")",
+        }]),
+        "{body}"
+    );
+    assert!(err.to_string().contains("Person.age"), "{err}");
+    assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
+    let loc = dir.path().join("graph").to_string_lossy().to_string();
+    drop(g);
+
+    // The CLI prints the same body with --json and exits non-zero.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph"))
+        .args(["branch", "merge", "--into", "main", "--json", "feature", &loc])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let printed = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(printed.contains("schema_conflict") && printed.contains("years since birth"), "{printed}");
+
+    let s = crate::server::spawn(dir, loc, &[], &[]);
+    let (st, v) = crate::server::post(&s, "/graphs/g/branches/merge", json!({"source": "feature"})).await;
+    assert_eq!((st, v["code"].clone()), (409, json!("schema_conflict")), "{v}");
+    assert_eq!(v["schema_conflicts"][0]["theirs"], json!("age: I32? @description(\"in years\")"), "{v}");
+}
+
+/// The walk-through as users drive it, over HTTP and through the CLI: one
+/// branch adds a property and writes it, another renames `age` to `years`
+/// and writes it, main adds a type and writes under the old name; both
+/// merges land, and main reads every row in the merged shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merges_across_schema_changes_over_http_and_the_cli() {
+    use crate::server::{post, start};
+    let nicknames = SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n");
+    let renamed = SOCIAL_PG
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+        .replace("@range(age, 0..150)", "@range(years, 0..150)");
+    let teams = format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n");
+    let writes = [
+        ("feature", r#"query q() { update Person set { nickname: "Al" } where name = "Alice" }"#),
+        ("ren", r#"query q() { update Person set { years: 28 } where name = "Bob" }"#),
+        ("main", r#"query q() { insert Team { name: "Core" } }"#),
+        ("main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#),
+    ];
+    let read = "query q() { match { $p: Person } return { $p.name, $p.years, $p.nickname } order { $p.name } }";
+    let want = json!([
+        {"p.name": "Alice", "p.years": 31, "p.nickname": "Al"},
+        {"p.name": "Bob", "p.years": 28, "p.nickname": null},
+        {"p.name": "Carol", "p.years": 45, "p.nickname": null},
+        {"p.name": "Mia", "p.years": 20, "p.nickname": null},
+    ]);
+
+    let s = start().await;
+    for name in ["feature", "ren"] {
+        assert_eq!(post(&s, "/graphs/g/branches", json!({"name": name})).await.0, 200);
+    }
+    for (branch, schema) in [("feature", &nicknames), ("ren", &renamed), ("main", &teams)] {
+        let (st, v) = post(&s, "/graphs/g/schema/apply", json!({"schema_source": schema, "branch": branch})).await;
+        assert_eq!((st, v["applied"].clone()), (200, json!(true)), "{branch}: {v}");
+    }
+    for (branch, q) in writes {
+        let (st, v) = post(&s, "/graphs/g/mutate", json!({"query": q, "branch": branch})).await;
+        assert_eq!(st, 200, "{branch}: {v}");
+    }
+    for source in ["feature", "ren"] {
+        let (st, v) = post(&s, "/graphs/g/branches/merge", json!({"source": source})).await;
+        assert_eq!((st, v["outcome"].clone()), (200, json!("merged")), "{source}: {v}");
+        assert!(v["schema_steps"].as_array().is_some_and(|a| !a.is_empty()), "{v}");
+    }
+    let (st, v) = post(&s, "/graphs/g/query", json!({"query": read})).await;
+    assert_eq!((st, v["rows"].clone()), (200, want.clone()), "{v}");
+
+    let dir = crate::scratch::tempdir();
+    let loc = dir.path().join("g").to_string_lossy().to_string();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(args).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let example = |f: &str| format!("{}/examples/{f}", env!("CARGO_MANIFEST_DIR"));
+    cli(&["init", "--schema", &example("social.pg"), &loc]);
+    cli(&["load", "--mode", "overwrite", "--data", &example("social.jsonl"), &loc]);
+    for name in ["feature", "ren"] {
+        cli(&["branch", "create", name, &loc]);
+    }
+    for (branch, schema) in [("feature", &nicknames), ("ren", &renamed), ("main", &teams)] {
+        let file = dir.path().join(format!("{branch}.pg"));
+        std::fs::write(&file, schema).expect("schema file");
+        cli(&["schema", "apply", "--branch", branch, "--schema", &file.to_string_lossy(), &loc]);
+    }
+    for (branch, q) in writes {
+        cli(&["mutate", "--branch", branch, "-e", q, &loc]);
+    }
+    for source in ["feature", "ren"] {
+        let out: Value =
+            serde_json::from_str(&cli(&["branch", "merge", "--json", "--into", "main", source, &loc])).expect("json");
+        assert_eq!(out["outcome"], "merged", "{out}");
+    }
+    let out: Value = serde_json::from_str(&cli(&["query", "-e", read, "--json", &loc])).expect("json");
+    assert_eq!(out["rows"], want, "{out}");
 }

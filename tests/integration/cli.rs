@@ -102,7 +102,7 @@ fn bad_arguments_and_bad_schemas_fail_cleanly() {
 
 #[test]
 fn lint_reports_each_query_and_fails_only_on_errors() {
-    let dir = tempfile::tempdir().expect("tmp");
+    let dir = crate::scratch::tempdir();
     let good = dir.path().join("good.gq");
     std::fs::write(
         &good,

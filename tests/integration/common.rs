@@ -9,7 +9,7 @@ pub const SOCIAL_PG: &str = include_str!("../../examples/social.pg");
 
 /// A fresh temporary directory and the graph location inside it.
 pub fn temp_graph_dir() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let loc = dir.path().join("graph").to_string_lossy().to_string();
     (dir, loc)
 }

@@ -76,7 +76,7 @@ fn the_merge_walkthrough_in_the_docs_runs() {
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("branch merge --dry-run review "))
         .expect("the merge walk-through");
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
     for f in ["social.pg", "social.jsonl"] {
         std::fs::copy(format!("{ex}/{f}"), dir.path().join(f)).expect("copy example");
@@ -111,7 +111,7 @@ fn the_conflicts_walkthrough_in_the_docs_runs() {
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains(r#""id": "Eve", "take": "ours""#))
         .expect("resolve.json");
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let ex = format!("{}/examples", env!("CARGO_MANIFEST_DIR"));
     for f in ["social.pg", "social.jsonl"] {
         std::fs::copy(format!("{ex}/{f}"), dir.path().join(f)).expect("copy example");

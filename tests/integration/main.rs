@@ -45,6 +45,8 @@ mod revert;
 mod s3;
 mod s3_graphs;
 mod schema;
+#[path = "../support/scratch.rs"]
+mod scratch;
 mod search;
 mod server;
 mod source_rules;

@@ -483,7 +483,7 @@ fn id_rows(from: usize, n: usize) -> arrow_array::RecordBatch {
 /// files, the small ones after it become one, and no row changes.
 #[tokio::test]
 async fn a_tail_compaction_rewrites_only_the_small_fragments() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let uri = dir.path().join("log.lance").to_string_lossy().to_string();
     let settled = table::TAIL_FRAGMENT_ROWS + 100;
     let mut ds = table::create_table(&uri, id_rows(0, settled)).await.expect("create");
@@ -510,7 +510,7 @@ async fn a_tail_compaction_rewrites_only_the_small_fragments() {
 async fn settled_manifest_fragments_merge_at_the_next_tier() {
     use omnigraph::actors::branch::MANIFEST_TIERS;
 
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let uri = dir.path().join("log.lance").to_string_lossy().to_string();
     let settled = table::TAIL_FRAGMENT_ROWS;
     let bound = MANIFEST_TIERS[1].max_small;
@@ -542,7 +542,7 @@ async fn small_fragments_an_index_fold_left_behind_do_not_make_writes_compact() 
     use omnigraph::engine::storage::TxnIdentity;
     use omnigraph::engine::storage::index_fold::FoldDepth;
 
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
     let spec = IndexSpec { column: "id".into(), kind: IndexKind::Btree };
     let mut ds = table::create_table(&uri, id_rows(0, table::SMALL_FRAGMENT_ROWS)).await.expect("create");
@@ -662,7 +662,7 @@ async fn tables_keep_row_lineage_out_of_their_manifests() {
 /// `latest_version` answers the same either way.
 #[tokio::test]
 async fn a_handle_knows_by_name_whether_it_is_still_the_latest_version() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
     let created = table::create_table(&uri, id_rows(0, 1)).await.expect("create");
     let committed = table::append_rows(created, id_rows(1, 1), Default::default()).await;

@@ -1144,7 +1144,9 @@ async fn row_versions_and_fingerprints_classify_a_merge_alike() {
             open_pinned(g.root(), t).await.expect("target"),
         );
         let fast = lineage::classify(&b, &s, Some(&t)).await.expect("lineage").unwrap_or_else(|| panic!("{key}"));
-        let slow = spill::classify_within(spill::Base::At(&b), &s, &t, 256 << 20).await.expect("fingerprints");
+        let slow = spill::classify_within(spill::Base::At(spill::Side::whole(&b)), &s, &t, 256 << 20)
+            .await
+            .expect("fingerprints");
         let sorted = |d: &omnigraph::engine::merge::delta::KeyDelta| {
             let set =
                 |s: &std::collections::HashSet<u128>| s.iter().copied().collect::<std::collections::BTreeSet<_>>();

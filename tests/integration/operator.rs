@@ -82,8 +82,7 @@ fn named_servers_get_their_keyed_token_and_no_one_else_does() {
     let dir = with_files(&["schema.pg", "people.jsonl"]);
     let d = dir.path();
     graph(d, "g");
-    let server =
-        crate::server::spawn(tempfile::tempdir().expect("tempdir"), d.join("g").display().to_string(), &[], &[]);
+    let server = crate::server::spawn(crate::scratch::tempdir(), d.join("g").display().to_string(), &[], &[]);
     let (elsewhere, seen) = recording_server();
     let config = format!("servers:\n  local:\n    url: {}\n  other:\n    url: {elsewhere}/other\n", server.base);
     std::fs::write(d.join("config.yaml"), config).expect("config");
@@ -137,8 +136,7 @@ fn profiles_and_defaults_supply_the_scope_and_an_explicit_address_wins() {
     let d = dir.path();
     graph(d, "g");
     ok(d, "omnigraph init --schema schema.pg -q h");
-    let server =
-        crate::server::spawn(tempfile::tempdir().expect("tempdir"), d.join("g").display().to_string(), &[], &[]);
+    let server = crate::server::spawn(crate::scratch::tempdir(), d.join("g").display().to_string(), &[], &[]);
     let config = format!(
         "operator:\n  actor: act-dana\nservers:\n  local:\n    url: {}\ndefaults:\n  store: g\n  output: csv\nprofiles:\n  empty: {{ store: h }}\n  served: {{ server: local, default_graph: g }}\nfuture_key: 1\n",
         server.base

@@ -322,7 +322,7 @@ async fn strict_insert_of_an_existing_id_fails_at_staging() {
 
 #[tokio::test]
 async fn a_staged_create_lands_as_version_one_with_its_identity_and_only_once() {
-    let dir = tempfile::tempdir().expect("tmp");
+    let dir = crate::scratch::tempdir();
     let uri = dir.path().join("t").to_string_lossy().to_string();
     let schema = arrow_schema::Schema::new(vec![
         arrow_schema::Field::new("id", arrow_schema::DataType::Utf8, false)

@@ -50,7 +50,7 @@ fn run_with_token(dir: &Path, line: &str) -> Output {
 
 /// A fresh directory holding the fixture `files`.
 pub(crate) fn with_files(files: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     for f in files {
         std::fs::copy(format!("{FIXTURES}/{f}"), dir.path().join(f)).expect("copy");
     }
@@ -69,7 +69,7 @@ fn every_documented_command_line_runs_as_printed() {
     let (mut failures, mut ran) = (Vec::new(), 0);
     let mut outputs: Vec<(String, String)> = Vec::new();
     for session in sessions() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = crate::scratch::tempdir();
         for entry in std::fs::read_dir(FIXTURES).expect("fixtures") {
             let path = entry.expect("entry").path();
             std::fs::copy(&path, dir.path().join(path.file_name().expect("name"))).expect("copy");
@@ -211,7 +211,7 @@ fn subcommands(help: &str) -> Vec<String> {
 /// bash, zsh and fish and know the commands.
 #[test]
 fn help_has_examples_typos_get_suggestions_and_shells_complete() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let help = |path: &str| {
         let out = run(dir.path(), &format!("omnigraph {path} --help"));
         assert!(out.status.success(), "`{path} --help`");
@@ -252,7 +252,7 @@ fn the_cli_through_a_server_prints_what_it_prints_on_storage() {
     let graph = dir.path().join("g").to_string_lossy().to_string();
     assert!(run(dir.path(), &format!("omnigraph init --schema schema.pg -q {graph}")).status.success());
     assert!(run(dir.path(), &format!("omnigraph load --data people.jsonl --mode merge -q {graph}")).status.success());
-    let daemon_dir = tempfile::tempdir().expect("tempdir");
+    let daemon_dir = crate::scratch::tempdir();
     let server = crate::server::spawn(daemon_dir, graph.clone(), &[], &[]);
     let remote = format!("--server {} --graph g", server.base);
     let reads = [

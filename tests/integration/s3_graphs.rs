@@ -256,7 +256,7 @@ async fn a_read_replica_beside_a_writer_converges_and_never_writes() {
         .into_iter()
         .map(|(k, v)| if k == "AWS_ACCESS_KEY_ID" { (k, REPLICA_KEY.to_string()) } else { (k, v) })
         .collect();
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let replica = crate::server::spawn(dir, loc.clone(), &["--read-only", "--refresh-interval-ms", "500"], &env);
     let (st, health) = crate::server::get(&replica, "/healthz").await;
     assert_eq!((st, health["read_only"].clone()), (200, Value::Bool(true)), "{health}");
@@ -318,7 +318,7 @@ async fn a_writer_daemon_takes_a_graphs_storage_options_from_its_config_file() {
         g.load(DATA.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
     }
     // No AWS environment at all: the file carries the endpoint and the keys.
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = crate::scratch::tempdir();
     let options: serde_json::Map<String, Value> =
         s3::env(server).into_iter().map(|(k, v)| (k.to_ascii_lowercase(), Value::String(v))).collect();
     let config = dir.path().join("storage.json");

@@ -27,12 +27,16 @@ use super::recovery::resolve::Mode;
 use super::recovery::sweep::{Scope, sweep};
 use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
+use crate::engine::branch_name::MAIN;
 use crate::engine::conflict_page::{self, ConflictPage};
 use crate::engine::lang::catalog::Catalog;
+use crate::engine::lang::catalog::evolve::{self, EvolvePlan, Step};
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
 use crate::engine::merge::{self, Outcome, TableReport};
 use crate::engine::resolution::{Resolution, Resolved};
+use crate::engine::schema_effects;
 use crate::engine::schema_store::SchemaState;
+use crate::engine::storage::table;
 use crate::engine::three_way::MergeStrategy;
 use crate::engine::write_plan::{self, AuthorityToken};
 use crate::protocol::{OmniError, Result};
@@ -93,6 +97,13 @@ pub struct MergeReport {
     pub conflicts_decided: usize,
     /// What each resolution did, in the order given.
     pub resolutions: Vec<Resolved>,
+    /// A merge across a schema change: the steps of the target's schema
+    /// apply to the merged schema (none when its schema stays).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub schema_steps: Vec<Step>,
+    /// The target's schema identity after the merge, when it changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_identity: Option<String>,
 }
 
 /// Merge `req.source` into `req.target`.
@@ -111,8 +122,12 @@ pub async fn run(rt: &Runtime, req: &MergeRequest) -> Result<MergeReport> {
 
 async fn attempt(rt: &Runtime, req: &MergeRequest, lineage: Lineage) -> Result<MergeReport> {
     heal_target(rt, req).await?;
-    // Schema (shared), then both branch gates, held from capture to publish.
-    let leases = Gates::schema(LeaseMode::Shared).branch(&req.source).branch(&req.target).acquire(rt).await?;
+    // Schema, then both branch gates, held from capture to publish. The
+    // schema gate is exclusive when the sides' schemas differ: the merge
+    // may then change the target's.
+    let exclusive = !req.dry_run && schema_identity(rt, &req.source).await? != schema_identity(rt, &req.target).await?;
+    let mode = if exclusive { LeaseMode::Exclusive } else { LeaseMode::Shared };
+    let leases = Gates::schema(mode).branch(&req.source).branch(&req.target).acquire(rt).await?;
     let (source, target) = (rt.history_view(&req.source).await?, rt.history_view(&req.target).await?);
     let head_of = |v: &ManifestView, b: &str| {
         v.state
@@ -137,8 +152,14 @@ async fn attempt(rt: &Runtime, req: &MergeRequest, lineage: Lineage) -> Result<M
         target: &target,
         heads: (source_head, target_head),
         source_is_newer: source_at > target_at,
+        schema_exclusive: exclusive,
     };
     land(rt, req, sides, leases, lineage, report).await
+}
+
+/// The identity of `branch`'s schema at its head.
+async fn schema_identity(rt: &Runtime, branch: &str) -> Result<String> {
+    Ok(rt.schema_of(&rt.view(branch).await?).await?.identity.clone())
 }
 
 /// Before a write on the target: roll its branch's pending writes forward
@@ -171,6 +192,8 @@ impl MergeReport {
             strategy: req.strategy,
             conflicts_decided: 0,
             resolutions: vec![],
+            schema_steps: vec![],
+            schema_identity: None,
         }
     }
 }
@@ -178,7 +201,8 @@ impl MergeReport {
 /// The three states a merge reads, captured under its gates: the base, the
 /// source and the target (its branch's view); a source that is a branch
 /// (its table gates are taken while the effects land); the two commits a
-/// page token binds (source, target); which side was authored later.
+/// page token binds (source, target); which side was authored later; how
+/// the schema gate is held.
 pub(super) struct Sides<'a> {
     pub base: Arc<ManifestState>,
     pub source: Arc<ManifestState>,
@@ -186,13 +210,37 @@ pub(super) struct Sides<'a> {
     pub target: &'a ManifestView,
     pub heads: (String, String),
     pub source_is_newer: bool,
+    /// Whether the merge holds the schema gate exclusively (it may change
+    /// the target's schema: a branch merge across a schema change).
+    pub schema_exclusive: bool,
 }
 
-/// The schema both sides of a merge and their base were written under. A
-/// merge across a schema change (one side applied a schema the other has
-/// not) is refused before anything is read: its rows would need migrating
-/// between the two shapes.
-async fn same_schema(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_id: &str) -> Result<Arc<SchemaState>> {
+/// The schemas a merge runs under.
+enum Binding {
+    /// Base, source and target share one schema.
+    Same(Arc<SchemaState>),
+    /// A branch merge across a schema change.
+    Across(Box<Across>),
+}
+
+/// A branch merge across a schema change: each side's schema, the merged
+/// one the target takes, and the target's plan to it.
+struct Across {
+    base: Arc<SchemaState>,
+    source: Arc<SchemaState>,
+    target: Arc<SchemaState>,
+    /// The target's schema after the merge (the target's own when the
+    /// merged schema differs from it in declaration order at most).
+    merged: Arc<SchemaState>,
+    /// The target's schema apply to `merged` (no steps: none).
+    plan: EvolvePlan,
+}
+
+/// The schemas of a merge's sides. A branch merge whose sides changed the
+/// schema merges them three ways ([`merged_schema`]: every schema conflict
+/// refused at once). A revert or cherry-pick across a schema change is
+/// refused.
+async fn bind_schemas(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_id: &str) -> Result<Binding> {
     let target = rt.schema_of(sides.target).await?;
     // Each commit bound from a state holding its history: a merge's base is
     // in the target's; a revert's or cherry-pick's commits may be in the
@@ -201,28 +249,79 @@ async fn same_schema(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_i
     let holder = |commit: &str| states.into_iter().find(|s| s.commit(commit).is_some()).unwrap_or(&sides.target.state);
     let source = rt.schema_at(holder(&sides.heads.0), Some(&sides.heads.0)).await?;
     let base = rt.schema_at(holder(base_id), Some(base_id)).await?;
-    let differs = |side: &str, identity: &str| {
-        Err(OmniError::BranchConflict {
+    if source.identity == target.identity && base.identity == target.identity {
+        return Ok(Binding::Same(target));
+    }
+    // Only a branch merge has a source branch.
+    if sides.source_branch.is_none() {
+        let side = if source.identity != target.identity { "the commit" } else { "its parent" };
+        return Err(OmniError::BranchConflict {
             branch: req.target.clone(),
             reason: format!(
-                "{side} was written under schema {identity}, `{}` is under schema {}: merging across a schema \
-                 change is not supported yet; apply the same schema on both branches first",
+                "{side} was written under another schema than `{}` ({}): a revert or cherry-pick across a \
+                 schema change is not supported; apply the same schema first",
                 req.target, target.identity
             ),
-        })
+        });
+    }
+    let text = merged_schema(&req.target, (&base, &target, &source))?;
+    let compiled = SchemaState::compile(&text)?;
+    let others: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
+    let reserved = super::schema_apply::reserved_ids(rt, &others).await?;
+    let plan = evolve::plan_reserving(&target.catalog, compiled.catalog, false, &reserved);
+    if let Some(step) = plan.unsupported().first() {
+        return Err(OmniError::BranchConflict {
+            branch: req.target.clone(),
+            reason: format!(
+                "the merged schema needs a change a schema apply cannot make: {} ({})",
+                step.detail,
+                step.reason.clone().unwrap_or_default()
+            ),
+        });
+    }
+    if !plan.is_noop() && !sides.schema_exclusive && !req.dry_run {
+        return Err(OmniError::BranchConflict {
+            branch: req.target.clone(),
+            reason: "a schema apply landed on one side while the merge started; retry the merge".into(),
+        });
+    }
+    let merged =
+        if plan.is_noop() { target.clone() } else { Arc::new(SchemaState::from_parts(text, plan.target.clone())) };
+    Ok(Binding::Across(Box::new(Across { base, source, target, merged, plan })))
+}
+
+/// The three-way merge of a merge's schemas (`base`, ours = the target's,
+/// theirs = the source's) as `.pg` text, or a [`OmniError::SchemaConflict`]
+/// naming every item both sides changed differently (or, when the merged
+/// text does not compile, why).
+fn merged_schema(target: &str, (base, ours, theirs): (&SchemaState, &SchemaState, &SchemaState)) -> Result<String> {
+    use crate::engine::lang::schema::{merge::SchemaConflict, parse_schema, render};
+    let parse = |s: &SchemaState| {
+        parse_schema(&s.source)
+            .map_err(|d| OmniError::Internal(format!("accepted schema {} parses: {d:?}", s.identity)))
     };
-    if source.identity != target.identity {
-        return differs(&format!("`{}`", req.source), &source.identity);
+    let refuse = |conflicts| OmniError::SchemaConflict { target: target.to_string(), conflicts };
+    let merged =
+        crate::engine::lang::schema::merge::merge(&parse(base)?, &parse(ours)?, &parse(theirs)?).map_err(refuse)?;
+    let text = render::schema(&merged);
+    if let Err(d) = crate::engine::lang::catalog::compile_schema(&text) {
+        return Err(refuse(vec![SchemaConflict {
+            type_name: String::new(),
+            property: None,
+            reason: format!("the merged schema does not compile ({}:{}): {}", d.pos.line, d.pos.column, d.message),
+            base: None,
+            ours: None,
+            theirs: None,
+        }]));
     }
-    if base.identity != target.identity {
-        return differs(&format!("their merge base {base_id}"), &base.identity);
-    }
-    Ok(target)
+    Ok(text)
 }
 
 /// Plan, decide and validate the three-way merge of `sides` into
 /// `req.target`, then (unless a dry run or refused) land it as one commit
 /// through the pipeline: a squash (`req.squash`) records no merged parent.
+/// A merge across a schema change plans in the merged schema and lands the
+/// target's schema apply and the rows together.
 pub(super) async fn land(
     rt: &Runtime,
     req: &MergeRequest,
@@ -231,20 +330,42 @@ pub(super) async fn land(
     mut lineage: Lineage,
     mut report: MergeReport,
 ) -> Result<MergeReport> {
-    let schema = same_schema(rt, req, &sides, &report.base_commit_id).await?;
+    let binding = bind_schemas(rt, req, &sides, &report.base_commit_id).await?;
+    let (schema, across) = match &binding {
+        Binding::Same(s) => (s.clone(), None),
+        Binding::Across(a) => (a.merged.clone(), Some(&**a)),
+    };
+    if across.is_some() && (req.strategy.is_some() || !req.resolutions.is_empty()) {
+        return Err(OmniError::BadRequest(
+            "a merge across a schema change takes no strategy or resolutions yet: decide the row conflicts on \
+             one side first"
+                .into(),
+        ));
+    }
     let (base, target) = (&sides.base, sides.target);
     let target_ref = Some(req.target.clone()).filter(|b| b != "main");
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
     let budget = req.memory_bytes.unwrap_or(merge::spill::DEFAULT_BUDGET);
     let states = (&*sides.source, &*target.state);
-    let mut merges = merge::plan_tables(rt.root(), &schema.catalog, base, states, target_ref.as_deref(), budget)
-        .instrument(plan_span)
-        .await?;
-    let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
-    let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
-    let how = Deciding { catalog: &schema.catalog, source_is_newer: sides.source_is_newer };
-    let decided = decide(rt, base, &mut merges, req, how).instrument(span).await?;
-    (report.conflicts_decided, report.resolutions) = decided;
+    let mut merges = match across {
+        None => {
+            merge::plan_tables(rt.root(), &schema.catalog, base, states, target_ref.as_deref(), budget)
+                .instrument(plan_span)
+                .await?
+        }
+        Some(a) => {
+            merge::across::plan_tables(rt.root(), a.catalogs(), a_states(base, states), budget)
+                .instrument(plan_span)
+                .await?
+        }
+    };
+    if across.is_none() {
+        let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
+        let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
+        let how = Deciding { catalog: &schema.catalog, source_is_newer: sides.source_is_newer };
+        let decided = decide(rt, base, &mut merges, req, how).instrument(span).await?;
+        (report.conflicts_decided, report.resolutions) = decided;
+    }
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
@@ -255,28 +376,85 @@ pub(super) async fn land(
         return Err(conflict_page::refusal(rt.root(), all, heads, &req.page, conflicts).await?);
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();
+    if let Some(a) = across.filter(|a| !a.plan.is_noop()) {
+        report.schema_steps = a.plan.steps.clone();
+        report.schema_identity = Some(a.merged.identity.clone());
+    }
     if req.dry_run {
         return Ok(report);
     }
-    // The all-catalog envelope: every table gate of both branches, so no
-    // table actor of either serves another lease while the merge's effects land.
+    // The all-catalog envelope: every table gate of both branches (and of
+    // the tables a schema change creates), so no table actor of either
+    // serves another lease while the merge's effects land.
     let gates = match sides.source_branch {
         Some(source) => Gates::none().catalog(rt, source, &req.source),
         None => Gates::none(),
     };
-    gates.catalog(rt, target, &req.target).take(rt, &mut leases).await?;
-    let plan = merge::prepare(rt.root(), merges, target_ref).await?;
+    let created = across.map(|a| super::schema_apply::created_tables(rt, &a.plan)).unwrap_or_default();
+    let gates = gates.catalog(rt, target, &req.target).tables(created.iter().map(String::as_str), MAIN);
+    gates.take(rt, &mut leases).await?;
     // A squash leaves the source's history out of the target's: the next
     // merge of the same source finds the older base again.
     lineage.merged_parent = (!req.squash).then(|| sides.heads.0.clone());
-    let token = AuthorityToken::of(target, &schema.identity);
+    let (plan, at) = match across {
+        None => {
+            let plan = merge::prepare(rt.root(), merges, target_ref).await?;
+            let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
+            (plan, at.with_decision(decision(req, &report)?))
+        }
+        Some(a) => a.effects(rt, req, target, merges, lineage).await?,
+    };
+    let from = across.map_or(&schema.identity, |a| &a.target.identity);
+    let token = AuthorityToken::of(target, from);
     let pins = write_plan::pins(target);
-    let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage).with_decision(decision(req, &report)?);
     let prepared = pipeline::Prepared::new(at, token, pins, plan, leases)?;
     let armed = prepared.lease().await?.revalidate().await?.arm(req.actor.clone()).await?;
     let done = armed.commit().await?.confirm().await?.publish().await?.finish().await?;
     report.graph_commit_id = Some(done.commit_id);
     Ok(report)
+}
+
+fn a_states<'s>(
+    base: &'s ManifestState,
+    (source, target): (&'s ManifestState, &'s ManifestState),
+) -> merge::across::States<'s> {
+    merge::across::States { base, source, target }
+}
+
+impl Across {
+    fn catalogs(&self) -> merge::across::Catalogs<'_> {
+        merge::across::Catalogs {
+            base: &self.base.catalog,
+            source: &self.source.catalog,
+            target: &self.target.catalog,
+            merged: &self.merged.catalog,
+        }
+    }
+
+    /// The merge's effects on top of the target's schema apply (validated
+    /// against the target's rows first), and the attempt that lands both
+    /// under the schema-apply authority; with no schema change, a plain
+    /// merge's.
+    async fn effects<'r>(
+        &self,
+        rt: &'r Runtime,
+        req: &'r MergeRequest,
+        target: &ManifestView,
+        merges: Vec<merge::TableMerge>,
+        mut lineage: Lineage,
+    ) -> Result<(write_plan::Prepared, Attempt<'r>)> {
+        let target_ref = Some(req.target.clone()).filter(|b| b != MAIN);
+        if self.plan.is_noop() {
+            let plan = merge::prepare_onto(rt.root(), merges, target_ref, write_plan::Prepared::default()).await?;
+            return Ok((plan, Attempt::new(rt, WriterKind::Merge, &req.target, lineage)));
+        }
+        schema_effects::validate(rt.root(), target, &self.plan).await?;
+        let effects = schema_effects::prepare(rt.root(), target, &self.target.identity, &self.plan).await?;
+        lineage.schema = Some(effects.commit);
+        let plan = merge::prepare_onto(rt.root(), merges, target_ref, effects.prepared).await?;
+        let schemas = (self.target.clone(), self.merged.clone());
+        Ok((plan, Attempt::schema_apply(rt, &req.target, lineage, schemas)))
+    }
 }
 
 /// The sidecar's record of how the merge decided its row conflicts (none

@@ -145,6 +145,7 @@ async fn attempt(rt: &Runtime, req: &ResetRequest, mode: ResetMode, lineage: Lin
         target: &target,
         heads: (req.to.commit_id.clone(), head.commit_id.clone()),
         source_is_newer: false,
+        schema_exclusive: false,
     };
     let merged = MergeReport::new(&m, Outcome::Merged, &req.to.commit_id, &head.commit_id);
     let merged = merge::land(rt, &m, sides, leases, lineage, merged).await?;

@@ -101,6 +101,7 @@ async fn attempt(rt: &Runtime, req: &RevertRequest, lineage: Lineage) -> Result<
         target: &target,
         heads: (req.commit.commit_id.clone(), head),
         source_is_newer: false,
+        schema_exclusive: false,
     };
     merge::land(rt, m, sides, leases, lineage, report).await
 }

@@ -166,7 +166,7 @@ async fn drop_files(rt: &Runtime, alone: bool, locations: &[String]) {
 /// Table ids no new type may take: every id main or one of `others`
 /// registers (deleted branches included), since a new type's dataset path derives from its id
 /// and two branches adding a type each must not share one.
-async fn reserved_ids(rt: &Runtime, others: &[String]) -> Result<Vec<String>> {
+pub(super) async fn reserved_ids(rt: &Runtime, others: &[String]) -> Result<Vec<String>> {
     let mut ids: std::collections::BTreeSet<String> =
         rt.view(MAIN).await?.state.registrations.keys().cloned().collect();
     for name in others {
@@ -194,11 +194,15 @@ fn report_of(branch: &str, plan: &EvolvePlan, accepted: &str) -> SchemaApplyRepo
 /// them all held). A new table is created on its main ref, whichever
 /// branch registers it, so its gate is main's.
 fn table_gates(rt: &Runtime, view: &ManifestView, plan: &EvolvePlan) -> Gates {
-    let created: Vec<String> = plan
-        .tables
+    let created = created_tables(rt, plan);
+    Gates::none().catalog(rt, view, &view.branch).tables(created.iter().map(String::as_str), MAIN)
+}
+
+/// The dataset URIs of the tables `plan` creates.
+pub(super) fn created_tables(rt: &Runtime, plan: &EvolvePlan) -> Vec<String> {
+    plan.tables
         .iter()
         .filter(|t| t.old_key.is_none())
         .map(|tc| rt.root().child_uri(&layout::location(tc.kind, &tc.table_id)))
-        .collect();
-    Gates::none().catalog(rt, view, &view.branch).tables(created.iter().map(String::as_str), MAIN)
+        .collect()
 }

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use lance::Dataset;
 use sha2::{Digest, Sha256};
 
-use crate::engine::storage::table;
+use crate::engine::storage::{Reshaper, table};
 use crate::engine::three_way::{ConflictKind, MergeConflict, RowChoice, choose};
 use crate::protocol::{OmniError, Result};
 
@@ -82,24 +82,34 @@ pub struct PrintScan<'d> {
     ds: &'d Dataset,
     stream: futures::stream::BoxStream<'static, Result<RecordBatch>>,
     converter: Option<RowConverter>,
+    shape: Option<Reshaper>,
 }
 
 impl<'d> PrintScan<'d> {
     /// A scan of `ds` at its checked-out version.
     pub async fn new(ds: &'d Dataset) -> Result<Self> {
-        Ok(PrintScan { ds, stream: table::scan_stream(ds).await?, converter: None })
+        Ok(PrintScan { ds, stream: table::scan_stream(ds).await?, converter: None, shape: None })
     }
 
     /// A scan of only `columns` (which hold `id`): fingerprints over the
     /// columns two versions of a table share.
     pub async fn of_columns(ds: &'d Dataset, columns: &[&str]) -> Result<Self> {
-        Ok(PrintScan { ds, stream: table::scan_columns_stream(ds, columns).await?, converter: None })
+        Ok(PrintScan { ds, stream: table::scan_columns_stream(ds, columns).await?, converter: None, shape: None })
+    }
+
+    /// The same scan with each batch brought into `shape` first.
+    pub fn shaped(self, shape: Option<Reshaper>) -> Self {
+        PrintScan { shape, ..self }
     }
 
     /// The next batch's `(id key, fingerprint)` pairs; `None` at the end.
     pub async fn next(&mut self) -> Result<Option<Vec<(Hash128, Hash128)>>> {
         let Some(batch) = self.stream.next().await else { return Ok(None) };
-        let (keys, prints) = prints_with(self.ds, &batch?, &mut self.converter)?;
+        let batch = match &self.shape {
+            Some(shape) => (shape.0)(batch?)?,
+            None => batch?,
+        };
+        let (keys, prints) = prints_with(self.ds, &batch, &mut self.converter)?;
         Ok(Some(keys.into_iter().zip(prints).collect()))
     }
 }
@@ -131,7 +141,8 @@ pub async fn fingerprints_of(ds: &Dataset, columns: &[&str]) -> Result<Prints> {
     collect_prints(PrintScan::of_columns(ds, columns).await?).await
 }
 
-async fn collect_prints(mut scan: PrintScan<'_>) -> Result<Prints> {
+/// Every pair a scan yields, as a map.
+pub async fn collect_prints(mut scan: PrintScan<'_>) -> Result<Prints> {
     let mut out = Prints::new();
     while let Some(pairs) = scan.next().await? {
         out.extend(pairs);

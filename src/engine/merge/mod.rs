@@ -17,6 +17,7 @@
 //!   pure-insert interval is only that), an upsert of the changed ids, then
 //!   deletes of at most [`DELETE_CHUNK`] ids each.
 
+pub mod across;
 pub mod delta;
 pub mod lineage;
 pub mod spill;
@@ -209,7 +210,7 @@ async fn table_delta(
         Some(l) => (l.keyed, Some((l.rows, l.ids, l.base_addresses))),
         None => {
             let sides = match (base_ds, existed) {
-                (Some(ds), _) => spill::Base::At(ds),
+                (Some(ds), _) => spill::Base::At(spill::Side::whole(ds)),
                 (None, true) => spill::Base::Target,
                 (None, false) => spill::Base::Empty,
             };
@@ -293,6 +294,47 @@ pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<St
         prepared.tables.extend(table);
     }
     Ok(prepared)
+}
+
+/// The effects of a conflict-free merge across a schema change, on top of
+/// the schema apply's (`applied`: one effect per created or reshaped
+/// table). A table the apply already changes takes the merge's
+/// transactions after its own, staged on the reshaped version; any other
+/// gets a chain of its own. Rows are always looked up by id (a reshape
+/// moves every row, so no address the plan read stays valid).
+pub async fn prepare_onto(
+    root: &Root,
+    merges: Vec<TableMerge>,
+    target_ref: Option<String>,
+    mut applied: Prepared,
+) -> Result<Prepared> {
+    for m in merges {
+        let changed = (m.delta.inserted.len() + m.delta.updated.len() + m.delta.deleted.len()) as u64;
+        if m.table_key.starts_with("edge:") {
+            applied.edges_affected += changed;
+        } else {
+            applied.nodes_affected += changed;
+        }
+        let plans = looked_up_plans(&m)?;
+        let reshaped =
+            applied.tables.iter_mut().find(|t| t.table_key == m.target.table_key || t.table_key == m.table_key);
+        match reshaped {
+            Some(t) => {
+                let first = t.pin + 1 + t.then.len() as u64;
+                let steps = plans.into_iter().enumerate().map(|(i, plan)| write_plan::ChainStep {
+                    plan,
+                    identity: crate::engine::storage::TxnIdentity::mint(first + i as u64),
+                });
+                t.then.extend(steps);
+            }
+            None => {
+                let key = m.target.table_key.clone();
+                let chain = write_plan::prepare_chain(root, &key, &m.target, target_ref.clone(), m.target_ds, plans);
+                applied.tables.extend(chain.await?);
+            }
+        }
+    }
+    Ok(applied)
 }
 
 /// A table merge's chain when the target's rows are looked up: a strict

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use lance::Dataset;
 use tokio::io::AsyncWriteExt;
 
-use super::delta::{Hash128, KeyDelta, PrintScan, Prints, classify, fingerprints, fingerprints_of};
-use crate::engine::storage::table;
+use super::delta::{Hash128, KeyDelta, PrintScan, Prints, classify, collect_prints};
+use crate::engine::storage::{Reshaper, table};
 use crate::protocol::{OmniError, Result};
 
 /// The default memory for one table's fingerprint maps.
@@ -40,38 +40,40 @@ pub enum Base<'d> {
     /// The base is the target's own version.
     Target,
     /// The base at its own version.
-    At(&'d Dataset),
+    At(Side<'d>),
 }
 
 /// One side of a classification: a dataset, fingerprinted over every
 /// column or over `columns` (which hold `id`), in that order, so two
-/// versions of a table across a schema change compare on what they share.
+/// versions of a table across a schema change compare on what they share;
+/// or with each batch first brought into another shape (`shape`), so the
+/// sides of a merge across a schema change compare in the merged one.
 #[derive(Clone, Copy)]
 pub struct Side<'d> {
     /// The rows.
     pub ds: &'d Dataset,
     /// The columns fingerprinted; `None`: all of them.
     pub columns: Option<&'d [&'d str]>,
+    /// What each batch becomes before it is fingerprinted.
+    pub shape: Option<&'d Reshaper>,
 }
 
 impl<'d> Side<'d> {
     /// Every column of `ds`.
     pub fn whole(ds: &'d Dataset) -> Side<'d> {
-        Side { ds, columns: None }
+        Side { ds, columns: None, shape: None }
     }
 
     async fn prints(self) -> Result<Prints> {
-        match self.columns {
-            Some(columns) => fingerprints_of(self.ds, columns).await,
-            None => fingerprints(self.ds).await,
-        }
+        collect_prints(self.scan().await?).await
     }
 
     async fn scan(self) -> Result<PrintScan<'d>> {
-        match self.columns {
-            Some(columns) => PrintScan::of_columns(self.ds, columns).await,
-            None => PrintScan::new(self.ds).await,
-        }
+        let scan = match self.columns {
+            Some(columns) => PrintScan::of_columns(self.ds, columns).await?,
+            None => PrintScan::new(self.ds).await?,
+        };
+        Ok(scan.shaped(self.shape.cloned()))
     }
 }
 
@@ -84,8 +86,8 @@ pub async fn classify_within(base: Base<'_>, source: &Dataset, target: &Dataset,
 /// [`classify_within`] over the columns each [`Side`] names.
 pub async fn classify_sides(base: Base<'_>, source: Side<'_>, target: Side<'_>, budget: u64) -> Result<KeyDelta> {
     let mut rows = table::row_count(target.ds).await? + table::row_count(source.ds).await?;
-    if let Base::At(ds) = base {
-        rows += table::row_count(ds).await?;
+    if let Base::At(side) = base {
+        rows += table::row_count(side.ds).await?;
     }
     let parts = partitions(rows, budget);
     if parts == 1 {
@@ -93,7 +95,7 @@ pub async fn classify_sides(base: Base<'_>, source: Side<'_>, target: Side<'_>, 
         let base = match base {
             Base::Empty => Some(Prints::new()),
             Base::Target => None,
-            Base::At(ds) => Some(fingerprints(ds).await?),
+            Base::At(side) => Some(side.prints().await?),
         };
         return Ok(classify(base.as_ref().unwrap_or(&target), &source, &target));
     }
@@ -103,8 +105,8 @@ pub async fn classify_sides(base: Base<'_>, source: Side<'_>, target: Side<'_>, 
         .map_err(|e| OmniError::Internal(format!("creating the merge's spill directory: {e}")))?;
     write_side(dir.path(), "target", target, parts).await?;
     write_side(dir.path(), "source", source, parts).await?;
-    if let Base::At(ds) = base {
-        write_side(dir.path(), "base", Side::whole(ds), parts).await?;
+    if let Base::At(side) = base {
+        write_side(dir.path(), "base", side, parts).await?;
     }
     let mut delta = KeyDelta::default();
     for part in 0..parts {

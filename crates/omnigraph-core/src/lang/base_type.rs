@@ -30,6 +30,23 @@ pub enum BaseType {
 }
 
 impl BaseType {
+    /// The name as written in `.pg` and `.gq`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BaseType::String => "String",
+            BaseType::Blob => "Blob",
+            BaseType::Bool => "Bool",
+            BaseType::I32 => "I32",
+            BaseType::I64 => "I64",
+            BaseType::U32 => "U32",
+            BaseType::U64 => "U64",
+            BaseType::F32 => "F32",
+            BaseType::F64 => "F64",
+            BaseType::DateTime => "DateTime",
+            BaseType::Date => "Date",
+        }
+    }
+
     /// The scalar named `name`, if any.
     pub fn from_name(name: &str) -> Option<BaseType> {
         Some(match name {

@@ -66,6 +66,16 @@ pub enum OmniError {
 
     /// A branch merge met conflicts; nothing was written. One page of them
     /// is listed, with the counts of all.
+    /// A merge whose two sides changed one schema item in different ways:
+    /// nothing written.
+    #[error("schema conflict merging into `{target}`: {}", summarize_schema_conflicts(.conflicts))]
+    SchemaConflict {
+        /// The branch merged into.
+        target: String,
+        /// Each item both sides changed differently, with its three declarations.
+        conflicts: Vec<crate::lang::schema::merge::SchemaConflict>,
+    },
+
     #[error("merge conflicts: {}", summarize_conflicts(.0))]
     MergeConflicts(crate::three_way::ConflictSet),
 
@@ -209,6 +219,7 @@ impl OmniError {
             | OmniError::ManifestConflict(_)
             | OmniError::BranchConflict { .. }
             | OmniError::MergeConflicts(_)
+            | OmniError::SchemaConflict { .. }
             | OmniError::ParentlessCommit { .. }
             | OmniError::Drift { .. } => 409,
             OmniError::CommitCleaned { .. } | OmniError::ChangeFeedGap { .. } | OmniError::Gone(_) => 410,
@@ -224,12 +235,14 @@ impl OmniError {
     /// except that a 503 tells a pending recovery (`recovery_required`) from
     /// an actor that did not answer (`unavailable`), a 409 for the first
     /// commit's changes is `parentless_commit`, and a 410 for a change
-    /// feed that cleanup outran is `change_feed_gap`.
+    /// feed that cleanup outran is `change_feed_gap`, and a merge refused
+    /// over its schemas is `schema_conflict`.
     pub fn code(&self) -> &'static str {
         match self {
             OmniError::RecoveryRequired { .. } => "recovery_required",
             OmniError::ParentlessCommit { .. } => "parentless_commit",
             OmniError::ChangeFeedGap { .. } => "change_feed_gap",
+            OmniError::SchemaConflict { .. } => "schema_conflict",
             _ => status_code(self.http_status()),
         }
     }
@@ -273,6 +286,9 @@ impl OmniError {
                 "merge_conflicts": set.conflicts, "conflict_count": set.total(),
                 "conflict_stat": set.stat, "next_page_token": set.next_page_token,
             }),
+            OmniError::SchemaConflict { target, conflicts } => serde_json::json!({
+                "schema_conflicts": conflicts, "target": target,
+            }),
             OmniError::ParentlessCommit { graph_commit_id } => serde_json::json!({
                 "change_diff_refusal": { "reason": "parentless_commit", "graph_commit_id": graph_commit_id }
             }),
@@ -292,6 +308,19 @@ impl OmniError {
 }
 
 /// `3 conflicts (2 divergent_update, 1 orphan_edge): node:Person `p1`: …`.
+fn summarize_schema_conflicts(conflicts: &[crate::lang::schema::merge::SchemaConflict]) -> String {
+    let show =
+        |d: &Option<String>| d.as_deref().map_or("(absent)".to_string(), |d| format!("`{}`", d.replace('\n', " ")));
+    let items: Vec<String> = conflicts
+        .iter()
+        .map(|c| {
+            let item = c.property.as_ref().map_or(c.type_name.clone(), |p| format!("{}.{p}", c.type_name));
+            format!("{item}: {} (base {}, ours {}, theirs {})", c.reason, show(&c.base), show(&c.ours), show(&c.theirs))
+        })
+        .collect();
+    format!("{} item(s) changed differently on both sides: {}", conflicts.len(), items.join("; "))
+}
+
 fn summarize_conflicts(set: &crate::three_way::ConflictSet) -> String {
     let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
     for c in &set.stat {

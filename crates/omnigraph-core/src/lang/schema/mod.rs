@@ -37,7 +37,9 @@
 pub mod ast;
 pub mod codes;
 pub mod lexer;
+pub mod merge;
 pub mod parser;
+pub mod render;
 
 use crate::lang::diag::Diagnostic;
 
@@ -46,5 +48,7 @@ pub fn parse_schema(src: &str) -> Result<ast::Schema, Diagnostic> {
     parser::parse(src)
 }
 
+#[cfg(test)]
+mod merge_tests;
 #[cfg(test)]
 mod tests;
