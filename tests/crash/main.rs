@@ -116,6 +116,13 @@ enum Op {
     /// deleted there. (Not in the [`OPS`] matrix: it crosses the merge
     /// boundaries.)
     CherryPick,
+    /// Merge the branch `feature` (which applied [`merge_source_schema`]
+    /// and wrote rows using it: a new property set, a new type's rows) into
+    /// main, which applied [`merge_target_schema`] and wrote meanwhile: one
+    /// commit under the schema-apply authority with a column edit, a create
+    /// followed by an insert, and merge chains. (Not in the [`OPS`] matrix:
+    /// it crosses the schema apply's boundaries, on main.)
+    SchemaMerge,
     /// `branch reset` of the branch under test to the commit before
     /// [`REVERTED`] (written there by `prepare`): a node and its edges
     /// re-inserted, on main as a new commit, on a fresh branch as a head
@@ -138,8 +145,9 @@ const TARGET_CHANGES: [&str; 2] = [
 ];
 
 /// The ops a crash child can run besides the [`OPS`] matrix.
-const EXTRA_OPS: [Op; 12] = [
+const EXTRA_OPS: [Op; 13] = [
     Op::DecidedMerge,
+    Op::SchemaMerge,
     Op::Revert,
     Op::CherryPick,
     Op::Reset,
@@ -177,6 +185,29 @@ fn schema_target() -> String {
         .replace("edge WorksAt: Person -> Company @card(0..1) {\n    title: String?\n}\n", "")
         + "\nnode Team { name: String @key }\n"
 }
+
+/// What [`Op::SchemaMerge`]'s source applies: a property and a type.
+fn merge_source_schema() -> String {
+    SCHEMA.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n") + "\nnode Team { name: String @key }\n"
+}
+
+/// What [`Op::SchemaMerge`]'s target applies meanwhile: another property.
+fn merge_target_schema() -> String {
+    SCHEMA.replace("    founded: Date?\n", "    founded: Date?\n    employees: I32?\n")
+}
+
+/// The schema [`Op::SchemaMerge`] leaves on its target: both changes.
+fn merged_schema() -> String {
+    merge_target_schema().replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")
+        + "\nnode Team { name: String @key }\n"
+}
+
+/// [`Op::SchemaMerge`]'s writes on its source, then on its target.
+const SCHEMA_MERGE_SOURCE: [&str; 2] = [
+    r#"query q() { update Person set { nickname: "B" } where name = "Bob" insert Team { name: "Core" } }"#,
+    r#"query q() { insert Person { name: "Zed", age: 9, nickname: "Z" } insert Knows { from: "Zed", to: "Alice" } }"#,
+];
+const SCHEMA_MERGE_TARGET: &str = r#"query q() { update Company set { employees: 5 } where name = "Acme" }"#;
 
 const OPS: [Op; 9] = [
     Op::MutationInsert,
@@ -218,7 +249,7 @@ impl Op {
             | Op::GroupCommit => "mutation",
             Op::Merge | Op::DecidedMerge | Op::Revert | Op::CherryPick | Op::Reset => "merge",
             Op::Optimize | Op::OptimizeOlderGraph => "optimize",
-            Op::SchemaApply => "schema_apply",
+            Op::SchemaApply | Op::SchemaMerge => "schema_apply",
             Op::EnsureIndices | Op::FoldIndices => "ensure_indices",
             _ => "load",
         }
@@ -237,7 +268,7 @@ impl Op {
                 omnigraph::recovery::sidecar::WriterKind::Merge
             }
             Op::Optimize | Op::OptimizeOlderGraph => omnigraph::recovery::sidecar::WriterKind::Optimize,
-            Op::SchemaApply => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
+            Op::SchemaApply | Op::SchemaMerge => omnigraph::recovery::sidecar::WriterKind::SchemaApply,
             Op::EnsureIndices | Op::FoldIndices => omnigraph::recovery::sidecar::WriterKind::EnsureIndices,
             Op::LoadAppend | Op::LoadMerge | Op::LoadOverwrite => omnigraph::recovery::sidecar::WriterKind::Load,
             _ => omnigraph::recovery::sidecar::WriterKind::Mutation,
@@ -278,7 +309,7 @@ impl Op {
                 g.load("{\"type\": \"Company\", \"data\": {\"name\": \"Only\"}}\n".as_bytes(), LoadMode::Overwrite, &o)
                     .await
             }
-            Op::Merge => {
+            Op::Merge | Op::SchemaMerge => {
                 let r = g.branch_merge("feature", branch, &omnigraph::MergeOptions::default()).await?;
                 Ok(commit_only(r.report.graph_commit_id))
             }
@@ -348,6 +379,16 @@ impl Op {
                     g.mutate(src, None, Map::new(), &o).await.expect("preparing the source");
                 }
                 (branch, &TARGET_CHANGES)
+            }
+            Op::SchemaMerge => {
+                g.branch_create("feature", "main").await.expect("feature");
+                g.schema_apply_on("feature", &merge_source_schema(), false, None).await.expect("apply on feature");
+                let o = WriteOptions { branch: "feature".into(), ..WriteOptions::default() };
+                for src in SCHEMA_MERGE_SOURCE {
+                    g.mutate(src, None, Map::new(), &o).await.expect("preparing the source");
+                }
+                g.schema_apply_on(branch, &merge_target_schema(), false, None).await.expect("apply on the target");
+                (branch, std::slice::from_ref(&SCHEMA_MERGE_TARGET))
             }
             Op::Optimize | Op::OptimizeOlderGraph => (branch, &SMALL_COMMITS),
             Op::IndexedInsert | Op::IndexedUpdate | Op::IndexedDelete | Op::FoldIndices => {
@@ -625,12 +666,22 @@ async fn kept_commits(g: &Graph, op: Op, branch: &str) -> Vec<String> {
 /// target exactly when the apply is applied, main's is untouched by an
 /// apply on another branch, and no staging file is left.
 async fn assert_schema_matches(g: &Graph, op: Op, branch: &str, applied: bool, context: &str) {
-    if !matches!(op, Op::SchemaApply) {
-        return;
-    }
-    let source = g.schema_of(branch).await.expect("schema").source.clone();
-    let want = if applied { schema_target() } else { SCHEMA.to_string() };
-    assert_eq!(source, want, "{context}: the branch's schema does not match the outcome (applied: {applied})");
+    let (after, before) = match op {
+        Op::SchemaApply => (schema_target(), SCHEMA.to_string()),
+        Op::SchemaMerge => (merged_schema(), merge_target_schema()),
+        _ => return,
+    };
+    // As a schema plan sees it: a merged schema is stored as rendered text,
+    // and a type it creates takes a table id of its own.
+    use omnigraph::engine::lang::catalog::{compile_schema, evolve};
+    let have = g.schema_of(branch).await.expect("schema");
+    let want = if applied { &after } else { &before };
+    let steps = evolve::plan(&compile_schema(want).expect("compiles"), have.catalog.clone(), false).steps;
+    assert!(
+        steps.is_empty(),
+        "{context}: the branch's schema does not match the outcome (applied: {applied}): {steps:?}\n{}",
+        have.source
+    );
     if branch != "main" {
         assert_eq!(g.schema().await.expect("main's schema").source, SCHEMA, "{context}: main's schema changed");
     }
@@ -1341,6 +1392,29 @@ async fn schema_apply_crashes(branch: &'static str) {
         let absent = if on_main { point == "after_fork" } else { point == "after_promote" };
         assert_eq!(found.is_empty(), absent, "{point}: {report:?}");
         assert!(found.iter().all(|r| r.ends_with(want)), "{point}: {report:?}");
+    }
+}
+
+/// A merge across schema changes dies at every boundary it crosses (the
+/// schema apply's, on main): recovery leaves main with its own schema and
+/// rows, or with the merged schema and every merged row, never a mix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_at_every_failpoint_of_a_merge_across_schemas_recovers_clean() {
+    let _s = serial().await;
+    let names: Vec<String> = SAGA_BOUNDARIES
+        .iter()
+        .chain(&SCHEMA_BOUNDARIES)
+        .filter(|b| Op::SchemaMerge.crosses(b))
+        .map(|b| format!("schema_apply.{b}"))
+        .collect();
+    let outcomes = crash_cases_on(Op::SchemaMerge, &names, "main").await;
+    let report: Vec<String> =
+        names.iter().zip(outcomes).map(|(name, outcome)| format!("SchemaMerge @ {name}: {outcome}")).collect();
+    println!("merge across schemas crashes ({} cases, 0 violations):\n{}", report.len(), report.join("\n"));
+    assert_eq!(report.len(), 9, "{report:?}");
+    for (point, want) in [("after_arm", "invisible"), ("after_confirm", "applied"), ("after_promote", "applied")] {
+        let found = report.iter().find(|r| r.contains(&format!("schema_apply.{point}:"))).expect(point);
+        assert!(found.ends_with(want), "{point}: {report:?}");
     }
 }
 

@@ -8,7 +8,8 @@
 //! onto a branch equal to its parent; clean or failing at a saga boundary,
 //! each proved by an empty diff), schema applies on any branch (clean or
 //! failing at a saga boundary; each branch then keeps its own schema, and a
-//! merge across two schemas is refused), and reopens, with
+//! merge across two schemas merges them and the rows in one commit, or
+//! fails whole at a boundary), and reopens, with
 //! every invariant checked after each step against a model of what must be
 //! visible. Most writes touch two tables (a Person and a Company), so a
 //! partial write would show as one without the other.
@@ -103,6 +104,16 @@ impl Model {
     fn diverged(&self, a: &str, b: &str) -> bool {
         let props = |b: &str| self.schemas.get(b).cloned().unwrap_or_default();
         props(a) != props(b)
+    }
+
+    /// The properties `parent` has after merging `child`: its own, then the
+    /// child's it lacks (each property name is drawn once, and applies
+    /// only add, so the three-way merge of the two lists is this union).
+    fn merged_schema(&self, child: &str, parent: &str) -> Vec<String> {
+        let props = |b: &str| self.schemas.get(b).cloned().unwrap_or_default();
+        let mut merged = props(parent);
+        merged.extend(props(child).into_iter().filter(|p| !props(parent).contains(p)));
+        merged
     }
 
     /// Merge `child` into its parent: the parent gains what the child added
@@ -266,8 +277,11 @@ async fn check(g: &Graph, model: &Model, base: &BTreeSet<String>, context: &str)
         let now = entities(g, branch).await;
         let expected: BTreeSet<String> = base.union(names).cloned().collect();
         assert_eq!(now, expected, "{context}: {branch} shows the wrong rows");
-        let schema = g.schema_of(branch).await.expect("schema").source.clone();
-        assert_eq!(schema, model.schema(branch), "{context}: {branch} has the wrong schema");
+        // By identity: a merged schema is stored as rendered text.
+        let schema = g.schema_of(branch).await.expect("schema").identity.clone();
+        let want =
+            omnigraph::engine::lang::catalog::compile_schema(&model.schema(branch)).expect("compiles").identity();
+        assert_eq!(schema, want, "{context}: {branch} has the wrong schema");
     }
 }
 
@@ -424,12 +438,37 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
             }
             12 if model.parents.contains_key(&branch) && model.diverged(&branch, &model.parents[&branch]) => {
                 let parent = model.parents[&branch].clone();
-                // Refused, unless the child has nothing new (up to date).
-                match g.branch_merge(&branch, &parent, &MergeOptions::default()).await {
-                    Err(e) => assert_eq!(e.http_status(), 409, "seed {seed} step {step}: merge across schemas: {e}"),
-                    Ok(r) => assert!(r.report.graph_commit_id.is_none(), "seed {seed} step {step}: {:?}", r.report),
+                // Across schemas: the parent takes the child's rows and its
+                // added properties in one commit, under the schema-apply
+                // authority when its schema changes (a plain merge's when
+                // it already has them); half draw a failpoint.
+                let merged = model.merged_schema(&branch, &parent);
+                let writer = if merged == model.schemas.get(&parent).cloned().unwrap_or_default() {
+                    "merge"
+                } else {
+                    "schema_apply"
+                };
+                let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                let point = fail_at.map(|(b, _)| format!("{writer}.{b}"));
+                if let Some(p) = &point {
+                    fail::cfg(p, "1*return").expect("cfg");
                 }
-                format!("merge {branch} into {parent} refused across schemas (or up to date)")
+                let out = g.branch_merge(&branch, &parent, &MergeOptions::default()).await;
+                if let Some(p) = &point {
+                    fail::remove(p);
+                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
+                }
+                let visible = match (&out, fail_at) {
+                    (Ok(_), _) => true,
+                    (Err(_), Some((_, visible))) => visible,
+                    (Err(e), None) => panic!("seed {seed} step {step}: merge across schemas: {e}"),
+                };
+                if visible {
+                    model.merge(&branch, &parent);
+                    model.schemas.insert(parent.clone(), merged);
+                }
+                let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
+                format!("merge {branch} into {parent} across schemas{at} (visible: {visible})")
             }
             12 if model.parents.contains_key(&branch) => {
                 let parent = model.parents[&branch].clone();
@@ -693,7 +732,7 @@ async fn simulate_random_writers_branches_kills_and_failures() {
             "undo: ",
             "head move",
             "schema apply",
-            "refused across schemas",
+            "across schemas",
             "reopen",
         ];
         let mix: Vec<String> =

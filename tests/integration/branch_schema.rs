@@ -465,3 +465,52 @@ async fn merges_across_schema_changes_over_http_and_the_cli() {
     let out: Value = serde_json::from_str(&cli(&["query", "-e", read, "--json", &loc])).expect("json");
     assert_eq!(out["rows"], want, "{out}");
 }
+
+/// A branch adds a node type and an edge type and writes both; main never
+/// changed its schema (a fast-forward): the merge brings the types, their
+/// rows and the branch's property to main. The other way round, main's
+/// later schema merges into a branch (the target is not main).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_types_a_branch_wrote_arrive_on_main_and_main_merges_into_a_branch() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let teams = format!(
+        "{}\nnode Team {{ name: String @key }}\nedge MemberOf: Person -> Team\n",
+        SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n")
+    );
+    g.schema_apply_on("feature", &teams, false, None).await.expect("apply on feature");
+    mutate(&g, "feature", r#"query q() { insert Team { name: "Core" } }"#).await;
+    mutate(&g, "feature", r#"query q() { insert Person { name: "Dan", age: 40, nickname: "D" } }"#).await;
+    mutate(&g, "feature", r#"query q() { insert MemberOf { from: "Dan", to: "Core" } }"#).await;
+
+    let r = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("merges");
+    assert_eq!(r.report.outcome, omnigraph::MergeOutcome::FastForward);
+    let members = "query q() { match { $p: Person $p memberOf $t } return { $p.name, $p.nickname, $t.name } }";
+    let got = rows(&g, members, on("main")).await;
+    assert_eq!(
+        got,
+        vec![json!({"p.name": "Dan", "p.nickname": "D", "t.name": "Core"}).as_object().cloned().expect("row")]
+    );
+    mutate(&g, "main", r#"query q() { insert Team { name: "Ops" } }"#).await;
+    assert_eq!(rows(&g, "query q() { match { $t: Team } return { $t.name } }", on("feature")).await.len(), 1);
+
+    // Main moves on under a further change; a second branch merges it in.
+    g.branch_create("later", "main").await.expect("branch");
+    let more = teams.replace("node Team { name: String @key }", "node Team { name: String @key size: I32? }");
+    g.schema_apply(&more, false, None).await.expect("apply on main");
+    mutate(&g, "main", r#"query q() { update Team set { size: 3 } where name = "Core" }"#).await;
+    mutate(&g, "later", r#"query q() { insert Team { name: "Late" } }"#).await;
+    g.branch_merge("main", "later", &omnigraph::MergeOptions::default()).await.expect("main into later");
+    assert_eq!(g.schema_of("later").await.expect("schema").identity, g.schema().await.expect("main").identity);
+    let sizes = "query q() { match { $t: Team } return { $t.name, $t.size } order { $t.name } }";
+    let got: Vec<Value> = rows(&g, sizes, on("later")).await.into_iter().map(Value::Object).collect();
+    assert_eq!(
+        got,
+        vec![
+            json!({"t.name": "Core", "t.size": 3}),
+            json!({"t.name": "Late", "t.size": null}),
+            json!({"t.name": "Ops", "t.size": null})
+        ]
+    );
+    assert_eq!(rows(&g, sizes, on("main")).await.len(), 2, "main keeps its own rows");
+}

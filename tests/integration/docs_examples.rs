@@ -169,6 +169,30 @@ fn the_schema_evolution_walkthrough_in_the_docs_runs() {
     assert!(rows.iter().all(|r| r["p.nickname"].is_null()), "{rows:?}");
 }
 
+/// The merge walk-through of docs/schema-evolution.md ("Merging schema
+/// changes") runs as written: a branch's property and main's new type both
+/// land on main in one merge commit.
+#[test]
+fn the_schema_merge_walkthrough_in_the_docs_runs() {
+    let page = include_str!("../../docs/schema-evolution.md");
+    let section = page.split("## Merging schema changes").nth(1).expect("the section");
+    let block = first_sh_block(section);
+    let (dir, loc) = example_graph_by_cli();
+    let social = crate::common::SOCIAL_PG;
+    let feature = social.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n");
+    std::fs::write(dir.path().join("feature.pg"), feature).expect("feature.pg");
+    std::fs::write(dir.path().join("teams.pg"), format!("{social}\nnode Team {{ name: String @key }}\n"))
+        .expect("teams.pg");
+    let outputs = run_block(block, dir.path(), &loc);
+    assert_eq!(outputs.len(), 8, "the walk-through has eight commands");
+    let merged: Value = serde_json::from_str(&outputs[5]).expect("merge json");
+    assert_eq!(merged["outcome"], "merged", "{merged}");
+    assert!(merged["schema_steps"].to_string().contains("nickname"), "{merged}");
+    let rows: Value = serde_json::from_str(&outputs[6]).expect("query json");
+    assert_eq!(rows["rows"][0], serde_json::json!({"p.name": "Alice", "p.nickname": "Al"}), "{rows}");
+    assert!(outputs[7].contains("nickname: String?") && outputs[7].contains("node Team"), "{}", outputs[7]);
+}
+
 /// The walk-through of docs/undo.md runs as written: the bad load is
 /// reverted (main holds what it held before), and the reset branch holds
 /// main's content again (Alice is back).

@@ -10,7 +10,9 @@
 //! sides is taken once; a type both sides changed differently is merged
 //! member by member (its header, each property, its constraints as a set);
 //! anything else both sides changed differently is a [`SchemaConflict`].
-//! The merged schema keeps ours' order, with theirs' additions after.
+//! The merged schema keeps ours' order, with each of theirs' additions
+//! before the item that follows it in theirs (after ours' own additions
+//! there), or last.
 //!
 //! Syntax only: the engine compiles the result, and a merged schema that
 //! does not compile (a constraint naming a property the other side renamed)
@@ -152,7 +154,12 @@ fn merge_list<T: Item>(
             out.extend(pick(Some(item), None, t, conflicts, both));
         }
     }
-    out.extend(their_new.iter().filter(|t| !taken_theirs.contains(*t)).map(|&t| theirs[t].clone()));
+    // Theirs' additions go where theirs put them: before the item that
+    // follows them there (after ours' own additions at that spot), else last.
+    for &t in their_new.iter().filter(|t| !taken_theirs.contains(*t)) {
+        let next = theirs[t + 1..].iter().find_map(|n| out.iter().position(|o| o.key() == n.key()));
+        out.insert(next.unwrap_or(out.len()), theirs[t].clone());
+    }
     out
 }
 

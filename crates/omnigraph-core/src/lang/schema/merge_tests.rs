@@ -68,9 +68,11 @@ fn properties_added_to_one_type_on_both_sides_are_both_kept() {
     let ours = edit("    age: I32?\n", "    age: I32?\n    city: String?\n");
     let theirs = edit("    age: I32?\n", "    age: I32?\n    nickname: String? @index\n");
     let out = merged(BASE, &ours, &theirs).expect("merges");
-    let city = out.find("city: String?").expect("ours' property");
-    let nickname = out.find("nickname: String? @index").expect("theirs' property");
-    assert!(city < nickname, "ours' order first, theirs' additions after: {out}");
+    let at = |text: &str| out.find(text).unwrap_or_else(|| panic!("{text}: {out}"));
+    // Both added after `age`: ours' first, then theirs', both before `role`.
+    assert!(at("age: I32?") < at("city: String?"), "{out}");
+    assert!(at("city: String?") < at("nickname: String? @index"), "{out}");
+    assert!(at("nickname: String? @index") < at("role:"), "{out}");
     identity(&out);
 }
 
