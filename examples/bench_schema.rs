@@ -10,7 +10,11 @@
 //! its own, on a branch and on main, whose peak RSS is the apply's alone;
 //! beside the raw-Lance floor of the first (Lance's own all-null
 //! `add_columns` on a bare copy of the table), and whether the graph answers
-//! with the new shape afterwards.
+//! with the new shape afterwards. Last, a merge across schema changes: a
+//! branch made before all that added a nullable `tag` and set it on
+//! 100,000 rows (`OMNIGRAPH_BENCH_TAGGED`), merged into main (which applied
+//! its own properties meanwhile): wall time and peak RSS of the one commit
+//! that lands main's schema change and those rows.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -80,6 +84,23 @@ async fn main() {
     g.load(lines.as_bytes(), LoadMode::Overwrite, &WriteOptions::default()).await.expect("load");
     drop(lines);
 
+    // The branch the last figure merges: a property of its own, set on
+    // every tenth row (its rows' other values unchanged).
+    let tagged_rows = env_usize("OMNIGRAPH_BENCH_TAGGED", 100_000).min(rows);
+    g.branch_create("tagged", "main").await.expect("branch");
+    let tagged = SCHEMA.replace("    age: I32?\n", "    age: I32?\n    tag: String?\n");
+    g.schema_apply_on("tagged", &tagged, false, None).await.expect("apply tag");
+    let step = (rows / tagged_rows.max(1)).max(1);
+    let tags: String = (0..tagged_rows)
+        .map(|i| i * step)
+        .map(|n| {
+            format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{n}\",\"age\":{},\"tag\":\"t{n}\"}}}}\n", n % 100)
+        })
+        .collect();
+    let on_tagged = WriteOptions { branch: "tagged".into(), ..WriteOptions::default() };
+    g.load(tags.as_bytes(), LoadMode::Merge, &on_tagged).await.expect("tag rows");
+    drop(tags);
+
     // The floor: Lance's own metadata-only all-null column on a bare copy.
     let snap = g.snapshot("main").await.expect("snapshot");
     let person = snap.tables.iter().find(|t| t.table_key == "node:Person").expect("Person");
@@ -130,6 +151,17 @@ async fn main() {
     let cli_branch = cli_peak(&["schema", "apply", "--branch", "cli", "--schema", &ranked, &loc]);
     let cli_main = cli_peak(&["schema", "apply", "--schema", &ranked, &loc]);
     let figure = |m: Option<(f64, u64)>| m.map(|(secs, peak)| json!({"secs": secs, "peak_rss_mib": peak}));
+
+    // The merge across schemas, in a fresh handle.
+    let g = Omnigraph::open(&loc).await.expect("reopen");
+    reset_peak_rss();
+    let started = Instant::now();
+    let merged = g.branch_merge("tagged", "main", &omnigraph::MergeOptions::default()).await.expect("merge");
+    let merge_secs = started.elapsed().as_secs_f64();
+    let merge_peak = peak_rss_kib() / 1024;
+    let person = merged.report.tables.iter().find(|t| t.table_key == "node:Person");
+    let merge_correct = person.is_some_and(|t| t.updated == tagged_rows && t.inserted == 0 && t.deleted == 0)
+        && merged.report.schema_steps.len() == 1;
     println!(
         "{}",
         json!({
@@ -139,6 +171,10 @@ async fn main() {
             "required_add_with_default_on_a_branch": {"secs": branch_secs, "peak_rss_mib": branch_peak, "steps": branch_steps},
             "cli_process_required_add_on_a_branch": figure(cli_branch),
             "cli_process_required_add_on_main": figure(cli_main),
+            "merge_across_schemas": {
+                "secs": merge_secs, "peak_rss_mib": merge_peak, "tagged_rows": tagged_rows,
+                "outcome": merged.report.outcome, "correct": merge_correct,
+            },
             "raw_lance_all_null_add_columns_floor_secs": floor_secs,
             "nullable_ratio_to_floor": nullable_secs / floor_secs,
             "correct": on_main == rows && on_branch == rows,

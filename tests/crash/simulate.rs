@@ -129,6 +129,34 @@ impl Model {
     }
 }
 
+/// Run `write`, with the failpoint `fail_at` names (under `writer`'s
+/// prefix; `None`: none) armed to fail once, then recover: whether the
+/// write is visible (a failure before the boundary that makes it so is
+/// not), and " failing at POINT" for the log. A failure without a
+/// failpoint fails the run.
+async fn failing<T, E: std::fmt::Display>(
+    g: &Graph,
+    (writer, fail_at): (&str, Option<(&str, bool)>),
+    ctx: &str,
+    write: impl std::future::Future<Output = Result<T, E>>,
+) -> (bool, String) {
+    let point = fail_at.map(|(b, _)| format!("{writer}.{b}"));
+    if let Some(p) = &point {
+        fail::cfg(p, "1*return").expect("cfg");
+    }
+    let out = write.await;
+    if let Some(p) = &point {
+        fail::remove(p);
+        g.recover().await.unwrap_or_else(|e| panic!("{ctx}: recovery: {e}"));
+    }
+    let visible = match (&out, fail_at) {
+        (Ok(_), _) => true,
+        (Err(_), Some((_, visible))) => visible,
+        (Err(e), None) => panic!("{ctx}: {e}"),
+    };
+    (visible, point.map(|p| format!(" failing at {p}")).unwrap_or_default())
+}
+
 /// The base schema with these nullable Person properties added.
 fn schema_with(props: &[String]) -> String {
     let added: String = props.iter().map(|p| format!("    {p}: String?\n")).collect();
@@ -449,25 +477,14 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                     "schema_apply"
                 };
                 let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
-                let point = fail_at.map(|(b, _)| format!("{writer}.{b}"));
-                if let Some(p) = &point {
-                    fail::cfg(p, "1*return").expect("cfg");
-                }
-                let out = g.branch_merge(&branch, &parent, &MergeOptions::default()).await;
-                if let Some(p) = &point {
-                    fail::remove(p);
-                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
-                }
-                let visible = match (&out, fail_at) {
-                    (Ok(_), _) => true,
-                    (Err(_), Some((_, visible))) => visible,
-                    (Err(e), None) => panic!("seed {seed} step {step}: merge across schemas: {e}"),
-                };
+                let ctx = format!("seed {seed} step {step}: merge across schemas");
+                let opts = MergeOptions::default();
+                let merge = g.branch_merge(&branch, &parent, &opts);
+                let (visible, at) = failing(&g, (writer, fail_at), &ctx, merge).await;
                 if visible {
                     model.merge(&branch, &parent);
                     model.schemas.insert(parent.clone(), merged);
                 }
-                let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
                 format!("merge {branch} into {parent} across schemas{at} (visible: {visible})")
             }
             12 if model.parents.contains_key(&branch) => {
@@ -563,24 +580,12 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 props.push(property.clone());
                 let source = schema_with(&props);
                 let fail_at = if rng.below(3) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
-                let point = fail_at.map(|(b, _)| format!("schema_apply.{b}"));
-                if let Some(p) = &point {
-                    fail::cfg(p, "1*return").expect("cfg");
-                }
-                let out = g.schema_apply_on(&branch, &source, false, None).await;
-                if let Some(p) = &point {
-                    fail::remove(p);
-                    g.recover().await.unwrap_or_else(|e| panic!("seed {seed} step {step}: recovery: {e}"));
-                }
-                let visible = match (&out, fail_at) {
-                    (Ok(_), _) => true,
-                    (Err(_), Some((_, visible))) => visible,
-                    (Err(e), None) => panic!("seed {seed} step {step}: schema apply on {branch}: {e}"),
-                };
+                let ctx = format!("seed {seed} step {step}: schema apply on {branch}");
+                let apply = g.schema_apply_on(&branch, &source, false, None);
+                let (visible, at) = failing(&g, ("schema_apply", fail_at), &ctx, apply).await;
                 if visible {
                     model.schemas.insert(branch.clone(), props);
                 }
-                let at = point.map(|p| format!(" failing at {p}")).unwrap_or_default();
                 format!("schema apply +{property} on {branch}{at} (visible: {visible})")
             }
             _ => {

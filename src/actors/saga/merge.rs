@@ -354,7 +354,7 @@ pub(super) async fn land(
                 .await?
         }
         Some(a) => {
-            merge::across::plan_tables(rt.root(), a.catalogs(), a_states(base, states), budget)
+            merge::across::plan_tables(rt.root(), a.catalogs(), across_states(base, states), budget)
                 .instrument(plan_span)
                 .await?
         }
@@ -414,7 +414,8 @@ pub(super) async fn land(
     Ok(report)
 }
 
-fn a_states<'s>(
+/// The three states a merge across schemas plans over.
+fn across_states<'s>(
     base: &'s ManifestState,
     (source, target): (&'s ManifestState, &'s ManifestState),
 ) -> merge::across::States<'s> {

@@ -123,6 +123,16 @@ pub struct TableReport {
 }
 
 impl TableMerge {
+    /// Add the entities this table's merge changes to `prepared`'s counts.
+    fn count_into(&self, prepared: &mut Prepared) {
+        let changed = (self.delta.inserted.len() + self.delta.updated.len() + self.delta.deleted.len()) as u64;
+        if self.table_key.starts_with("edge:") {
+            prepared.edges_affected += changed;
+        } else {
+            prepared.nodes_affected += changed;
+        }
+    }
+
     /// The counts clients see.
     pub fn report(&self) -> TableReport {
         TableReport {
@@ -272,12 +282,7 @@ pub async fn plan_tables(
 pub async fn prepare(root: &Root, merges: Vec<TableMerge>, target_ref: Option<String>) -> Result<Prepared> {
     let mut prepared = Prepared::default();
     for m in merges {
-        let changed = (m.delta.inserted.len() + m.delta.updated.len() + m.delta.deleted.len()) as u64;
-        if m.table_key.starts_with("edge:") {
-            prepared.edges_affected += changed;
-        } else {
-            prepared.nodes_affected += changed;
-        }
+        m.count_into(&mut prepared);
         if m.adopt {
             let update = TableUpdate::adopted(&m.source);
             prepared.pointers.push(PointerUpdate { expected_version: m.target.version, update });
@@ -309,12 +314,7 @@ pub async fn prepare_onto(
     mut applied: Prepared,
 ) -> Result<Prepared> {
     for m in merges {
-        let changed = (m.delta.inserted.len() + m.delta.updated.len() + m.delta.deleted.len()) as u64;
-        if m.table_key.starts_with("edge:") {
-            applied.edges_affected += changed;
-        } else {
-            applied.nodes_affected += changed;
-        }
+        m.count_into(&mut applied);
         let plans = looked_up_plans(&m)?;
         let reshaped =
             applied.tables.iter_mut().find(|t| t.table_key == m.target.table_key || t.table_key == m.table_key);
