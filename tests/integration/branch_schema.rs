@@ -514,3 +514,23 @@ async fn new_types_a_branch_wrote_arrive_on_main_and_main_merges_into_a_branch()
     );
     assert_eq!(rows(&g, sizes, on("main")).await.len(), 2, "main keeps its own rows");
 }
+
+/// Main tightens a rule (`age` at most 100) while a branch writes a row
+/// that breaks it: the merge takes the tightened rule, and the branch's row
+/// is a value conflict of the merged result; nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_one_side_tightened_refuses_the_other_sides_rows_that_break_it() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let nicknames = SOCIAL_PG.replace("    age: I32?\n", "    age: I32?\n    nickname: String?\n");
+    g.schema_apply_on("feature", &nicknames, false, None).await.expect("apply on feature");
+    mutate(&g, "feature", r#"query q() { insert Person { name: "Old", age: 120, nickname: "O" } }"#).await;
+    g.schema_apply(&SOCIAL_PG.replace("@range(age, 0..150)", "@range(age, 0..100)"), false, None)
+        .await
+        .expect("tighten on main");
+    let main_head = g.commits("main", Some(1)).await.expect("head").remove(0).commit_id;
+    let err = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect_err("refused");
+    assert_eq!(err.http_status(), 409, "{err}");
+    assert!(err.to_string().contains("Old"), "{err}");
+    assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
+}
