@@ -175,12 +175,50 @@ async fn prepare_columns(
 /// `columns`: renamed keys, dropped properties gone, defaults (else nulls)
 /// for added ones.
 pub fn reshaper(type_name: &str, columns: &[ColumnChange], shape: &arrow_schema::Schema) -> Reshaper {
-    let (type_name, columns, shape) = (type_name.to_string(), columns.to_vec(), shape.clone());
+    let (type_name, columns, shape) = (type_name.to_string(), columns.to_vec(), Arc::new(shape.clone()));
     Reshaper(Arc::new(move |batch: arrow_array::RecordBatch| {
+        if let Some(done) = reshape_columns(&batch, &columns, &shape) {
+            return Ok(done);
+        }
         let mut rows: Vec<EntityRow> = rows::from_batch(&batch);
         reshape(&mut rows, &columns);
         rows::to_batch_for(&type_name, &shape, &rows)
     }))
+}
+
+/// [`reshape`] on whole Arrow columns, when no value needs writing:
+/// renamed, dropped and all-null added columns, put in `shape`'s order.
+/// `None` when a change writes a default or a column's type is not
+/// `shape`'s (the row-by-row path then runs).
+fn reshape_columns(
+    batch: &arrow_array::RecordBatch,
+    columns: &[ColumnChange],
+    shape: &arrow_schema::SchemaRef,
+) -> Option<arrow_array::RecordBatch> {
+    let schema = batch.schema();
+    let mut by_name: std::collections::HashMap<&str, arrow_array::ArrayRef> =
+        schema.fields().iter().map(|f| f.name().as_str()).zip(batch.columns().iter().cloned()).collect();
+    for c in columns {
+        match c {
+            ColumnChange::Rename { from, to } => {
+                if let Some(column) = by_name.remove(from.as_str()) {
+                    by_name.insert(to.as_str(), column);
+                }
+            }
+            ColumnChange::Drop { name, .. } => {
+                by_name.remove(name.as_str());
+            }
+            ColumnChange::Add { default: Some(_), .. } => return None,
+            ColumnChange::Add { name, default: None, .. } => {
+                let field = shape.field_with_name(name).ok()?;
+                by_name.insert(name.as_str(), arrow_array::new_null_array(field.data_type(), batch.num_rows()));
+            }
+            ColumnChange::SetNullable { .. } => {}
+        }
+    }
+    let wanted = shape.fields().iter().map(|f| by_name.remove(f.name().as_str()).filter(|c| c.data_type() == f.data_type()));
+    let columns = wanted.collect::<Option<Vec<_>>>()?;
+    arrow_array::RecordBatch::try_new(shape.clone(), columns).ok()
 }
 
 /// The metadata-only edit of `columns`, ending in `schema`'s column order.
