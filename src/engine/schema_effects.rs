@@ -216,7 +216,8 @@ fn reshape_columns(
             ColumnChange::SetNullable { .. } => {}
         }
     }
-    let wanted = shape.fields().iter().map(|f| by_name.remove(f.name().as_str()).filter(|c| c.data_type() == f.data_type()));
+    let wanted =
+        shape.fields().iter().map(|f| by_name.remove(f.name().as_str()).filter(|c| c.data_type() == f.data_type()));
     let columns = wanted.collect::<Option<Vec<_>>>()?;
     arrow_array::RecordBatch::try_new(shape.clone(), columns).ok()
 }

@@ -10,7 +10,8 @@
 //! without a disk: the strace test of a CLI write
 //! (tests/integration/durability.rs) and the power-loss suite
 //! (tests/crash/power_loss.rs). `OMNIGRAPH_TEST_TMPDIR` picks another
-//! place (e.g. a real disk, to time it).
+//! place (e.g. a real disk, to time it); a /dev/shm with less than
+//! [`MIN_FREE`] free is passed over.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -24,8 +25,25 @@ pub fn root() -> &'static PathBuf {
         }
         let shm = PathBuf::from("/dev/shm");
         let writable = tempfile::Builder::new().prefix("omnigraph-probe").tempdir_in(&shm).is_ok();
-        if writable { shm } else { std::env::temp_dir() }
+        // A container's default /dev/shm (64 MiB) is too small for the suite.
+        if writable && free_bytes(&shm).is_some_and(|b| b >= MIN_FREE) { shm } else { std::env::temp_dir() }
     })
+}
+
+/// Free space a RAM-backed directory needs to hold the suite's graphs.
+const MIN_FREE: u64 = 2 << 30;
+
+/// Bytes available to this user on the filesystem holding `path`.
+fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statvfs` only writes the struct it is given, which is plain
+    // data and zeroed first; the path is NUL-terminated and outlives the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::statvfs(c_path.as_ptr(), &mut stats) } == 0;
+    // Both are 64-bit on the 64-bit Linux the suite runs on.
+    let (blocks, block_size): (u64, u64) = (stats.f_bavail, stats.f_frsize);
+    ok.then(|| blocks.saturating_mul(block_size))
 }
 
 /// A fresh scratch directory, removed when dropped.
