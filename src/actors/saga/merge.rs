@@ -264,8 +264,7 @@ async fn bind_schemas(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_
             ),
         });
     }
-    let text = merged_schema(&req.target, (&base, &target, &source))?;
-    let compiled = SchemaState::compile(&text)?;
+    let compiled = merged_schema(&req.target, (&base, &target, &source))?;
     let others: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
     let reserved = super::schema_apply::reserved_ids(rt, &others).await?;
     let plan = evolve::plan_reserving(&target.catalog, compiled.catalog, false, &reserved);
@@ -285,16 +284,22 @@ async fn bind_schemas(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_
             reason: "a schema apply landed on one side while the merge started; retry the merge".into(),
         });
     }
-    let merged =
-        if plan.is_noop() { target.clone() } else { Arc::new(SchemaState::from_parts(text, plan.target.clone())) };
+    let merged = if plan.is_noop() {
+        target.clone()
+    } else {
+        Arc::new(SchemaState::from_parts(compiled.source, plan.target.clone()))
+    };
     Ok(Binding::Across(Box::new(Across { base, source, target, merged, plan })))
 }
 
 /// The three-way merge of a merge's schemas (`base`, ours = the target's,
-/// theirs = the source's) as `.pg` text, or a [`OmniError::SchemaConflict`]
+/// theirs = the source's), compiled, or a [`OmniError::SchemaConflict`]
 /// naming every item both sides changed differently (or, when the merged
 /// text does not compile, why).
-fn merged_schema(target: &str, (base, ours, theirs): (&SchemaState, &SchemaState, &SchemaState)) -> Result<String> {
+fn merged_schema(
+    target: &str,
+    (base, ours, theirs): (&SchemaState, &SchemaState, &SchemaState),
+) -> Result<SchemaState> {
     use crate::engine::lang::schema::{merge::SchemaConflict, parse_schema, render};
     let parse = |s: &SchemaState| {
         parse_schema(&s.source)
@@ -304,17 +309,17 @@ fn merged_schema(target: &str, (base, ours, theirs): (&SchemaState, &SchemaState
     let merged =
         crate::engine::lang::schema::merge::merge(&parse(base)?, &parse(ours)?, &parse(theirs)?).map_err(refuse)?;
     let text = render::schema(&merged);
-    if let Err(d) = crate::engine::lang::catalog::compile_schema(&text) {
-        return Err(refuse(vec![SchemaConflict {
+    match crate::engine::lang::catalog::compile_schema(&text) {
+        Ok(catalog) => Ok(SchemaState::from_parts(text, catalog)),
+        Err(d) => Err(refuse(vec![SchemaConflict {
             type_name: String::new(),
             property: None,
             reason: format!("the merged schema does not compile ({}:{}): {}", d.pos.line, d.pos.column, d.message),
             base: None,
             ours: None,
             theirs: None,
-        }]));
+        }])),
     }
-    Ok(text)
 }
 
 /// Plan, decide and validate the three-way merge of `sides` into

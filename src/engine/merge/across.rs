@@ -64,21 +64,41 @@ struct OnSide {
 /// the merged shape, in catalog order; `budget` bounds each table's
 /// fingerprints as in [`super::plan_table`].
 pub async fn plan_tables(root: &Root, c: Catalogs<'_>, s: States<'_>, budget: u64) -> Result<Vec<TableMerge>> {
+    // Each side's way to the merged shape, planned once for every table.
+    let sides = [(c.source, s.source), (c.target, s.target), (c.base, s.base)].map(|(catalog, state)| SideShape {
+        catalog,
+        state,
+        plan: evolve::plan(catalog, c.merged.clone(), false),
+    });
     let mut out = Vec::new();
     for table in layout::tables(c.merged) {
         let key = table.table_key.as_str();
         let span = info_span!("merge.across", table = %key);
-        if let Some(m) = plan_table(root, c, s, key, budget).instrument(span).await? {
+        if let Some(m) = plan_table(root, c.merged, &sides, key, budget).instrument(span).await? {
             out.push(m);
         }
     }
     Ok(out)
 }
 
-async fn plan_table(root: &Root, c: Catalogs<'_>, s: States<'_>, key: &str, budget: u64) -> Result<Option<TableMerge>> {
-    let Some(source) = on_side(c.source, s.source, c.merged, key)? else { return Ok(None) };
-    let target = on_side(c.target, s.target, c.merged, key)?;
-    let base = on_side(c.base, s.base, c.merged, key)?;
+/// One side of a merge across schemas: its catalog, its state, and its
+/// schema plan to the merged catalog.
+struct SideShape<'a> {
+    catalog: &'a Catalog,
+    state: &'a ManifestState,
+    plan: evolve::EvolvePlan,
+}
+
+async fn plan_table(
+    root: &Root,
+    merged: &Catalog,
+    [source, target, base]: &[SideShape<'_>; 3],
+    key: &str,
+    budget: u64,
+) -> Result<Option<TableMerge>> {
+    let Some(source) = on_side(source, merged, key)? else { return Ok(None) };
+    let target = on_side(target, merged, key)?;
+    let base = on_side(base, merged, key)?;
     if base.as_ref().is_some_and(|b| same(&b.entry, &source.entry))
         || target.as_ref().is_some_and(|t| same(&t.entry, &source.entry))
     {
@@ -141,40 +161,38 @@ async fn shaped_rows(
     }
 }
 
-/// Merged table `key` on a side (`catalog`, `state`): found by the merged
-/// type's name, else by its `@rename_from`; `None` when the side has no
-/// such type or no table for it.
-fn on_side(catalog: &Catalog, state: &ManifestState, merged: &Catalog, key: &str) -> Result<Option<OnSide>> {
+/// Merged table `key` on a side: found by the merged type's name, else by
+/// its `@rename_from`; `None` when the side has no such type or no table
+/// for it.
+fn on_side(side: &SideShape<'_>, merged: &Catalog, key: &str) -> Result<Option<OnSide>> {
     let name = layout::type_name(key);
     let prefix = key.strip_suffix(name).unwrap_or_default();
     let hint = merged.type_def(name).and_then(|d| d.meta().rename_from.clone());
-    let side_name = if catalog.type_def(name).is_some() {
+    let side_name = if side.catalog.type_def(name).is_some() {
         name.to_string()
     } else {
-        match hint.filter(|h| catalog.type_def(h).is_some()) {
+        match hint.filter(|h| side.catalog.type_def(h).is_some()) {
             Some(h) => h,
             None => return Ok(None),
         }
     };
-    let Some(entry) = state.tables.get(&format!("{prefix}{side_name}")) else { return Ok(None) };
-    let shape = shaper(catalog, merged, &side_name, name)?;
+    let Some(entry) = side.state.tables.get(&format!("{prefix}{side_name}")) else { return Ok(None) };
+    let shape = shaper(side, merged, &side_name, name)?;
     Ok(Some(OnSide { entry: entry.clone(), shape }))
 }
 
-/// What brings a batch of `side_type` (in `side`) into `merged_type`'s
-/// shape; `None` when the shapes are already the same.
-fn shaper(side: &Catalog, merged: &Catalog, side_type: &str, merged_type: &str) -> Result<Option<Reshaper>> {
+/// What brings a batch of `side_type` into `merged_type`'s shape; `None`
+/// when the shapes are already the same.
+fn shaper(side: &SideShape<'_>, merged: &Catalog, side_type: &str, merged_type: &str) -> Result<Option<Reshaper>> {
     let wanted = merged
         .arrow_schema(merged_type)
         .ok_or_else(|| OmniError::Internal(format!("{merged_type} is not in the merged catalog")))?;
-    let plan = evolve::plan(side, merged.clone(), false);
-    let kind_key =
-        |name: &str| plan.tables.iter().position(|t| t.new_key.as_deref().map(layout::type_name) == Some(name));
-    let columns = kind_key(merged_type).map(|i| plan.tables[i].columns.clone()).unwrap_or_default();
+    let change = side.plan.tables.iter().find(|t| t.new_key.as_deref().map(layout::type_name) == Some(merged_type));
+    let columns = change.map(|t| t.columns.as_slice()).unwrap_or_default();
     let names = |s: &arrow_schema::Schema| s.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
-    let same_columns = side.arrow_schema(side_type).is_some_and(|have| names(&have) == names(&wanted));
+    let same_columns = side.catalog.arrow_schema(side_type).is_some_and(|have| names(&have) == names(&wanted));
     if columns.is_empty() && same_columns {
         return Ok(None);
     }
-    Ok(Some(schema_effects::reshaper(merged_type, &columns, &wanted)))
+    Ok(Some(schema_effects::reshaper(merged_type, columns, &wanted)))
 }
