@@ -8,8 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::conflict_values;
-use crate::engine::manifest::ManifestState;
+use crate::engine::conflict_values::{self, Sides};
 use crate::engine::storage::Root;
 use crate::engine::three_way::{ConflictCursor, ConflictSet, MergeConflict};
 use crate::engine::token;
@@ -79,10 +78,10 @@ impl ConflictPage {
 
 /// The refusal for `conflicts` (valueless, as classified and validated):
 /// their counts and the asked page, with the values of its row conflicts
-/// read at `base`, `source` and `target`.
+/// read at the three `sides`.
 pub async fn refusal(
     root: &Root,
-    states: (&ManifestState, &ManifestState, &ManifestState),
+    sides: &Sides<'_>,
     heads: Heads<'_>,
     page: &ConflictPage,
     mut conflicts: Vec<MergeConflict>,
@@ -91,8 +90,7 @@ pub async fn refusal(
     conflicts.dedup();
     let after = page.cursor(Some(heads))?;
     let (listed, next) = ConflictSet::page(&conflicts, after.as_ref(), page.limit()?);
-    let (base, source, target) = states;
-    let mut valued = conflict_values::attach(root, base, (source, target), listed).await?;
+    let mut valued = conflict_values::attach(root, sides, listed).await?;
     valued.sort();
     let next_page_token = match next {
         Some(after) => {

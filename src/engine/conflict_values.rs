@@ -5,11 +5,14 @@
 //! conflict per property the two sides hold differently, with that
 //! property's three values.
 
+use std::collections::HashMap;
+
 use serde_json::Value as Json;
 
 use crate::engine::diff;
 use crate::engine::manifest::ManifestState;
-use crate::engine::rows::EntityRow;
+use crate::engine::merge::{ShapedPin, Shapes};
+use crate::engine::rows::{self, EntityRow};
 use crate::engine::storage::Root;
 use crate::engine::three_way::{ConflictKind, MergeConflict};
 use crate::protocol::Result;
@@ -18,14 +21,34 @@ use crate::protocol::Result;
 /// the rest are reported as before, by entity.
 pub const VALUED_CONFLICTS: usize = 1_000;
 
+/// Where a merge's row conflicts are read: each table at the three states
+/// by its key, except the tables of a merge across a schema change, read
+/// on each side in the merged shape.
+pub struct Sides<'a> {
+    /// The merge base's state.
+    pub base: &'a ManifestState,
+    /// The source's.
+    pub source: &'a ManifestState,
+    /// The target's.
+    pub target: &'a ManifestState,
+    /// Per merged table key, how a merge across schemas reads it.
+    pub shaped: HashMap<&'a str, &'a Shapes>,
+}
+
+impl Sides<'_> {
+    /// Table `key`'s pins on the (base, target, source) sides.
+    fn pins(&self, key: &str) -> [Option<ShapedPin>; 3] {
+        if let Some(s) = self.shaped.get(key) {
+            return [s.base.clone(), Some(s.target.clone()), Some(s.source.clone())];
+        }
+        let pin = |state: &ManifestState| state.tables.get(key).map(|e| ShapedPin { entry: e.clone(), shape: None });
+        [pin(self.base), pin(self.target), pin(self.source)]
+    }
+}
+
 /// `conflicts` with the values of their row conflicts read at the three
-/// states (`base`, `source`, `target`).
-pub async fn attach(
-    root: &Root,
-    base: &ManifestState,
-    (source, target): (&ManifestState, &ManifestState),
-    conflicts: Vec<MergeConflict>,
-) -> Result<Vec<MergeConflict>> {
+/// sides.
+pub async fn attach(root: &Root, sides: &Sides<'_>, conflicts: Vec<MergeConflict>) -> Result<Vec<MergeConflict>> {
     let mut out = Vec::with_capacity(conflicts.len());
     let mut read = 0;
     for c in conflicts {
@@ -38,16 +61,19 @@ pub async fn attach(
             continue;
         };
         read += 1;
-        let key = c.type_key.clone();
-        let at = |state: &ManifestState| {
-            let entry = state.tables.get(&key).cloned();
-            let id = id.clone();
-            async move { diff::entity_at(root, entry.as_ref(), &id).await }
-        };
-        let (b, ours, theirs) = futures::try_join!(at(base), at(target), at(source))?;
-        out.extend(valued(c, key.starts_with("edge:"), b, ours, theirs));
+        let [b, ours, theirs] = sides.pins(&c.type_key).map(|pin| entity_in(root, pin, &id));
+        let (b, ours, theirs) = futures::try_join!(b, ours, theirs)?;
+        let edge = c.type_key.starts_with("edge:");
+        out.extend(valued(c, edge, b, ours, theirs));
     }
     Ok(out)
+}
+
+/// Entity `id` at `pin`, in the shape the pin reads it in.
+async fn entity_in(root: &Root, pin: Option<ShapedPin>, id: &str) -> Result<Option<EntityRow>> {
+    let Some(pin) = pin else { return Ok(None) };
+    let batches = pin.reshape(diff::entity_batches_at(root, &pin.entry, id).await?)?;
+    Ok(batches.iter().flat_map(rows::from_batch).next())
 }
 
 /// `c` with its values (see the module doc).

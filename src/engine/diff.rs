@@ -489,10 +489,16 @@ async fn fingerprint_changes(
 /// entity is absent there): one filtered scan.
 pub async fn entity_at(root: &Root, entry: Option<&TableEntry>, id: &str) -> Result<Option<EntityRow>> {
     let Some(entry) = entry else { return Ok(None) };
+    let batches = entity_batches_at(root, entry, id).await?;
+    Ok(batches.iter().flat_map(rows::from_batch).next())
+}
+
+/// Entity `id`'s row in `entry`'s table, as stored (no batch or empty ones
+/// when it has none).
+pub async fn entity_batches_at(root: &Root, entry: &TableEntry, id: &str) -> Result<Vec<arrow_array::RecordBatch>> {
     let ds = open_pinned_for_read(root, entry).await?;
     let filter = datafusion::prelude::col("id").eq(datafusion::prelude::lit(id.to_string()));
-    let batches = table::scan_expr(&ds, Some(filter)).await?;
-    Ok(batches.iter().flat_map(rows::from_batch).next())
+    table::scan_expr(&ds, Some(filter)).await
 }
 
 /// The change of one entity of table `key` from `before` (its image at

@@ -476,16 +476,35 @@ async fn run(seed: u64, steps: usize) -> Vec<String> {
                 } else {
                     "schema_apply"
                 };
-                let fail_at = if rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                // A third meet a row conflict first, decided by a drawn
+                // strategy in the merged shape, without a failpoint (as
+                // above, so no conflict outlives its merge).
+                let clash = rng.below(3) == 0;
+                let fail_at = if !clash && rng.below(2) == 0 { Some(*rng.pick(&FAIL_AT)) } else { None };
+                let strategy = if clash {
+                    clash_on(&g, (&branch, &parent), &name, &mut model).await;
+                    Some(*rng.pick(&[MergeStrategy::Ours, MergeStrategy::Theirs]))
+                } else {
+                    None
+                };
                 let ctx = format!("seed {seed} step {step}: merge across schemas");
-                let opts = MergeOptions::default();
-                let merge = g.branch_merge(&branch, &parent, &opts);
+                let opts = MergeOptions { strategy, ..MergeOptions::default() };
+                let decided = AtomicUsize::new(0);
+                let merge = async {
+                    let r = g.branch_merge(&branch, &parent, &opts).await?;
+                    decided.store(r.report.conflicts_decided, Ordering::SeqCst);
+                    Ok::<_, OmniError>(r)
+                };
                 let (visible, at) = failing(&g, (writer, fail_at), &ctx, merge).await;
                 if visible {
                     model.merge(&branch, &parent);
                     model.schemas.insert(parent.clone(), merged);
                 }
-                format!("merge {branch} into {parent} across schemas{at} (visible: {visible})")
+                if clash {
+                    assert_eq!(decided.load(Ordering::SeqCst), 1, "{ctx}: the clash decided");
+                }
+                let under = strategy.map(|s| format!(" with a conflict under {}", s.as_str())).unwrap_or_default();
+                format!("merge {branch} into {parent} across schemas{under}{at} (visible: {visible})")
             }
             12 if model.parents.contains_key(&branch) => {
                 let parent = model.parents[&branch].clone();

@@ -188,21 +188,66 @@ async fn a_rename_on_a_branch_carries_rows_main_wrote_under_the_old_name() {
     assert!(err.is_err(), "main has no `age` now");
 }
 
-/// A merge that would need row conflicts decided across a schema change is
-/// refused with them, and writes nothing.
+/// Row conflicts across a schema change: the refusal lists each with its
+/// values in the merged shape (a property the branch renamed under its new
+/// name) and writes nothing; a resolution naming the renamed property, and
+/// then a strategy, decide them in a merge that lands the merged schema and
+/// the rows in one commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_row_conflict_across_a_schema_change_is_refused_and_writes_nothing() {
+async fn row_conflicts_across_a_schema_change_show_merged_values_and_are_decided() {
+    use omnigraph::{MergeOptions, MergeStrategy, OmniError};
+
     let (_dir, g) = loaded_social_graph().await;
-    g.branch_create("feature", "main").await.expect("branch");
-    g.schema_apply_on("feature", &main_schema(), false, None).await.expect("apply on feature");
-    mutate(&g, "feature", r#"query q() { update Person set { age: 50 } where name = "Carol" }"#).await;
+    let renamed = feature_schema()
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+        .replace("@range(age, 0..150)", "@range(years, 0..150)");
+    let carol = r#"query q() { update Person set { years: 50, nickname: "C" } where name = "Carol" }"#;
+    for branch in ["a", "b"] {
+        g.branch_create(branch, "main").await.expect("branch");
+        g.schema_apply_on(branch, &renamed, false, None).await.expect("apply on the branch");
+        mutate(&g, branch, carol).await;
+    }
+    g.schema_apply(&main_schema(), false, None).await.expect("apply on main");
     mutate(&g, "main", r#"query q() { update Person set { age: 60 } where name = "Carol" }"#).await;
     let main_head = g.commits("main", Some(1)).await.expect("head").remove(0).commit_id;
-    let err = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect_err("refused");
-    assert_eq!(err.http_status(), 409, "{err}");
-    assert!(err.to_string().contains("Carol"), "{err}");
+
+    let err = g.branch_merge("a", "main", &MergeOptions::default()).await.expect_err("refused");
+    let OmniError::MergeConflicts(set) = &err else { panic!("expected merge conflicts, got {err}") };
+    let values = |property: &str| {
+        let c = set.conflicts.iter().find(|c| c.property.as_deref() == Some(property));
+        c.map(|c| json!([c.base, c.ours, c.theirs]))
+    };
+    assert_eq!(values("years"), Some(json!([45, 60, 50])), "{err}");
+    assert_eq!(values("nickname"), Some(json!([null, null, "C"])), "{err}");
+    assert_eq!(values("age"), None, "the old name is not a property of the merged shape: {err}");
     assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
-    assert_eq!(g.schema().await.expect("main").source, SOCIAL_PG);
+    assert_eq!(g.schema().await.expect("main").source, main_schema());
+
+    let years = |value: i64| {
+        let r = json!({ "type": "Person", "id": "Carol", "property": "years", "value": value });
+        serde_json::from_value::<omnigraph::Resolution>(r).expect("resolution")
+    };
+    let opts = MergeOptions { resolutions: vec![years(55)], ..MergeOptions::default() };
+    let merged = g.branch_merge("a", "main", &opts).await.expect("resolved");
+    assert_eq!((merged.report.conflicts_decided, merged.report.resolutions.len()), (1, 1), "{:?}", merged.report);
+    assert!(merged.report.schema_identity.is_some(), "the merge lands a schema: {:?}", merged.report);
+    let main = g.schema().await.expect("main").source.clone();
+    assert!(main.contains("years: I32?") && main.contains("employees: I32?") && main.contains("node Team"), "{main}");
+    let carol_now = "query q() { match { $p: Person { name: \"Carol\" } } return { $p.years, $p.nickname } }";
+    let want = |years: i64| vec![json!({"p.years": years, "p.nickname": "C"}).as_object().cloned().expect("row")];
+    assert_eq!(rows(&g, carol_now, on("main")).await, want(55));
+
+    // The second branch conflicts with what the first landed; `theirs` decides.
+    let err = g.branch_merge("b", "main", &MergeOptions::default()).await.expect_err("refused");
+    assert!(matches!(&err, OmniError::MergeConflicts(_)), "{err}");
+    let theirs = MergeOptions { strategy: Some(MergeStrategy::Theirs), ..MergeOptions::default() };
+    let merged = g.branch_merge("b", "main", &theirs).await.expect("decided by the strategy");
+    assert_eq!(merged.report.conflicts_decided, 1, "{:?}", merged.report);
+    assert_eq!(rows(&g, carol_now, on("main")).await, want(50));
+    let others =
+        rows(&g, "query q() { match { $p: Person } return { $p.name, $p.years } order { $p.name } }", on("main"));
+    let others: Vec<Value> = others.await.into_iter().map(|r| r["p.years"].clone()).collect();
+    assert_eq!(others, [json!(31), json!(27), json!(50)], "every other row migrated under the new name");
 }
 
 /// Two branches each add a type named `Team`: each gets a table of its own

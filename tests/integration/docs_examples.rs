@@ -2,7 +2,7 @@
 //! compares the rows the page shows.
 
 use omnigraph::{ReadTarget, result_rows};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::loaded_social_graph;
 
@@ -191,6 +191,27 @@ fn the_schema_merge_walkthrough_in_the_docs_runs() {
     let rows: Value = serde_json::from_str(&outputs[6]).expect("query json");
     assert_eq!(rows["rows"][0], serde_json::json!({"p.name": "Alice", "p.nickname": "Al"}), "{rows}");
     assert!(outputs[7].contains("nickname: String?") && outputs[7].contains("node Team"), "{}", outputs[7]);
+
+    // Continued: a row conflict across a rename, shown and resolved in the merged shape.
+    let years = outputs[7]
+        .replace("    age: I32?\n", "    years: I32? @rename_from(\"age\")\n")
+        .replace("@range(age, 0..150)", "@range(years, 0..150)");
+    assert!(years.contains("@rename_from") && years.contains("@range(years"), "{years}");
+    std::fs::write(dir.path().join("years.pg"), years).expect("years.pg");
+    let carol = r#"[{"type": "Person", "id": "Carol", "property": "years", "value": 55}]"#;
+    assert!(section.contains(&format!("echo '{carol}' > carol.json")), "the docs write this file");
+    std::fs::write(dir.path().join("carol.json"), carol).expect("carol.json");
+    let block = section.split("```sh\n").nth(2).and_then(|b| b.split("```").next()).expect("a second sh block");
+    let outputs = run_block(block, dir.path(), &loc);
+    assert_eq!(outputs.len(), 7, "the continuation has seven commands");
+    let refused: Value = serde_json::from_str(&outputs[4]).expect("refusal json");
+    let years = refused["merge_conflicts"].as_array().and_then(|cs| cs.iter().find(|c| c["property"] == "years"));
+    let years = years.unwrap_or_else(|| panic!("a conflict on years: {refused}"));
+    assert_eq!((&years["base"], &years["ours"], &years["theirs"]), (&json!(45), &json!(60), &json!(50)), "{refused}");
+    let resolved: Value = serde_json::from_str(&outputs[5]).expect("merge json");
+    assert_eq!(resolved["conflicts_decided"], 1, "{resolved}");
+    let rows: Value = serde_json::from_str(&outputs[6]).expect("query json");
+    assert_eq!(rows["rows"], json!([{"p.years": 55}]), "{rows}");
 }
 
 /// The walk-through of docs/undo.md runs as written: the bad load is
@@ -229,9 +250,17 @@ fn run_block(block: &str, dir: &std::path::Path, loc: &str) -> Vec<String> {
     let lines = block.lines().filter(|l| l.starts_with("omnigraph "));
     lines
         .map(|line| {
+            // A command the docs mark `# exits 1` must fail with 1.
+            let (line, comment) = line.split_once("  # ").unwrap_or((line, ""));
             let words = shell_words(line);
             let args: Vec<&str> = words[1..].iter().map(|w| if w == "./g.graph" { loc } else { w.as_str() }).collect();
-            run_ok(dir, &args)
+            if !comment.starts_with("exits 1") {
+                return run_ok(dir, &args);
+            }
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_omnigraph")).args(&args).current_dir(dir).output();
+            let out = out.expect("run");
+            assert_eq!(out.status.code(), Some(1), "omnigraph {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).to_string()
         })
         .collect()
 }

@@ -29,6 +29,7 @@ use crate::actors::lease::LeaseMode;
 use crate::actors::runtime::Runtime;
 use crate::engine::branch_name::MAIN;
 use crate::engine::conflict_page::{self, ConflictPage};
+use crate::engine::conflict_values;
 use crate::engine::lang::catalog::Catalog;
 use crate::engine::lang::catalog::evolve::{self, EvolvePlan, Step};
 use crate::engine::manifest::{self, Lineage, ManifestState, ManifestView};
@@ -340,13 +341,6 @@ pub(super) async fn land(
         Binding::Same(s) => (s.clone(), None),
         Binding::Across(a) => (a.merged.clone(), Some(&**a)),
     };
-    if across.is_some() && (req.strategy.is_some() || !req.resolutions.is_empty()) {
-        return Err(OmniError::BadRequest(
-            "a merge across a schema change takes no strategy or resolutions yet: decide the row conflicts on \
-             one side first"
-                .into(),
-        ));
-    }
     let (base, target) = (&sides.base, sides.target);
     let target_ref = Some(req.target.clone()).filter(|b| b != "main");
     let plan_span = info_span!("saga.prepare", operation_id = %lineage.commit_id);
@@ -364,21 +358,20 @@ pub(super) async fn land(
                 .await?
         }
     };
-    if across.is_none() {
-        let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
-        let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
-        let how = Deciding { catalog: &schema.catalog, source_is_newer: sides.source_is_newer };
-        let decided = decide(rt, base, &mut merges, req, how).instrument(span).await?;
-        (report.conflicts_decided, report.resolutions) = decided;
-    }
+    let strategy = req.strategy.map_or("policies", MergeStrategy::as_str);
+    let span = info_span!("merge.strategy", operation_id = %lineage.commit_id, strategy);
+    let how = Deciding { catalog: &schema.catalog, source_is_newer: sides.source_is_newer };
+    let decided = decide(rt, base, &mut merges, req, how).instrument(span).await?;
+    (report.conflicts_decided, report.resolutions) = decided;
     let mut conflicts: Vec<_> = merges.iter().flat_map(|m| m.delta.conflicts.iter().cloned()).collect();
     let span = info_span!("merge.validate", operation_id = %lineage.commit_id);
     let checked = merge::validate::merged_result(rt.root(), &schema.catalog, &target.state, &merges);
     conflicts.extend(checked.instrument(span).await?);
     if !conflicts.is_empty() {
-        let all = (&**base, states.0, states.1);
+        let shaped = merges.iter().filter_map(|m| Some((m.table_key.as_str(), m.shapes.as_deref()?))).collect();
+        let all = conflict_values::Sides { base, source: states.0, target: states.1, shaped };
         let heads = (sides.heads.0.as_str(), sides.heads.1.as_str());
-        return Err(conflict_page::refusal(rt.root(), all, heads, &req.page, conflicts).await?);
+        return Err(conflict_page::refusal(rt.root(), &all, heads, &req.page, conflicts).await?);
     }
     report.tables = merges.iter().map(merge::TableMerge::report).collect();
     if let Some(a) = across.filter(|a| !a.plan.is_noop()) {
@@ -404,11 +397,11 @@ pub(super) async fn land(
     let (plan, at) = match across {
         None => {
             let plan = merge::prepare(rt.root(), merges, target_ref).await?;
-            let at = Attempt::new(rt, WriterKind::Merge, &req.target, lineage);
-            (plan, at.with_decision(decision(req, &report)?))
+            (plan, Attempt::new(rt, WriterKind::Merge, &req.target, lineage))
         }
         Some(a) => a.effects(rt, req, target, merges, lineage).await?,
     };
+    let at = at.with_decision(decision(req, &report)?);
     let from = across.map_or(&schema.identity, |a| &a.target.identity);
     let token = AuthorityToken::of(target, from);
     let pins = write_plan::pins(target);

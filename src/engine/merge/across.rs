@@ -20,7 +20,7 @@ use tracing::{Instrument, info_span};
 
 use super::delta::{self, Hash128};
 use super::spill::{self, Base, Side};
-use super::{TableMerge, same};
+use super::{ShapedPin, Shapes, TableMerge, same};
 use crate::engine::committed;
 use crate::engine::lang::catalog::Catalog;
 use crate::engine::lang::catalog::evolve;
@@ -52,12 +52,6 @@ pub struct States<'a> {
     pub source: &'a ManifestState,
     /// The target's.
     pub target: &'a ManifestState,
-}
-
-/// One merged type's table on one side: its entry and what reshapes its rows.
-struct OnSide {
-    entry: TableEntry,
-    shape: Option<Reshaper>,
 }
 
 /// Every merged table the source changed, planned against the target in
@@ -107,13 +101,14 @@ async fn plan_table(
     let source_ds = committed::open_pinned(root, &source.entry).await?;
     // A type only the source has: its table as the schema apply created it
     // (empty, on its main ref) stands for the target's.
-    let (target_entry, target_shape) = match &target {
-        Some(t) => (t.entry.clone(), t.shape.clone()),
-        None => (TableEntry { branch: None, version: 1, ..source.entry.clone() }, source.shape.clone()),
-    };
-    let target_ds = committed::open_pinned(root, &target_entry).await?;
+    let target = target.unwrap_or_else(|| ShapedPin {
+        entry: TableEntry { branch: None, version: 1, ..source.entry.clone() },
+        shape: source.shape.clone(),
+    });
+    let target_entry = &target.entry;
+    let target_ds = committed::open_pinned(root, target_entry).await?;
     let base_ds = match &base {
-        Some(b) if !same(&b.entry, &target_entry) => Some(committed::open_pinned(root, &b.entry).await?),
+        Some(b) if !same(&b.entry, target_entry) => Some(committed::open_pinned(root, &b.entry).await?),
         _ => None,
     };
     let sides = match (&base, &base_ds) {
@@ -125,7 +120,7 @@ async fn plan_table(
     let keyed = spill::classify_sides(
         sides,
         shaped(&source_ds, source.shape.as_ref()),
-        shaped(&target_ds, target_shape.as_ref()),
+        shaped(&target_ds, target.shape.as_ref()),
         budget,
     )
     .await?;
@@ -133,38 +128,27 @@ async fn plan_table(
         return Ok(None);
     }
     let written: HashSet<Hash128> = keyed.inserted.union(&keyed.updated).copied().collect();
-    let rows = shaped_rows(&source_ds, &written, source.shape.as_ref()).await?;
+    let rows = source.reshape(delta::rows_with_keys(&source_ds, &written).await?)?;
     let all: [&Dataset; 3] = [&target_ds, &source_ds, base_ds.as_deref().unwrap_or(&target_ds)];
     let delta = delta::resolve(key, keyed, &rows, all).await?;
+    let merged = merged_type_columns(merged, layout::type_name(key))?;
     Ok(Some(TableMerge {
         table_key: key.to_string(),
-        target: target_entry,
+        target: target.entry.clone(),
         target_ds,
-        source: source.entry,
+        source: source.entry.clone(),
         delta,
         rows,
         adopt: false,
         located: None,
+        shapes: Some(Box::new(Shapes { base, source, target, merged })),
     }))
-}
-
-/// The source rows with id keys in `keys`, in the merged shape.
-async fn shaped_rows(
-    ds: &Dataset,
-    keys: &HashSet<Hash128>,
-    shape: Option<&Reshaper>,
-) -> Result<Vec<arrow_array::RecordBatch>> {
-    let rows = delta::rows_with_keys(ds, keys).await?;
-    match shape {
-        Some(shape) => rows.into_iter().map(|b| (shape.0)(b)).collect(),
-        None => Ok(rows),
-    }
 }
 
 /// Merged table `key` on a side: found by the merged type's name, else by
 /// its `@rename_from`; `None` when the side has no such type or no table
 /// for it.
-fn on_side(side: &SideShape<'_>, merged: &Catalog, key: &str) -> Result<Option<OnSide>> {
+fn on_side(side: &SideShape<'_>, merged: &Catalog, key: &str) -> Result<Option<ShapedPin>> {
     let name = layout::type_name(key);
     let prefix = key.strip_suffix(name).unwrap_or_default();
     let hint = merged.type_def(name).and_then(|d| d.meta().rename_from.clone());
@@ -178,15 +162,13 @@ fn on_side(side: &SideShape<'_>, merged: &Catalog, key: &str) -> Result<Option<O
     };
     let Some(entry) = side.state.tables.get(&format!("{prefix}{side_name}")) else { return Ok(None) };
     let shape = shaper(side, merged, &side_name, name)?;
-    Ok(Some(OnSide { entry: entry.clone(), shape }))
+    Ok(Some(ShapedPin { entry: entry.clone(), shape }))
 }
 
 /// What brings a batch of `side_type` into `merged_type`'s shape; `None`
 /// when the shapes are already the same.
 fn shaper(side: &SideShape<'_>, merged: &Catalog, side_type: &str, merged_type: &str) -> Result<Option<Reshaper>> {
-    let wanted = merged
-        .arrow_schema(merged_type)
-        .ok_or_else(|| OmniError::Internal(format!("{merged_type} is not in the merged catalog")))?;
+    let wanted = merged_type_columns(merged, merged_type)?;
     let change = side.plan.tables.iter().find(|t| t.new_key.as_deref().map(layout::type_name) == Some(merged_type));
     let columns = change.map(|t| t.columns.as_slice()).unwrap_or_default();
     let names = |s: &arrow_schema::Schema| s.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>();
@@ -195,4 +177,12 @@ fn shaper(side: &SideShape<'_>, merged: &Catalog, side_type: &str, merged_type: 
         return Ok(None);
     }
     Ok(Some(schema_effects::reshaper(merged_type, columns, &wanted)))
+}
+
+/// The merged catalog's columns for `merged_type`.
+fn merged_type_columns(merged: &Catalog, merged_type: &str) -> Result<arrow_schema::SchemaRef> {
+    merged
+        .arrow_schema(merged_type)
+        .map(std::sync::Arc::new)
+        .ok_or_else(|| OmniError::Internal(format!("{merged_type} is not in the merged catalog")))
 }

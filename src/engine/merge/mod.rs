@@ -36,7 +36,7 @@ use crate::engine::committed;
 use crate::engine::lang::catalog::Catalog;
 use crate::engine::layout;
 use crate::engine::manifest::{CommitRow, ManifestState, TableEntry, TableUpdate, merge_base};
-use crate::engine::storage::{MergeMode, Root, StagePlan};
+use crate::engine::storage::{MergeMode, Reshaper, Root, StagePlan};
 use crate::engine::write_plan::{self, PointerUpdate, Prepared};
 use crate::protocol::{OmniError, Result};
 
@@ -105,6 +105,47 @@ pub struct TableMerge {
     /// versions: where the target holds each id the merge updates or
     /// deletes, so its writes need no lookup.
     pub located: Option<HashMap<String, u64>>,
+    /// For a merge across a schema change: how each side's rows are read
+    /// in the merged shape (`rows` already are).
+    pub shapes: Option<Box<Shapes>>,
+}
+
+/// A table's pin on one side of a merge across schemas, with what brings
+/// its rows into the merged shape (`None`: they are in it).
+#[derive(Debug, Clone)]
+pub struct ShapedPin {
+    /// The side's pin (under the side's own type name).
+    pub entry: TableEntry,
+    /// Its rows into the merged shape.
+    pub shape: Option<Reshaper>,
+}
+
+impl ShapedPin {
+    /// `batches` of this pin in the merged shape.
+    pub fn reshape(&self, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+        reshaped(self.shape.as_ref(), batches)
+    }
+}
+
+/// `batches` through `shape`, or as they are.
+pub fn reshaped(shape: Option<&Reshaper>, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    match shape {
+        Some(shape) => batches.into_iter().map(|b| (shape.0)(b)).collect(),
+        None => Ok(batches),
+    }
+}
+
+/// How a merge across schemas reads one table on its three sides.
+#[derive(Debug, Clone)]
+pub struct Shapes {
+    /// The base's pin, when the base had the type.
+    pub base: Option<ShapedPin>,
+    /// The source's (its entry is [`TableMerge::source`]).
+    pub source: ShapedPin,
+    /// The target's (a stand-in when only the source has the type).
+    pub target: ShapedPin,
+    /// The merged type's columns.
+    pub merged: arrow_schema::SchemaRef,
 }
 
 /// A table's delta counts, as reported to clients.
@@ -192,6 +233,7 @@ pub async fn plan_table(
         rows,
         adopt,
         located,
+        shapes: None,
     }))
 }
 

@@ -7,17 +7,18 @@
 //! state, and recovery rolls forward exactly what was decided.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use lance::Dataset;
 
-use super::TableMerge;
 use super::delta;
+use super::{ShapedPin, TableMerge};
 use crate::engine::committed;
 use crate::engine::manifest::TableEntry;
 use crate::engine::resolution::{self, Resolution, Strategies};
 use crate::engine::rows::{self, EntityRow};
-use crate::engine::storage::Root;
+use crate::engine::storage::{Reshaper, Root};
 use crate::engine::three_way::Decision;
 use crate::protocol::{OmniError, Result};
 
@@ -53,15 +54,19 @@ pub async fn decide_table(
     // A target that is the merge base changed nothing, so it has no conflict.
     assert!(m.located.is_none(), "{}: a conflict where the target is the merge base", m.table_key);
     let ids: HashSet<&str> = m.delta.conflicts.iter().filter_map(|c| c.entity_id.as_deref()).collect();
-    let source_ds = committed::open_pinned(root, &m.source).await?;
-    let base_ds = match base {
-        Some(b) => Some(committed::open_pinned(root, b).await?),
-        None => None,
+    // Across a schema change every side is read in the merged shape, the
+    // base under the name it had there.
+    let shapes = m.shapes.as_deref();
+    let shape = |pin: &ShapedPin| pin.shape.clone();
+    let base = match shapes {
+        Some(s) => s.base.as_ref().map(|b| (&b.entry, shape(b))),
+        None => base.map(|b| (b, None)),
     };
-    let (source_rows, source_batches) = read(&source_ds, &ids).await?;
-    let (target_rows, _) = read(&m.target_ds, &ids).await?;
-    let base_rows = match &base_ds {
-        Some(ds) => read(ds, &ids).await?.0,
+    let source_ds = committed::open_pinned(root, &m.source).await?;
+    let (source_rows, source_batches) = read(&source_ds, &ids, shapes.and_then(|s| shape(&s.source))).await?;
+    let (target_rows, _) = read(&m.target_ds, &ids, shapes.and_then(|s| shape(&s.target))).await?;
+    let base_rows = match base {
+        Some((entry, shape)) => read(&*committed::open_pinned(root, entry).await?, &ids, shape).await?.0,
         None => HashMap::new(),
     };
     let (mut whole, mut merged) = (BTreeSet::new(), Vec::new());
@@ -93,19 +98,33 @@ pub async fn decide_table(
         }
         if t.is_some() { &mut m.delta.updated } else { &mut m.delta.inserted }.insert(id);
     }
-    // Written in the target's column order and types, as the merge's other rows.
+    // Written as the merge's other rows are: in the merged shape across a
+    // schema change, else in the target's column order and types.
     let (exact, _) = delta::split_by_ids(&source_batches, &whole)?;
-    m.rows.extend(super::lineage::normalised(&m.target_ds, &exact)?);
+    let schema = match shapes {
+        Some(s) => {
+            m.rows.extend(exact);
+            s.merged.clone()
+        }
+        None => {
+            m.rows.extend(super::lineage::normalised(&m.target_ds, &exact)?);
+            Arc::new(arrow_schema::Schema::from(m.target_ds.schema()))
+        }
+    };
     if !merged.is_empty() {
-        let schema = arrow_schema::Schema::from(m.target_ds.schema());
         m.rows.push(rows::to_batch(&schema, &merged)?);
     }
     Ok(out)
 }
 
-/// The rows of `ds` whose ids are in `ids`, by id, and as stored.
-async fn read(ds: &Dataset, ids: &HashSet<&str>) -> Result<(HashMap<String, EntityRow>, Vec<RecordBatch>)> {
-    let batches = delta::rows_with_ids(ds, ids).await?;
+/// The rows of `ds` whose ids are in `ids` (through `shape`, when given),
+/// by id and as batches.
+async fn read(
+    ds: &Dataset,
+    ids: &HashSet<&str>,
+    shape: Option<Reshaper>,
+) -> Result<(HashMap<String, EntityRow>, Vec<RecordBatch>)> {
+    let batches = super::reshaped(shape.as_ref(), delta::rows_with_ids(ds, ids).await?)?;
     let rows = batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect();
     Ok((rows, batches))
 }
