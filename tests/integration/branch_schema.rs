@@ -579,3 +579,65 @@ async fn a_rule_one_side_tightened_refuses_the_other_sides_rows_that_break_it() 
     assert!(err.to_string().contains("Old"), "{err}");
     assert_eq!(g.commits("main", Some(1)).await.expect("head").remove(0).commit_id, main_head, "nothing written");
 }
+
+/// A type only the branch has merges after `cleanup` kept one version of
+/// everything: the empty table its apply created (what the merge diffs the
+/// branch's rows against) is the latest version of its main ref, which
+/// cleanup never removes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_a_branch_added_merges_after_cleanup() {
+    let (_dir, g) = loaded_social_graph().await;
+    g.branch_create("feature", "main").await.expect("branch");
+    let teams = format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n");
+    g.schema_apply_on("feature", &teams, false, None).await.expect("apply on feature");
+    for name in ["Core", "Ops", "Web"] {
+        mutate(&g, "feature", &format!(r#"query q() {{ insert Team {{ name: "{name}" }} }}"#)).await;
+    }
+    mutate(&g, "main", r#"query q() { insert Person { name: "Mia", age: 20 } }"#).await;
+    let report = g.cleanup(Some(1), None, true).await.expect("cleanup");
+    assert!(report.versions_removed > 0, "{report:?}");
+    let r = g.branch_merge("feature", "main", &omnigraph::MergeOptions::default()).await.expect("merges");
+    assert_eq!(r.report.outcome, omnigraph::MergeOutcome::Merged);
+    let got = rows(&g, "query q() { match { $t: Team } return { $t.name } order { $t.name } }", on("main")).await;
+    let names: Vec<&Value> = got.iter().map(|r| &r["t.name"]).collect();
+    assert_eq!(names, [&json!("Core"), &json!("Ops"), &json!("Web")]);
+}
+
+/// A type only a deleted branch added is reclaimed once cleanup purges the
+/// branch (its dataset was registered nowhere else); every other table
+/// stays and main reads as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purging_a_branch_reclaims_the_types_only_it_added() {
+    let (dir, g) = loaded_social_graph().await;
+    g.branch_create("doomed", "main").await.expect("branch");
+    let teams = format!("{SOCIAL_PG}\nnode Team {{ name: String @key }}\n");
+    g.schema_apply_on("doomed", &teams, false, None).await.expect("apply on the branch");
+    mutate(&g, "doomed", r#"query q() { insert Team { name: "Core" } }"#).await;
+    let team_dir = {
+        let schema = g.schema_of("doomed").await.expect("schema");
+        let id = schema.catalog.node("Team").map(|n| n.table_id.clone()).expect("Team");
+        dir.path().join("graph").join("nodes").join(id)
+    };
+    assert!(files_under(&team_dir) > 0, "the branch's Team dataset at {team_dir:?}");
+    let people = "query q() { match { $p: Person } return { $p.name } order { $p.name } }";
+    let before = rows(&g, people, on("main")).await;
+    g.branch_delete("doomed").await.expect("delete");
+    let kept = g.cleanup_with(Some(1), None, Some("7d"), true).await.expect("cleanup in the window");
+    assert!(kept.dropped_tables.is_empty(), "a restorable branch keeps its tables: {kept:?}");
+    assert!(files_under(&team_dir) > 0, "kept while the branch can be restored");
+
+    let done = g.cleanup_with(Some(1), None, Some("0s"), true).await.expect("cleanup past the window");
+    assert_eq!(done.branches_purged, ["doomed"], "{done:?}");
+    let dropped: Vec<(&str, bool)> = done.dropped_tables.iter().map(|d| (d.type_key.as_str(), d.reclaimed)).collect();
+    assert_eq!(dropped, [("node:Team", true)], "{done:?}");
+    assert_eq!(rows(&g, people, on("main")).await, before, "main reads as before");
+    let reopened = omnigraph::Omnigraph::open(g.root().uri()).await.expect("reopen");
+    assert_eq!(rows(&reopened, people, on("main")).await, before);
+    assert_eq!(files_under(&team_dir), 0, "the Team dataset is gone");
+}
+
+/// Files under `dir`, at any depth (0 when it does not exist).
+fn files_under(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries.flatten().map(|e| if e.path().is_dir() { files_under(&e.path()) } else { 1 }).sum()
+}

@@ -145,13 +145,13 @@ pub async fn run(rt: &Runtime, req: &CleanupRequest) -> Result<CleanupReport> {
         refuse_pending(rt).await?;
         let now_us = chrono::Utc::now().timestamp_micros();
         let cutoff_us = now_us.saturating_sub(req.reflog_expiry_us);
-        let branches_purged = purge_expired(rt, cutoff_us, req.confirm).await?;
+        let (branches_purged, purged_tables) = purge_expired(rt, cutoff_us, req.confirm).await?;
         let reflog_records_pruned = prune_reflog(rt, cutoff_us, req.confirm).await?;
         let _schema = rt.lease_schema(LeaseMode::Exclusive).await?;
         // Again under the gate: a write that armed before we got it is done
         // or has left its sidecar.
         refuse_pending(rt).await?;
-        let plan = plan(rt, &req.policy, now_us, cutoff_us).await?;
+        let plan = plan(rt, &req.policy, (now_us, cutoff_us), purged_tables).await?;
         named_failpoint!("cleanup.after_plan");
         let mut report = CleanupReport {
             dry_run: !req.confirm,
@@ -223,9 +223,15 @@ struct Plan {
     pinned_by_tags: Vec<TagPin>,
 }
 
+/// Registered table locations and their type keys.
+type Registered = BTreeMap<String, String>;
+
 /// Purge the deleted branches whose delete is older than `cutoff_us`
 /// (with `confirm`; otherwise name them). One a tag still pins stays.
-async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<Vec<String>> {
+/// Also returns the tables the purged branches registered: a type only a
+/// purged branch added is registered nowhere else, so its dataset is
+/// reclaimed like a dropped type's.
+async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<(Vec<String>, Registered)> {
     let mut expired = Vec::new();
     for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
         let view = match rt.peek(&name, false).await {
@@ -234,23 +240,28 @@ async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<Ve
             Err(e) => return Err(e),
         };
         if view.state.deleted(&name).is_some_and(|d| d.at_us < cutoff_us) {
-            expired.push(name);
+            let registered: Registered =
+                view.state.registrations.values().map(|r| (r.location.clone(), r.table_key.clone())).collect();
+            expired.push((name, registered));
         }
     }
     if !confirm {
-        return Ok(expired);
+        return Ok((expired.into_iter().map(|(name, _)| name).collect(), Registered::new()));
     }
-    let mut purged = Vec::new();
+    let (mut purged, mut tables) = (Vec::new(), Registered::new());
     // Deepest first: a child's native ref reads its parent's data.
-    expired.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    for name in expired {
+    expired.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+    for (name, registered) in expired {
         match branch_control::purge(rt, &name).await {
-            Ok(_) => purged.push(name),
+            Ok(_) => {
+                purged.push(name);
+                tables.extend(registered);
+            }
             Err(OmniError::BranchConflict { reason, .. }) => warn!(branch = %name, %reason, "kept a deleted branch"),
             Err(e) => return Err(e),
         }
     }
-    Ok(purged)
+    Ok((purged, tables))
 }
 
 /// Remove the branch-control reflog records older than `cutoff_us` (with
@@ -268,8 +279,15 @@ async fn prune_reflog(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<usi
 }
 
 /// Retained commits of every branch on storage (a deleted one too, until
-/// it is purged) and what they read.
-async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64, cutoff_us: i64) -> Result<Plan> {
+/// it is purged) and what they read. `purged` holds the tables of the
+/// branches this cleanup purged (they are dropped unless something
+/// retained still reads them).
+async fn plan(
+    rt: &Runtime,
+    policy: &RetentionPolicy,
+    (now_us, cutoff_us): (i64, i64),
+    purged: Registered,
+) -> Result<Plan> {
     let mut branches = vec![MAIN.to_string()];
     branches.extend(table::list_branches(&manifest::uri(rt.root())).await?.into_keys());
     let mut heads = Vec::new();
@@ -294,7 +312,7 @@ async fn plan(rt: &Runtime, policy: &RetentionPolicy, now_us: i64, cutoff_us: i6
     let live: BTreeSet<(&str, u64)> = views.iter().chain(&heads).map(|v| (v.branch.as_str(), v.version)).collect();
     retained.retain(|(b, v, _)| live.contains(&(b.as_str(), *v)));
     let mut keep = KeepSet::default();
-    let (mut keys, mut read) = (BTreeMap::new(), BTreeSet::new());
+    let (mut keys, mut read) = (purged, BTreeSet::new());
     for view in views.iter().chain(&heads) {
         keep.keep(manifest::MANIFEST_DIR, Some(&view.branch), view.version);
         for t in view.state.tables.values() {
