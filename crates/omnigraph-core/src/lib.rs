@@ -11,6 +11,7 @@ pub mod lang;
 pub mod load;
 pub mod memory_budget;
 pub mod operator_config;
+pub mod policy;
 pub mod protocol;
 pub mod read_limits;
 pub mod refs;

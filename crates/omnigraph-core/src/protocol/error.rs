@@ -165,6 +165,19 @@ pub enum OmniError {
     #[error("read-only: {0}")]
     ReadOnly(String),
 
+    /// A policy does not let the actor take the action there.
+    #[error("forbidden: actor `{actor}` may not `{action}`{}{}", on_branch(.branch, "on"), on_branch(.target_branch, "into"))]
+    Forbidden {
+        /// The action's policy name.
+        action: String,
+        /// The caller.
+        actor: String,
+        /// The branch read or written.
+        branch: Option<String>,
+        /// The branch changed.
+        target_branch: Option<String>,
+    },
+
     /// Missing or wrong credentials.
     #[error("unauthorized")]
     Unauthorized,
@@ -193,6 +206,11 @@ pub enum OmniError {
     },
 }
 
+/// ` on branch `b`` (or nothing).
+fn on_branch(branch: &Option<String>, word: &str) -> String {
+    branch.as_ref().map(|b| format!(" {word} branch `{b}`")).unwrap_or_default()
+}
+
 fn remote_message(body: &serde_json::Value) -> String {
     match body.get("error").and_then(|e| e.as_str()) {
         Some(text) => text.to_string(),
@@ -211,7 +229,7 @@ impl OmniError {
         match self {
             OmniError::BadRequest(_) | OmniError::Compile { .. } => 400,
             OmniError::Unauthorized => 401,
-            OmniError::ReadOnly(_) => 403,
+            OmniError::ReadOnly(_) | OmniError::Forbidden { .. } => 403,
             OmniError::NotFound(_) => 404,
             OmniError::AlreadyExists(_)
             | OmniError::KeyConflict { .. }
@@ -294,6 +312,9 @@ impl OmniError {
             }),
             OmniError::ChangeFeedGap { cursor, first_unreadable_commit_id } => serde_json::json!({
                 "change_feed_gap": { "cursor": cursor, "first_unreadable_commit_id": first_unreadable_commit_id }
+            }),
+            OmniError::Forbidden { action, actor, branch, target_branch } => serde_json::json!({
+                "action": action, "actor": actor, "branch": branch, "target_branch": target_branch,
             }),
             OmniError::RecoveryRequired { operation_id, reason } => serde_json::json!({
                 "recovery_required": { "operation_id": operation_id, "reason": reason }
