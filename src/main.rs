@@ -51,6 +51,8 @@ mod changes_cli;
 mod history_cli;
 #[path = "cli/operator.rs"]
 mod operator;
+#[path = "cli/policy.rs"]
+mod policy_cli;
 #[path = "cli/remote.rs"]
 mod remote;
 #[path = "cli/schema.rs"]
@@ -264,6 +266,18 @@ enum Command {
         /// Serve without bearer tokens.
         #[arg(long)]
         unauthenticated: bool,
+        /// A policy bundle (the reference's policy.yaml) deciding what each
+        /// actor may do on every graph, and who may list the graphs; needs
+        /// bearer tokens.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<String>,
+        /// ID=FILE: the policy bundle of one graph (instead of --policy's),
+        /// repeatable.
+        #[arg(long = "graph-policy", value_name = "ID=FILE")]
+        graph_policies: Vec<String>,
+        /// Where no policy applies, refuse every action but `read` (403).
+        #[arg(long)]
+        default_deny: bool,
         /// Concurrent writes allowed per actor before 429.
         #[arg(long, default_value_t = 16)]
         max_inflight_writes: usize,
@@ -515,6 +529,12 @@ enum Command {
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
+    },
+    /// Check policy bundles, run their tests, explain a decision (offline).
+    #[command(after_help = "Example:\n  omnigraph policy test policy.yaml --tests policy.tests.yaml")]
+    Policy {
+        #[command(subcommand)]
+        command: policy_cli::PolicyCommand,
     },
 }
 
@@ -1312,6 +1332,7 @@ impl Command {
             Command::Changes { command } => command.json(),
             Command::History { entity, .. } | Command::Blame { entity } => entity.json,
             Command::Schema { command } => command.json(),
+            Command::Policy { command } => command.json(),
         }
     }
 }
@@ -1389,6 +1410,12 @@ async fn run(command: Command, quiet: bool) -> Result<Outcome> {
     }
     if let Command::Branch { command: merge @ BranchCommand::Merge { .. } } = command {
         return run_merge(merge).await;
+    }
+    if let Command::Policy { command } = command {
+        return Ok(match policy_cli::run(command)? {
+            0 => Outcome::Done,
+            code => Outcome::Reported(code),
+        });
     }
     run_command(command, quiet).await.map(|()| Outcome::Done)
 }
@@ -2310,6 +2337,9 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             bind,
             graphs,
             unauthenticated,
+            policy,
+            graph_policies,
+            default_deny,
             max_inflight_writes,
             default_graph,
             limits,
@@ -2325,9 +2355,11 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             let read_limits = limits.limits();
             // Before any graph opens: every cache takes its capacity from it.
             omnigraph::set_memory_budget(memory_budget.unwrap_or_else(default_memory_budget));
+            let gate = policy_gate(policy.as_deref(), &graph_policies, default_deny)?;
             serve(ServeArgs {
                 bind,
                 graphs,
+                gate,
                 storage_config,
                 read_only,
                 refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
@@ -2343,6 +2375,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             .await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
+        Command::Policy { .. } => Err(OmniError::Internal("policy is dispatched by run".into())),
         Command::Schema { command } => schema_cli::run(command).await,
     }
 }
@@ -2552,6 +2585,7 @@ const EXAMPLE_DATA: &str = include_str!("../examples/social.jsonl");
 struct ServeArgs {
     bind: String,
     graphs: Vec<String>,
+    gate: omnigraph::server::Gate,
     storage_config: Option<String>,
     read_only: bool,
     refresh_interval: std::time::Duration,
@@ -2569,6 +2603,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let ServeArgs {
         bind,
         graphs,
+        gate,
         storage_config,
         read_only,
         refresh_interval,
@@ -2619,6 +2654,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         graphs: specs,
         auth: omnigraph::server::Auth::from_env()?,
         unauthenticated,
+        gate,
         max_inflight_writes_per_actor: max_inflight,
         default_graph,
         read_limits,
@@ -2630,6 +2666,27 @@ async fn serve(args: ServeArgs) -> Result<()> {
         index_lag_rows,
     };
     omnigraph::server::serve(config, shutdown_signal()).await
+}
+
+/// The daemon's policies: `--policy` for every graph, `--graph-policy
+/// ID=FILE` per graph, each bundle compiled now so a bad one stops the
+/// start with its line and reason.
+fn policy_gate(all: Option<&str>, per_graph: &[String], default_deny: bool) -> Result<omnigraph::server::Gate> {
+    use omnigraph::engine::policy::Policy;
+    let load = |file: &str| -> Result<std::sync::Arc<Policy>> {
+        let source = read_file(file)?;
+        Policy::parse(file, &source).map(std::sync::Arc::new).map_err(|e| OmniError::BadRequest(e.to_string()))
+    };
+    let mut gate = omnigraph::server::Gate { all: all.map(load).transpose()?, default_deny, ..Default::default() };
+    for spec in per_graph {
+        let (id, file) = spec
+            .split_once('=')
+            .ok_or_else(|| OmniError::BadRequest(format!("--graph-policy takes ID=FILE, got `{spec}`")))?;
+        if gate.graphs.insert(id.to_string(), load(file)?).is_some() {
+            return Err(OmniError::BadRequest(format!("--graph-policy names graph `{id}` twice")));
+        }
+    }
+    Ok(gate)
 }
 
 /// A `--durability` value.

@@ -3,6 +3,7 @@
 //! [`crate::Graph`] handle the CLI uses.
 
 pub mod auth;
+pub mod gate;
 mod listener;
 mod middleware;
 mod routes;
@@ -23,6 +24,7 @@ use crate::engine::read_limits::ReadLimits;
 use crate::graph::{Graph, Omnigraph, OpenMode};
 use crate::protocol::{OmniError, Result};
 pub use auth::Auth;
+pub use gate::Gate;
 
 /// What the daemon serves.
 #[derive(Debug, Clone)]
@@ -35,6 +37,8 @@ pub struct ServerConfig {
     pub auth: Auth,
     /// Serve without authentication (actor `anonymous`).
     pub unauthenticated: bool,
+    /// What an authenticated actor may do (no policy: everything).
+    pub gate: Gate,
     /// Concurrent writes allowed per actor before 429.
     pub max_inflight_writes_per_actor: usize,
     /// The graph the flat routes (`/snapshot`, `/query`, …) serve; `None`
@@ -81,6 +85,7 @@ pub(crate) struct AppState {
     pub(crate) graphs: BTreeMap<String, (String, Graph)>,
     pub(crate) auth: Auth,
     pub(crate) unauthenticated: bool,
+    pub(crate) gate: Gate,
     pub(crate) inflight: DashMap<String, usize>,
     pub(crate) max_inflight: usize,
     pub(crate) read_limits: ReadLimits,
@@ -114,6 +119,16 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
             "no bearer token configured: set OMNIGRAPH_SERVER_TOKENS_FILE or OMNIGRAPH_SERVER_BEARER_TOKEN, or pass --unauthenticated"
                 .into(),
         ));
+    }
+    if config.gate.has_policy() && !config.auth.is_configured() {
+        return Err(OmniError::BadRequest(
+            "a policy needs bearer tokens to know who asks: set OMNIGRAPH_SERVER_TOKENS_FILE or \
+             OMNIGRAPH_SERVER_BEARER_TOKEN"
+                .into(),
+        ));
+    }
+    if let Some(id) = config.gate.graphs.keys().find(|id| !config.graphs.iter().any(|(g, _)| g == *id)) {
+        return Err(OmniError::BadRequest(format!("--graph-policy names graph `{id}`, which no --graph serves")));
     }
     if config.max_connections == 0 {
         return Err(OmniError::BadRequest("max_connections must be at least 1".into()));
@@ -150,6 +165,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         graphs,
         auth: config.auth.clone(),
         unauthenticated: config.unauthenticated,
+        gate: config.gate.clone(),
         inflight: DashMap::new(),
         max_inflight: config.max_inflight_writes_per_actor.max(1),
         read_limits: config.read_limits,

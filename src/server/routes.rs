@@ -13,12 +13,13 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{AppState, middleware};
+use super::{AppState, gate, middleware};
 use crate::engine::conflict_page::ConflictPage;
 use crate::engine::diff::DiffFilter;
 use crate::engine::feed::FeedStart;
 use crate::engine::loader::LoadMode;
 use crate::engine::manifest::STAMP;
+use crate::engine::policy::{Action, Request};
 use crate::engine::query::Insight;
 use crate::engine::read_limits::ReadLimits;
 use crate::engine::storage::durability;
@@ -266,16 +267,54 @@ struct Admitted<T> {
 }
 
 impl AppState {
-    /// Authenticate, then `parse` the body, then admit the write.
+    /// Authenticate, then `parse` the body, then authorize what it asks
+    /// (`request`) on graph `id`, then admit the write.
     fn admit_write<T>(
         self: &Arc<Self>,
         headers: &HeaderMap,
+        id: &str,
         parse: impl FnOnce() -> Result<T, ApiError>,
+        request: impl FnOnce(&T) -> Request,
     ) -> Result<Admitted<T>, ApiError> {
         let actor = self.actor(headers)?;
         let body = parse()?;
+        self.gate.check(&actor, Some(id), &request(&body))?;
         let slot = self.admit(&actor)?;
         Ok(Admitted { actor, body, _slot: slot })
+    }
+
+    /// Authenticate, then authorize `request` on graph `id` (`None`: a
+    /// server action): the actor.
+    fn allow(&self, headers: &HeaderMap, id: Option<&str>, request: &Request) -> Result<String, ApiError> {
+        let actor = self.actor(headers)?;
+        self.gate.check(&actor, id, request)?;
+        Ok(actor)
+    }
+
+    /// Authenticate, then authorize a read of graph `id` at `reference`
+    /// (a branch, a commit, any ref; `None`: graph-wide): the actor.
+    async fn reader(&self, headers: &HeaderMap, id: &str, reference: Option<&str>) -> Result<String, ApiError> {
+        let actor = self.actor(headers)?;
+        self.read_allowed(&actor, id, reference).await?;
+        Ok(actor)
+    }
+
+    /// Whether `actor` may read graph `id` at `reference`. Under a policy a
+    /// ref counts as a read of the branches it names (`B~2` of `B`, `A...B`
+    /// of both); a commit id or a tag names no branch, so only a rule
+    /// without a branch scope (or scope `any`) allows it.
+    async fn read_allowed(&self, actor: &str, id: &str, reference: Option<&str>) -> Result<(), ApiError> {
+        if !self.gate.has_policy() {
+            return Ok(self.gate.check(actor, Some(id), &gate::read(None))?);
+        }
+        let Some(reference) = reference else { return Ok(self.gate.check(actor, Some(id), &gate::read(None))?) };
+        let live = self.graph(id)?.branch_list().await?;
+        for part in reference.split("...") {
+            let name = part.split(['~', '^']).next().unwrap_or(part);
+            let branch = live.iter().any(|b| b.name == name).then_some(name);
+            self.gate.check(actor, Some(id), &gate::read(branch))?;
+        }
+        Ok(())
     }
 }
 
@@ -352,7 +391,7 @@ async fn graph_healthz(State(s): State<Arc<AppState>>, Path(id): Path<String>) -
 }
 
 async fn list_graphs(State(s): State<Arc<AppState>>, headers: HeaderMap) -> ApiResult {
-    s.actor(&headers)?;
+    s.allow(&headers, None, &Request::of(Action::GraphList))?;
     let graphs: Vec<Value> = s.graphs.iter().map(|(id, (root, _))| json!({"graph_id": id, "uri": root})).collect();
     Ok(axum::Json(json!({ "graphs": graphs })))
 }
@@ -370,8 +409,9 @@ async fn snapshot(
     Query(q): Query<BranchParam>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
-    let snap = s.graph(&id)?.snapshot(q.branch.as_deref().unwrap_or("main")).await?;
+    let at = q.branch.as_deref().unwrap_or("main");
+    s.reader(&headers, &id, Some(at)).await?;
+    let snap = s.graph(&id)?.snapshot(at).await?;
     Ok(axum::Json(wire::snapshot_json(&snap)))
 }
 
@@ -418,8 +458,10 @@ async fn query(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    s.actor(&headers)?;
+    let actor = s.actor(&headers)?;
     let q: QueryBody = json_body(b)?;
+    let at = q.commit.as_deref().or(q.branch.as_deref()).unwrap_or("main");
+    s.read_allowed(&actor, &id, Some(at)).await?;
     let target = ReadTarget::of(q.commit, q.branch);
     let limits = s.read_limits.tightened_by(q.limits.unwrap_or_else(ReadLimits::unlimited));
     let insight = Insight::from_flags(q.explain, q.profile)?;
@@ -451,7 +493,8 @@ async fn run_mutation(
     b: Result<Bytes, BytesRejection>,
     if_commit: Option<String>,
 ) -> ApiResult {
-    let Admitted { actor, body: m, _slot } = s.admit_write(&headers, || json_body::<MutateBody>(b))?;
+    let on = |m: &MutateBody| Request::on(Action::Change, m.branch.as_deref().unwrap_or("main"));
+    let Admitted { actor, body: m, _slot } = s.admit_write(&headers, &id, || json_body::<MutateBody>(b), on)?;
     let opts = WriteOptions { branch: m.branch.unwrap_or_else(|| "main".into()), actor: Some(actor), if_commit };
     let out = s.graph(&id)?.mutate(&m.query, m.name.as_deref(), m.params, &opts).await?;
     Ok(axum::Json(wire::mutation_json(&out, &opts.branch, m.name.as_deref())))
@@ -510,9 +553,16 @@ async fn run_load(
     mode: LoadMode,
     to: LoadTarget,
 ) -> ApiResult {
-    let _slot = s.admit(&actor)?;
     let g = s.graph(id)?;
     let branch = to.branch.unwrap_or_else(|| "main".into());
+    s.gate.check(&actor, Some(id), &Request::on(Action::Change, &branch))?;
+    if let Some(base) = &to.from
+        && s.gate.has_policy()
+        && !g.branch_list().await?.iter().any(|b| b.name == branch)
+    {
+        s.gate.check(&actor, Some(id), &Request::into(Action::BranchCreate, Some(base), &branch))?;
+    }
+    let _slot = s.admit(&actor)?;
     let created = match &to.from {
         Some(base) => g.ensure_branch(&branch, base).await?,
         None => false,
@@ -571,7 +621,7 @@ async fn load_ndjson(
 }
 
 async fn branches(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, None).await?;
     let list = s.graph(&id)?.branch_list().await?;
     let names: Vec<&str> = list.iter().map(|b| b.name.as_str()).collect();
     Ok(axum::Json(json!({ "branches": names, "details": list })))
@@ -590,7 +640,10 @@ async fn branch_create(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CreateBranchBody>(b))?;
+    let into =
+        |r: &CreateBranchBody| Request::into(Action::BranchCreate, Some(r.from.as_deref().unwrap_or("main")), &r.name);
+    let Admitted { actor, body: req, _slot } =
+        s.admit_write(&headers, &id, || json_body::<CreateBranchBody>(b), into)?;
     let g = s.graph(&id)?;
     let from = req.from.unwrap_or_else(|| "main".into());
     let info = g.branch_create_as(&req.name, &from, Some(&actor)).await?;
@@ -615,7 +668,7 @@ async fn branch_delete(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
+    let actor = s.allow(&headers, Some(&id), &Request::into(Action::BranchDelete, None, &name))?;
     let purge = purge_param(query.as_deref())?;
     let _slot = s.admit(&actor)?;
     let g = s.graph(&id)?;
@@ -654,7 +707,8 @@ async fn branch_action(
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     if let Some(name) = path.strip_suffix("/restore") {
-        let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<RestoreBody>(b))?;
+        let into = |_: &RestoreBody| Request::into(Action::BranchCreate, None, name);
+        let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_or_default(b), into)?;
         let g = s.graph(&id)?;
         return Ok(axum::Json(wire::restored_json(&g.branch_restore(name, req.at.as_deref(), Some(&actor)).await?)));
     }
@@ -664,7 +718,8 @@ async fn branch_action(
         ))
         .into());
     };
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<ResetBody>(b))?;
+    let into = |_: &ResetBody| Request::into(Action::BranchReset, None, name);
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_body(b), into)?;
     let opts = crate::graph::ResetOptions {
         as_commit: req.as_commit,
         if_commit: req.if_commit,
@@ -714,7 +769,9 @@ async fn branch_merge(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<MergeBody>(b))?;
+    let into =
+        |r: &MergeBody| Request::into(Action::BranchMerge, Some(&r.source), r.target.as_deref().unwrap_or("main"));
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_body::<MergeBody>(b), into)?;
     let g = s.graph(&id)?;
     let target = req.target.unwrap_or_else(|| "main".into());
     let opts = MergeOptions {
@@ -778,7 +835,12 @@ async fn move_commit(
     b: Result<Bytes, BytesRejection>,
     pick: bool,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(headers, || json_body_or_default::<MoveBody>(b))?;
+    let into = |r: &MoveBody| match pick {
+        true => Request::into(Action::CherryPick, None, r.onto.as_deref().unwrap_or_default()),
+        false => Request::into(Action::Revert, None, r.branch.as_deref().unwrap_or("main")),
+    };
+    let Admitted { actor, body: req, _slot } =
+        s.admit_write(headers, id, || json_body_or_default::<MoveBody>(b), into)?;
     let branch = match (pick, req.branch, req.onto) {
         (false, branch, None) => branch,
         (true, None, Some(onto)) => Some(onto),
@@ -815,7 +877,8 @@ async fn optimize(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<OptimizeBody>(b))?;
+    let into = |r: &OptimizeBody| Request::into(Action::Optimize, None, r.branch.as_deref().unwrap_or("main"));
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_or_default(b), into)?;
     let g = s.graph(&id)?;
     let report = g.optimize(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
@@ -830,7 +893,8 @@ async fn ensure_indices(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_or_default::<OptimizeBody>(b))?;
+    let into = |r: &OptimizeBody| Request::into(Action::IndexEnsure, None, r.branch.as_deref().unwrap_or("main"));
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_or_default(b), into)?;
     let report = s.graph(&id)?.ensure_indices(req.branch.as_deref().unwrap_or("main"), Some(&actor)).await?;
     let mut body = serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?;
     body["actor_id"] = json!(actor);
@@ -844,8 +908,9 @@ async fn index_status(
     Query(q): Query<BranchParam>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
-    let status = s.graph(&id)?.index_status(q.branch.as_deref().unwrap_or("main")).await?;
+    let at = q.branch.as_deref().unwrap_or("main");
+    s.reader(&headers, &id, Some(at)).await?;
+    let status = s.graph(&id)?.index_status(at).await?;
     Ok(axum::Json(serde_json::to_value(&status).map_err(|e| OmniError::Internal(e.to_string()))?))
 }
 
@@ -876,7 +941,8 @@ async fn cleanup(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { body: req, _slot, .. } = s.admit_write(&headers, || json_or_default::<CleanupBody>(b))?;
+    let all = |_: &CleanupBody| Request::of(Action::Cleanup);
+    let Admitted { body: req, _slot, .. } = s.admit_write(&headers, &id, || json_or_default(b), all)?;
     let g = s.graph(&id)?;
     let report = g.cleanup_with(req.keep, req.older_than.as_deref(), req.reflog_expiry.as_deref(), req.confirm).await?;
     Ok(axum::Json(serde_json::to_value(&report).map_err(|e| OmniError::Internal(e.to_string()))?))
@@ -888,8 +954,9 @@ async fn commits(
     Query(q): Query<BranchParam>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
-    let list = s.graph(&id)?.commits(q.branch.as_deref().unwrap_or("main"), q.limit).await?;
+    let at = q.branch.as_deref().unwrap_or("main");
+    s.reader(&headers, &id, Some(at)).await?;
+    let list = s.graph(&id)?.commits(at, q.limit).await?;
     Ok(axum::Json(json!({ "commits": list.iter().map(wire::commit_json).collect::<Vec<_>>() })))
 }
 
@@ -900,7 +967,7 @@ async fn reflog(
     Query(q): Query<BranchParam>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, q.branch.as_deref()).await?;
     let entries = s.graph(&id)?.reflog(q.branch.as_deref(), q.limit).await?;
     Ok(axum::Json(wire::reflog_json(&entries)))
 }
@@ -910,7 +977,7 @@ async fn commit(
     Path((id, commit)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, Some(&commit)).await?;
     let c = s.graph(&id)?.commit(&commit).await?;
     Ok(axum::Json(wire::commit_json(&c)))
 }
@@ -942,7 +1009,8 @@ async fn diff(
     Query(q): Query<DiffParams>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    let actor = s.reader(&headers, &id, Some(&q.from)).await?;
+    s.read_allowed(&actor, &id, Some(&q.to)).await?;
     let ops = comma_list(q.op.as_deref()).iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
     let filter = DiffFilter { types: comma_list(q.types.as_deref()), kind: q.kind, ops };
     let g = s.graph(&id)?;
@@ -1002,7 +1070,7 @@ async fn commit_changes(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, Some(&commit)).await?;
     let (filter, rest) = change_params(query.as_deref(), &["page_token", "limit"])?;
     let limit = count_param("limit", rest.get("limit"))?;
     let page =
@@ -1018,9 +1086,10 @@ async fn changes_poll(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    let actor = s.actor(&headers)?;
     let allowed = ["branch", "cursor", "start", "page_token", "limit", "wait"];
     let (filter, mut rest) = change_params(query.as_deref(), &allowed)?;
+    s.read_allowed(&actor, &id, Some(rest.get("branch").map_or("main", String::as_str))).await?;
     let places = [rest.remove("cursor"), rest.remove("start"), rest.remove("page_token")];
     let from = match places {
         [Some(c), None, None] => FeedFrom::Cursor(c),
@@ -1050,7 +1119,7 @@ async fn entity_history(
     Query(q): Query<HistoryParams>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, Some(q.branch.as_deref().unwrap_or("main"))).await?;
     let g = s.graph(&id)?;
     let h = g.entity_history(&type_name, &entity, q.property.as_deref(), q.branch.as_deref(), q.limit).await?;
     Ok(axum::Json(json!(h)))
@@ -1069,7 +1138,7 @@ async fn blame(
     Query(q): Query<BlameParams>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, Some(q.branch.as_deref().unwrap_or("main"))).await?;
     Ok(axum::Json(json!(s.graph(&id)?.blame(&type_name, &entity, q.branch.as_deref()).await?)))
 }
 
@@ -1093,8 +1162,9 @@ async fn changes_baseline(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    s.actor(&headers)?;
+    let actor = s.actor(&headers)?;
     let req: BaselineBody = json_body_or_default(b)?;
+    s.gate.check(&actor, Some(&id), &Request::on(Action::Export, req.branch.as_deref().unwrap_or("main")))?;
     let ops = req.op.iter().map(|o| o.parse()).collect::<Result<Vec<_>, OmniError>>()?;
     let filter = DiffFilter { types: req.types, kind: one_kind(req.kind)?, ops };
     let baseline = s.graph(&id)?.changes_baseline(req.branch.as_deref(), &filter).await?;
@@ -1105,7 +1175,7 @@ async fn changes_baseline(
 }
 
 async fn tag_list(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, None).await?;
     let tags = s.graph(&id)?.tags().await?;
     Ok(axum::Json(wire::tags_json(&tags)))
 }
@@ -1126,7 +1196,8 @@ async fn tag_create(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, || json_body::<CreateTagBody>(b))?;
+    let tag = |_: &CreateTagBody| Request::of(Action::TagCreate);
+    let Admitted { actor, body: req, _slot } = s.admit_write(&headers, &id, || json_body(b), tag)?;
     let g = s.graph(&id)?;
     let tag = g.tag_create(&req.name, req.target.as_deref(), req.message.as_deref(), Some(&actor)).await?;
     Ok(axum::Json(wire::tag_json(&tag)))
@@ -1137,7 +1208,7 @@ async fn tag_delete(
     Path((id, name)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult {
-    let actor = s.actor(&headers)?;
+    let actor = s.allow(&headers, Some(&id), &Request::of(Action::TagDelete))?;
     let _slot = s.admit(&actor)?;
     let tag = s.graph(&id)?.tag_delete(&name).await?;
     Ok(axum::Json(wire::tag_json(&tag)))
@@ -1157,7 +1228,8 @@ async fn schema_diff(
     Query(q): Query<SchemaDiffParams>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
+    let actor = s.reader(&headers, &id, Some(&q.from)).await?;
+    s.read_allowed(&actor, &id, Some(&q.to)).await?;
     Ok(axum::Json(json!(s.graph(&id)?.schema_diff(&q.from, &q.to).await?)))
 }
 
@@ -1169,8 +1241,9 @@ async fn schema(
     Query(q): Query<BranchParam>,
     headers: HeaderMap,
 ) -> ApiResult {
-    s.actor(&headers)?;
-    let schema = s.graph(&id)?.schema_of(q.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN)).await?;
+    let at = q.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN);
+    s.reader(&headers, &id, Some(at)).await?;
+    let schema = s.graph(&id)?.schema_of(at).await?;
     Ok(axum::Json(wire::schema_json(&schema)))
 }
 
@@ -1196,7 +1269,13 @@ async fn schema_apply(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
-    let Admitted { body: req, actor, _slot } = s.admit_write(&headers, || json_body::<SchemaApplyBody>(b))?;
+    // A dry run writes nothing: it is a read of the branch.
+    let into = |r: &SchemaApplyBody| {
+        let branch = r.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN);
+        if r.dry_run { Request::on(Action::Read, branch) } else { Request::into(Action::SchemaApply, None, branch) }
+    };
+    let Admitted { body: req, actor, _slot } =
+        s.admit_write(&headers, &id, || json_body::<SchemaApplyBody>(b), into)?;
     let graph = s.graph(&id)?;
     let branch = req.branch.as_deref().unwrap_or(crate::engine::branch_name::MAIN);
     let report = if req.dry_run {
@@ -1208,7 +1287,7 @@ async fn schema_apply(
 }
 
 async fn recovery(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
-    s.actor(&headers)?;
+    s.reader(&headers, &id, None).await?;
     let status = s.graph(&id)?.recovery_status().await?;
     Ok(axum::Json(serde_json::to_value(status).unwrap_or_default()))
 }
@@ -1233,8 +1312,12 @@ async fn export(
     headers: HeaderMap,
     b: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    s.actor(&headers)?;
+    let actor = s.actor(&headers)?;
     let req: ExportBody = json_body_or_default(b)?;
+    // An export at a commit names no branch.
+    let branch = if req.snapshot.is_some() { None } else { Some(req.branch.as_deref().unwrap_or("main")) };
+    let request = Request { action: Action::Export, branch: branch.map(str::to_string), target_branch: None };
+    s.gate.check(&actor, Some(&id), &request)?;
     let target = ReadTarget::of(req.snapshot, req.branch);
     let types: Vec<String> = req.type_names.into_iter().chain(req.table_keys).collect();
     let plan = s.graph(&id)?.export(&target, &types).await?;

@@ -36,6 +36,7 @@ mod maintenance;
 mod memory;
 mod merge;
 mod operator;
+mod policy;
 mod publisher;
 mod queries;
 mod reference_cli;
