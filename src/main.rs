@@ -98,6 +98,11 @@ struct Cli {
     /// the query and print its plan with each operator's rows and time.
     #[arg(long, global = true, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
     profile: Option<String>,
+    /// A policy bundle (the reference's policy.yaml): `serve` decides every
+    /// request by it; a write on a local graph runs only if it allows the
+    /// actor (`--as`, else `operator.actor`) the write (docs/policy.md).
+    #[arg(long, global = true, value_name = "FILE")]
+    policy: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -266,11 +271,6 @@ enum Command {
         /// Serve without bearer tokens.
         #[arg(long)]
         unauthenticated: bool,
-        /// A policy bundle (the reference's policy.yaml) deciding what each
-        /// actor may do on every graph, and who may list the graphs; needs
-        /// bearer tokens.
-        #[arg(long, value_name = "FILE")]
-        policy: Option<String>,
         /// ID=FILE: the policy bundle of one graph (instead of --policy's),
         /// repeatable.
         #[arg(long = "graph-policy", value_name = "ID=FILE")]
@@ -1174,12 +1174,15 @@ fn main() -> ExitCode {
             (Ok(options), Ok(durability)) => {
                 omnigraph::engine::storage::config::set_defaults(options);
                 durability::set_default(durability);
+                let policy = cli.policy.as_deref();
                 match cli.command.write_target() {
-                    Ok(Some(t)) => match t.announce(cli.quiet, cli.yes) {
-                        Ok(()) => run(cli.command, cli.quiet).await,
-                        Err(e) => Err(e),
-                    },
-                    Ok(None) => run(cli.command, cli.quiet).await,
+                    Ok(Some(t)) => {
+                        match t.announce(cli.quiet, cli.yes).and_then(|()| cli.command.authorize(&t, policy)) {
+                            Ok(()) => run(cli.command, cli.quiet, policy).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Ok(None) => run(cli.command, cli.quiet, policy).await,
                     Err(e) => Err(e),
                 }
             }
@@ -1289,6 +1292,75 @@ impl Command {
             Command::Repair { confirm: true, graph, .. } => t("repair", graph, false),
             _ => Ok(None),
         }
+    }
+
+    /// Refuse a write on a local graph that `--policy` does not allow the
+    /// actor (`--as`, else `operator.actor`; none is refused); a write
+    /// through a daemon is the daemon's to decide.
+    fn authorize(&self, target: &WriteTarget<'_>, policy: Option<&str>) -> Result<()> {
+        let (Some(file), false) = (policy, matches!(self, Command::Serve { .. })) else { return Ok(()) };
+        if target.via != "direct" {
+            return Err(OmniError::BadRequest(
+                "--policy decides writes on a local graph; a daemon decides its own with `serve --policy`".into(),
+            ));
+        }
+        let Some((requests, actor)) = self.policy_requests() else { return Ok(()) };
+        let policy = omnigraph::engine::policy::Policy::parse(file, &read_file(file)?)
+            .map_err(|e| OmniError::BadRequest(e.to_string()))?;
+        let actor = operator::actor(actor)?.ok_or_else(|| {
+            OmniError::BadRequest("--policy needs an actor: pass --as ACTOR or set operator.actor".into())
+        })?;
+        let gate = omnigraph::server::Gate { all: Some(std::sync::Arc::new(policy)), ..Default::default() };
+        requests.iter().try_for_each(|r| gate.check(&actor, Some(target.uri.as_ref()), r))
+    }
+
+    /// What a local write asks a policy, and the actor it names (`--as`).
+    fn policy_requests(&self) -> Option<(Vec<omnigraph::engine::policy::Request>, Option<&str>)> {
+        use omnigraph::engine::policy::{Action, Request};
+        let into = |action, from: Option<&str>, target: &str| Request::into(action, from, target);
+        if let Command::Load { write, from, .. } = self {
+            let mut asks = vec![Request::on(Action::Change, &write.branch)];
+            // A load that may fork its branch (`--from`) may create it too.
+            asks.extend(from.as_deref().map(|base| into(Action::BranchCreate, Some(base), &write.branch)));
+            return Some((asks, write.actor.as_deref()));
+        }
+        let (request, actor) = match self {
+            Command::Mutate { write, .. } => (Request::on(Action::Change, &write.branch), write.actor.as_deref()),
+            Command::Branch { command } => match command {
+                BranchCommand::Create { from, name, actor, .. } => {
+                    (into(Action::BranchCreate, Some(from), name), actor.as_deref())
+                }
+                BranchCommand::Merge { into: target, source, actor, .. } => {
+                    (into(Action::BranchMerge, Some(source), target), actor.as_deref())
+                }
+                BranchCommand::Delete { name, actor, .. } => (into(Action::BranchDelete, None, name), actor.as_deref()),
+                BranchCommand::Restore { name, actor, .. } => {
+                    (into(Action::BranchCreate, None, name), actor.as_deref())
+                }
+                BranchCommand::Reset { name, actor, .. } => (into(Action::BranchReset, None, name), actor.as_deref()),
+                BranchCommand::List { .. } => return None,
+            },
+            Command::Commit { command: CommitCommand::Revert { branch, how, .. } } => {
+                (into(Action::Revert, None, branch), how.actor.as_deref())
+            }
+            Command::Commit { command: CommitCommand::CherryPick { onto, how, .. } } => {
+                (into(Action::CherryPick, None, onto), how.actor.as_deref())
+            }
+            Command::Tag { command: TagCommand::Create { actor, .. } } => {
+                (Request::of(Action::TagCreate), actor.as_deref())
+            }
+            Command::Tag { command: TagCommand::Delete { .. } } => (Request::of(Action::TagDelete), None),
+            Command::Schema { command: SchemaCommand::Apply { branch, actor, .. } } => {
+                (into(Action::SchemaApply, None, branch), actor.as_deref())
+            }
+            Command::Index { command: IndexCommand::Ensure { branch, actor, .. } } => {
+                (into(Action::IndexEnsure, None, branch), actor.as_deref())
+            }
+            Command::Optimize { branch, actor, .. } => (into(Action::Optimize, None, branch), actor.as_deref()),
+            Command::Cleanup { .. } => (Request::of(Action::Cleanup), None),
+            _ => return None,
+        };
+        Some((vec![request], actor))
     }
 
     fn json(&self) -> bool {
@@ -1404,7 +1476,7 @@ enum Outcome {
     Reported(u8),
 }
 
-async fn run(command: Command, quiet: bool) -> Result<Outcome> {
+async fn run(command: Command, quiet: bool, policy: Option<&str>) -> Result<Outcome> {
     if let Command::Lint { query, schema, json, graph } = command {
         return run_lint(&query, schema, json, graph).await;
     }
@@ -1417,7 +1489,7 @@ async fn run(command: Command, quiet: bool) -> Result<Outcome> {
             code => Outcome::Reported(code),
         });
     }
-    run_command(command, quiet).await.map(|()| Outcome::Done)
+    run_command(command, quiet, policy).await.map(|()| Outcome::Done)
 }
 
 /// `branch merge`: the answer, or its conflicts (listed, or counted with
@@ -1952,7 +2024,7 @@ fn print_merge(m: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
-async fn run_command(command: Command, quiet: bool) -> Result<()> {
+async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Result<()> {
     match command {
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -2337,7 +2409,6 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             bind,
             graphs,
             unauthenticated,
-            policy,
             graph_policies,
             default_deny,
             max_inflight_writes,
@@ -2355,7 +2426,7 @@ async fn run_command(command: Command, quiet: bool) -> Result<()> {
             let read_limits = limits.limits();
             // Before any graph opens: every cache takes its capacity from it.
             omnigraph::set_memory_budget(memory_budget.unwrap_or_else(default_memory_budget));
-            let gate = policy_gate(policy.as_deref(), &graph_policies, default_deny)?;
+            let gate = policy_gate(policy, &graph_policies, default_deny)?;
             serve(ServeArgs {
                 bind,
                 graphs,

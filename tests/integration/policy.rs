@@ -359,3 +359,40 @@ async fn the_agents_walkthrough_in_the_docs_runs() {
     let (_, commits) = as_actor(&s, "token-r", "GET", "/graphs/g/commits?branch=main", None).await;
     assert_eq!(commits["commits"][0]["actor"], "reviewer", "{commits}");
 }
+
+/// A write on a local graph under `--policy` runs only if the bundle allows
+/// its actor (`--as`) the write; a denied one writes nothing (exit 1, 403's
+/// code with `--json`), one without an actor is refused (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_cli_writes_obey_a_policy() {
+    let (dir, loc) = crate::common::temp_graph_dir();
+    omnigraph::Omnigraph::init(&loc, crate::common::SOCIAL_PG).await.expect("init");
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).expect("policy");
+    let p = policy.to_str().expect("path");
+    let insert = "query q() { insert Person { name: \"Zed\" } }";
+    let (code, _, err) = run(dir.path(), &["branch", "create", "--as", "alice", "--policy", p, "feature", &loc]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = run(dir.path(), &["mutate", "--as", "bob", "--policy", p, "--json", "-e", insert, &loc]);
+    let v: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!((code, v["code"].clone(), v["action"].clone()), (1, json!("forbidden"), json!("change")), "{v}");
+    let (code, _, err) = run(dir.path(), &["mutate", "--as", "alice", "--policy", p, "-e", insert, &loc]);
+    assert_eq!(code, 1, "alice may not write main: {err}");
+    assert!(err.contains("forbidden") && err.contains("main"), "{err}");
+    let (code, _, err) = run(dir.path(), &["mutate", "--policy", p, "-e", insert, "--branch", "feature", &loc]);
+    assert_eq!(code, 2, "no actor: {err}");
+    let (code, _, err) =
+        run(dir.path(), &["mutate", "--as", "alice", "--policy", p, "--branch", "feature", "-e", insert, &loc]);
+    assert_eq!(code, 0, "{err}");
+    let g = omnigraph::Omnigraph::open(&loc).await.expect("open");
+    let names = |branch: &'static str| {
+        let g = &g;
+        async move {
+            let q = "query q() { match { $p: Person } return { $p.name } }";
+            let target = omnigraph::ReadTarget::Branch(branch.into());
+            let r = g.query(q, None, serde_json::Map::new(), &target).await.expect("query");
+            omnigraph::result_rows(&r).len()
+        }
+    };
+    assert_eq!((names("main").await, names("feature").await), (0, 1), "only the allowed write landed");
+}
