@@ -53,6 +53,8 @@ mod history_cli;
 mod operator;
 #[path = "cli/policy.rs"]
 mod policy_cli;
+#[path = "cli/queries.rs"]
+mod queries_cli;
 #[path = "cli/remote.rs"]
 mod remote;
 #[path = "cli/schema.rs"]
@@ -278,6 +280,14 @@ enum Command {
         /// Where no policy applies, refuse every action but `read` (403).
         #[arg(long)]
         default_deny: bool,
+        /// A directory of `.gq` files whose queries every graph serves by
+        /// name (`POST /graphs/{id}/queries/{name}`); each must type-check
+        /// against the graph's schema or the start stops.
+        #[arg(long, value_name = "DIR")]
+        queries: Option<String>,
+        /// ID=DIR: one graph's stored queries (instead of --queries'), repeatable.
+        #[arg(long = "graph-queries", value_name = "ID=DIR")]
+        graph_queries: Vec<String>,
         /// Concurrent writes allowed per actor before 429.
         #[arg(long, default_value_t = 16)]
         max_inflight_writes: usize,
@@ -529,6 +539,12 @@ enum Command {
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
+    },
+    /// List and check a directory of stored queries (offline).
+    #[command(after_help = "Example:\n  omnigraph queries validate queries/ --schema schema.pg")]
+    Queries {
+        #[command(subcommand)]
+        command: queries_cli::QueriesCommand,
     },
     /// Check policy bundles, run their tests, explain a decision (offline).
     #[command(after_help = "Example:\n  omnigraph policy test policy.yaml --tests policy.tests.yaml")]
@@ -1405,6 +1421,7 @@ impl Command {
             Command::History { entity, .. } | Command::Blame { entity } => entity.json,
             Command::Schema { command } => command.json(),
             Command::Policy { command } => command.json(),
+            Command::Queries { command } => command.json(),
         }
     }
 }
@@ -1482,6 +1499,12 @@ async fn run(command: Command, quiet: bool, policy: Option<&str>) -> Result<Outc
     }
     if let Command::Branch { command: merge @ BranchCommand::Merge { .. } } = command {
         return run_merge(merge).await;
+    }
+    if let Command::Queries { command } = command {
+        return Ok(match queries_cli::run(command)? {
+            0 => Outcome::Done,
+            code => Outcome::Reported(code),
+        });
     }
     if let Command::Policy { command } = command {
         return Ok(match policy_cli::run(command)? {
@@ -2411,6 +2434,8 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
             unauthenticated,
             graph_policies,
             default_deny,
+            queries,
+            graph_queries,
             max_inflight_writes,
             default_graph,
             limits,
@@ -2427,10 +2452,12 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
             // Before any graph opens: every cache takes its capacity from it.
             omnigraph::set_memory_budget(memory_budget.unwrap_or_else(default_memory_budget));
             let gate = policy_gate(policy, &graph_policies, default_deny)?;
+            let stored = stored_queries(queries.as_deref(), &graph_queries)?;
             serve(ServeArgs {
                 bind,
                 graphs,
                 gate,
+                stored,
                 storage_config,
                 read_only,
                 refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
@@ -2446,7 +2473,9 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
             .await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
-        Command::Policy { .. } => Err(OmniError::Internal("policy is dispatched by run".into())),
+        Command::Policy { .. } | Command::Queries { .. } => {
+            Err(OmniError::Internal("policy and queries are dispatched by run".into()))
+        }
         Command::Schema { command } => schema_cli::run(command).await,
     }
 }
@@ -2657,6 +2686,7 @@ struct ServeArgs {
     bind: String,
     graphs: Vec<String>,
     gate: omnigraph::server::Gate,
+    stored: omnigraph::server::StoredQueries,
     storage_config: Option<String>,
     read_only: bool,
     refresh_interval: std::time::Duration,
@@ -2675,6 +2705,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         bind,
         graphs,
         gate,
+        stored,
         storage_config,
         read_only,
         refresh_interval,
@@ -2726,6 +2757,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         auth: omnigraph::server::Auth::from_env()?,
         unauthenticated,
         gate,
+        queries: stored,
         max_inflight_writes_per_actor: max_inflight,
         default_graph,
         read_limits,
@@ -2758,6 +2790,23 @@ fn policy_gate(all: Option<&str>, per_graph: &[String], default_deny: bool) -> R
         }
     }
     Ok(gate)
+}
+
+/// The daemon's stored queries: `--queries DIR` for every graph,
+/// `--graph-queries ID=DIR` per graph (each parsed now; type-checked
+/// against each graph's schema once it is open).
+fn stored_queries(all: Option<&str>, per_graph: &[String]) -> Result<omnigraph::server::StoredQueries> {
+    let load = |dir: &str| queries_cli::registry(dir).map(std::sync::Arc::new);
+    let mut stored = omnigraph::server::StoredQueries { all: all.map(load).transpose()?, ..Default::default() };
+    for spec in per_graph {
+        let (id, dir) = spec
+            .split_once('=')
+            .ok_or_else(|| OmniError::BadRequest(format!("--graph-queries takes ID=DIR, got `{spec}`")))?;
+        if stored.graphs.insert(id.to_string(), load(dir)?).is_some() {
+            return Err(OmniError::BadRequest(format!("--graph-queries names graph `{id}` twice")));
+        }
+    }
+    Ok(stored)
 }
 
 /// A `--durability` value.

@@ -6,7 +6,7 @@
 
 pub use omnigraph_core::{
     branch_name, compaction_tiers, feed, lang, load, memory_budget, policy, read_limits, refs, resolution, rows,
-    three_way, token, validate, walk,
+    stored_queries, three_way, token, validate, walk,
 };
 
 pub mod committed;

@@ -21,10 +21,20 @@ use hyper::body::Incoming;
 use tracing::{info, warn};
 
 use crate::engine::read_limits::ReadLimits;
+use crate::engine::stored_queries::Registry;
 use crate::graph::{Graph, Omnigraph, OpenMode};
 use crate::protocol::{OmniError, Result};
 pub use auth::Auth;
 pub use gate::Gate;
+
+/// The stored queries a daemon serves (`serve --queries DIR`, `--graph-queries ID=DIR`).
+#[derive(Debug, Clone, Default)]
+pub struct StoredQueries {
+    /// Served on every graph without its own.
+    pub all: Option<Arc<Registry>>,
+    /// One graph's own.
+    pub graphs: BTreeMap<String, Arc<Registry>>,
+}
 
 /// What the daemon serves.
 #[derive(Debug, Clone)]
@@ -39,6 +49,8 @@ pub struct ServerConfig {
     pub unauthenticated: bool,
     /// What an authenticated actor may do (no policy: everything).
     pub gate: Gate,
+    /// Stored queries served by name: for every graph, and per graph id.
+    pub queries: StoredQueries,
     /// Concurrent writes allowed per actor before 429.
     pub max_inflight_writes_per_actor: usize,
     /// The graph the flat routes (`/snapshot`, `/query`, …) serve; `None`
@@ -86,6 +98,8 @@ pub(crate) struct AppState {
     pub(crate) auth: Auth,
     pub(crate) unauthenticated: bool,
     pub(crate) gate: Gate,
+    /// Each served graph's stored queries (checked against its schema at start).
+    pub(crate) queries: BTreeMap<String, Arc<Registry>>,
     pub(crate) inflight: DashMap<String, usize>,
     pub(crate) max_inflight: usize,
     pub(crate) read_limits: ReadLimits,
@@ -107,6 +121,28 @@ async fn open_graphs(specs: &[(String, String)], mode: OpenMode) -> BTreeMap<Str
         }
     }
     out
+}
+
+/// Each served graph's stored queries, every one type-checked against the
+/// graph's main schema: one that does not check stops the start, naming
+/// its file and line.
+async fn stored_queries(
+    config: &StoredQueries,
+    graphs: &BTreeMap<String, (String, Graph)>,
+) -> Result<BTreeMap<String, Arc<Registry>>> {
+    if let Some(id) = config.graphs.keys().find(|id| !graphs.contains_key(*id)) {
+        return Err(OmniError::BadRequest(format!("--graph-queries names graph `{id}`, which is not served")));
+    }
+    let mut out = BTreeMap::new();
+    for (id, (_, g)) in graphs {
+        let Some(registry) = config.graphs.get(id).or(config.all.as_ref()) else { continue };
+        let schema = g.schema().await?;
+        registry
+            .check(&schema.catalog)
+            .map_err(|e| OmniError::BadRequest(format!("stored queries of graph `{id}`: {e}")))?;
+        out.insert(id.clone(), registry.clone());
+    }
+    Ok(out)
 }
 
 /// Bind, print the bound address, and serve until `shutdown` completes; then
@@ -161,11 +197,13 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
             warn!(graph = %id, error = %e, "background index folding not started");
         }
     }
+    let queries = stored_queries(&config.queries, &graphs).await?;
     let state = Arc::new(AppState {
         graphs,
         auth: config.auth.clone(),
         unauthenticated: config.unauthenticated,
         gate: config.gate.clone(),
+        queries,
         inflight: DashMap::new(),
         max_inflight: config.max_inflight_writes_per_actor.max(1),
         read_limits: config.read_limits,

@@ -89,6 +89,8 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("get", "/graphs/{id}/recovery", "Pending recovery sidecars and the audit log"),
     ("get", "/graphs/{id}/healthz", "Liveness of one graph"),
     ("post", "/graphs/{id}/export", "Stream a branch head or a commit as load-ready NDJSON"),
+    ("get", "/graphs/{id}/queries", "The stored queries, each with its typed parameters"),
+    ("post", "/graphs/{id}/queries/{name}", "Run a stored query by name (`{params?, branch?, snapshot?}`)"),
     ("post", "/graphs/{id}/read", "Deprecated alias of /query"),
     ("post", "/graphs/{id}/change", "Deprecated alias of /mutate"),
     ("post", "/graphs/{id}/ingest", "Deprecated alias of /load"),
@@ -158,6 +160,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/recovery", get(recovery))
         .route("/graphs/{id}/healthz", get(graph_healthz))
         .route("/graphs/{id}/export", post(export))
+        .route("/graphs/{id}/queries", get(stored_catalog))
+        .route("/graphs/{id}/queries/{name}", post(stored_invoke))
         // Older clients' names for query, mutate and load (deprecated there too).
         .route("/graphs/{id}/read", post(query).layer(axum::middleware::from_fn(deprecated)))
         .route("/graphs/{id}/change", post(mutate).layer(axum::middleware::from_fn(deprecated)))
@@ -1345,4 +1349,67 @@ fn ndjson(plan: Export, trailer: Option<Bytes>, content_type: &'static str) -> R
     let mut resp = Response::new(axum::body::Body::from_stream(stream));
     resp.headers_mut().insert(header::CONTENT_TYPE, axum::http::HeaderValue::from_static(content_type));
     resp
+}
+
+/// `GET /graphs/{id}/queries`: the stored-query catalog (a read of main).
+async fn stored_catalog(State(s): State<Arc<AppState>>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult {
+    s.reader(&headers, &id, Some(crate::engine::branch_name::MAIN)).await?;
+    s.graph(&id)?;
+    let catalog = s.queries.get(&id).map(|r| r.catalog()).unwrap_or_default();
+    Ok(axum::Json(json!({ "queries": catalog })))
+}
+
+/// The body of `POST /graphs/{id}/queries/{name}` (optional).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct InvokeBody {
+    #[serde(default)]
+    params: Map<String, Value>,
+    branch: Option<String>,
+    snapshot: Option<String>,
+    /// The kind the caller expects (`query NAME` false, `mutate NAME` true).
+    expect_mutation: Option<bool>,
+}
+
+/// `POST /graphs/{id}/queries/{name}`: run a stored query, answered as
+/// `/query` or `/mutate` answers. Gated by `invoke_query` (a denial is the
+/// same 404 as an unknown name, so names cannot be probed), then by the
+/// query's own `read` or `change`.
+async fn stored_invoke(
+    State(s): State<Arc<AppState>>,
+    Path((id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    b: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let actor = s.actor(&headers)?;
+    let req: InvokeBody = json_or_default(b)?;
+    let unknown = || ApiError::Omni(OmniError::NotFound(format!("stored query `{name}`")));
+    s.gate.check(&actor, Some(&id), &Request::of(Action::InvokeQuery)).map_err(|_| unknown())?;
+    let stored = s.queries.get(&id).and_then(|r| r.get(&name)).ok_or_else(unknown)?;
+    let mutation = stored.decl.is_mutation();
+    if req.expect_mutation.is_some_and(|m| m != mutation) {
+        let kind = if mutation { "a mutation" } else { "a read" };
+        return Err(bad(format!("stored query `{name}` is {kind}")));
+    }
+    let g = s.graph(&id)?;
+    if mutation {
+        if req.snapshot.is_some() {
+            return Err(bad(format!("stored query `{name}` is a mutation: it writes a branch, not a snapshot")));
+        }
+        let branch = req.branch.unwrap_or_else(|| "main".into());
+        s.gate.check(&actor, Some(&id), &Request::on(Action::Change, &branch))?;
+        let _slot = s.admit(&actor)?;
+        let opts = WriteOptions { branch, actor: Some(actor), if_commit: None };
+        let out = g.mutate(&stored.source, Some(&name), req.params, &opts).await?;
+        return Ok(axum::Json(wire::mutation_json(&out, &opts.branch, Some(&name))).into_response());
+    }
+    let at = req.snapshot.as_deref().or(req.branch.as_deref()).unwrap_or("main");
+    s.read_allowed(&actor, &id, Some(at)).await?;
+    let target = ReadTarget::of(req.snapshot, req.branch);
+    let r = g.query_insight(&stored.source, Some(&name), req.params, &target, s.read_limits, Insight::Off).await?;
+    let target = match &target {
+        ReadTarget::Branch(b) => json!({ "branch": b }),
+        ReadTarget::Commit(c) => json!({ "snapshot": c }),
+    };
+    Ok(axum::Json(wire::read_output(&r, Some(&name), target)).into_response())
 }

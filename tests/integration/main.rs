@@ -51,6 +51,7 @@ mod scratch;
 mod search;
 mod server;
 mod source_rules;
+mod stored_queries;
 mod strace;
 mod traversals;
 mod undo;

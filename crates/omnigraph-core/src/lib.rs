@@ -17,6 +17,7 @@ pub mod read_limits;
 pub mod refs;
 pub mod resolution;
 pub mod rows;
+pub mod stored_queries;
 pub mod three_way;
 pub mod token;
 pub mod validate;
