@@ -1326,7 +1326,8 @@ impl Command {
         let actor = operator::actor(actor)?.ok_or_else(|| {
             OmniError::BadRequest("--policy needs an actor: pass --as ACTOR or set operator.actor".into())
         })?;
-        let gate = omnigraph::server::Gate { all: Some(std::sync::Arc::new(policy)), ..Default::default() };
+        let policies = omnigraph::server::PerGraph { all: Some(std::sync::Arc::new(policy)), ..Default::default() };
+        let gate = omnigraph::server::Gate { policies, default_deny: false };
         requests.iter().try_for_each(|r| gate.check(&actor, Some(target.uri.as_ref()), r))
     }
 
@@ -2780,16 +2781,11 @@ fn policy_gate(all: Option<&str>, per_graph: &[String], default_deny: bool) -> R
         let source = read_file(file)?;
         Policy::parse(file, &source).map(std::sync::Arc::new).map_err(|e| OmniError::BadRequest(e.to_string()))
     };
-    let mut gate = omnigraph::server::Gate { all: all.map(load).transpose()?, default_deny, ..Default::default() };
-    for spec in per_graph {
-        let (id, file) = spec
-            .split_once('=')
-            .ok_or_else(|| OmniError::BadRequest(format!("--graph-policy takes ID=FILE, got `{spec}`")))?;
-        if gate.graphs.insert(id.to_string(), load(file)?).is_some() {
-            return Err(OmniError::BadRequest(format!("--graph-policy names graph `{id}` twice")));
-        }
-    }
-    Ok(gate)
+    let policies = omnigraph::server::PerGraph {
+        all: all.map(load).transpose()?,
+        graphs: by_graph("--graph-policy", per_graph, load)?,
+    };
+    Ok(omnigraph::server::Gate { policies, default_deny })
 }
 
 /// The daemon's stored queries: `--queries DIR` for every graph,
@@ -2797,16 +2793,28 @@ fn policy_gate(all: Option<&str>, per_graph: &[String], default_deny: bool) -> R
 /// against each graph's schema once it is open).
 fn stored_queries(all: Option<&str>, per_graph: &[String]) -> Result<omnigraph::server::StoredQueries> {
     let load = |dir: &str| queries_cli::registry(dir).map(std::sync::Arc::new);
-    let mut stored = omnigraph::server::StoredQueries { all: all.map(load).transpose()?, ..Default::default() };
-    for spec in per_graph {
-        let (id, dir) = spec
+    Ok(omnigraph::server::PerGraph {
+        all: all.map(load).transpose()?,
+        graphs: by_graph("--graph-queries", per_graph, load)?,
+    })
+}
+
+/// `ID=VALUE` arguments of `flag`, each loaded; an id named twice is refused.
+fn by_graph<T>(
+    flag: &str,
+    specs: &[String],
+    load: impl Fn(&str) -> Result<T>,
+) -> Result<std::collections::BTreeMap<String, T>> {
+    let mut out = std::collections::BTreeMap::new();
+    for spec in specs {
+        let (id, value) = spec
             .split_once('=')
-            .ok_or_else(|| OmniError::BadRequest(format!("--graph-queries takes ID=DIR, got `{spec}`")))?;
-        if stored.graphs.insert(id.to_string(), load(dir)?).is_some() {
-            return Err(OmniError::BadRequest(format!("--graph-queries names graph `{id}` twice")));
+            .ok_or_else(|| OmniError::BadRequest(format!("{flag} takes ID=VALUE, got `{spec}`")))?;
+        if out.insert(id.to_string(), load(value)?).is_some() {
+            return Err(OmniError::BadRequest(format!("{flag} names graph `{id}` twice")));
         }
     }
-    Ok(stored)
+    Ok(out)
 }
 
 /// A `--durability` value.

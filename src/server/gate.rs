@@ -10,19 +10,18 @@
 //!   per-graph bundles, `graph_list` is denied (as the reference's server
 //!   denies it without a cluster bundle).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::PerGraph;
 use crate::engine::policy::{Action, Policy, Request, Resource};
 use crate::protocol::{OmniError, Result};
 
 /// The policy configuration of a daemon.
 #[derive(Debug, Clone, Default)]
 pub struct Gate {
-    /// The bundle for the server and every graph without its own.
-    pub all: Option<Arc<Policy>>,
-    /// Bundles of single graphs.
-    pub graphs: BTreeMap<String, Arc<Policy>>,
+    /// The bundle for the server and every graph without its own, and
+    /// single graphs' bundles.
+    pub policies: PerGraph<Arc<Policy>>,
     /// Without a bundle, refuse everything but `read`.
     pub default_deny: bool,
 }
@@ -30,21 +29,13 @@ pub struct Gate {
 impl Gate {
     /// Whether any bundle is configured.
     pub fn has_policy(&self) -> bool {
-        self.all.is_some() || !self.graphs.is_empty()
-    }
-
-    /// The bundle deciding for `graph` (`None`: the server).
-    fn bundle(&self, graph: Option<&str>) -> Option<&Arc<Policy>> {
-        match graph {
-            Some(g) => self.graphs.get(g).or(self.all.as_ref()),
-            None => self.all.as_ref(),
-        }
+        self.policies.is_set()
     }
 
     /// Whether `actor` may make `request` on `graph` (`None` for a server
     /// action), or a 403 naming the action, the actor and the branches.
     pub fn check(&self, actor: &str, graph: Option<&str>, request: &Request) -> Result<()> {
-        let allowed = match self.bundle(graph) {
+        let allowed = match self.policies.of(graph) {
             Some(policy) => policy.decide(actor, graph.unwrap_or_default(), request).allowed,
             None if request.action.resource() == Resource::Server && self.has_policy() => false,
             None => !self.default_deny || request.action.is_read(),
@@ -59,15 +50,9 @@ impl Gate {
             target_branch: request.target_branch.clone(),
         })
     }
-
-    /// Whether some bundle could care which branch a read is on (so a
-    /// read's ref is worth resolving to a branch).
-    pub fn scopes_reads(&self) -> bool {
-        self.has_policy()
-    }
 }
 
-/// `Request::on` for a read, and its action.
+/// A `read` of `branch` (`None`: of no branch, e.g. at a commit).
 pub fn read(branch: Option<&str>) -> Request {
     Request { action: Action::Read, branch: branch.map(str::to_string), target_branch: None }
 }

@@ -27,14 +27,43 @@ use crate::protocol::{OmniError, Result};
 pub use auth::Auth;
 pub use gate::Gate;
 
-/// The stored queries a daemon serves (`serve --queries DIR`, `--graph-queries ID=DIR`).
-#[derive(Debug, Clone, Default)]
-pub struct StoredQueries {
-    /// Served on every graph without its own.
-    pub all: Option<Arc<Registry>>,
+/// A setting for every served graph, and per graph id instead.
+#[derive(Debug, Clone)]
+pub struct PerGraph<T> {
+    /// For every graph without its own.
+    pub all: Option<T>,
     /// One graph's own.
-    pub graphs: BTreeMap<String, Arc<Registry>>,
+    pub graphs: BTreeMap<String, T>,
 }
+
+impl<T> Default for PerGraph<T> {
+    fn default() -> Self {
+        PerGraph { all: None, graphs: BTreeMap::new() }
+    }
+}
+
+impl<T> PerGraph<T> {
+    /// Graph `id`'s (`None`: the server's, which is `all`).
+    pub fn of(&self, id: Option<&str>) -> Option<&T> {
+        match id {
+            Some(id) => self.graphs.get(id).or(self.all.as_ref()),
+            None => self.all.as_ref(),
+        }
+    }
+
+    /// Whether anything is set.
+    pub fn is_set(&self) -> bool {
+        self.all.is_some() || !self.graphs.is_empty()
+    }
+
+    /// A graph id it names that `served` lacks.
+    pub fn unserved<'a>(&'a self, mut served: impl FnMut(&str) -> bool) -> Option<&'a str> {
+        self.graphs.keys().map(String::as_str).find(|id| !served(id))
+    }
+}
+
+/// The stored queries a daemon serves (`serve --queries DIR`, `--graph-queries ID=DIR`).
+pub type StoredQueries = PerGraph<Arc<Registry>>;
 
 /// What the daemon serves.
 #[derive(Debug, Clone)]
@@ -130,12 +159,12 @@ async fn stored_queries(
     config: &StoredQueries,
     graphs: &BTreeMap<String, (String, Graph)>,
 ) -> Result<BTreeMap<String, Arc<Registry>>> {
-    if let Some(id) = config.graphs.keys().find(|id| !graphs.contains_key(*id)) {
+    if let Some(id) = config.unserved(|id| graphs.contains_key(id)) {
         return Err(OmniError::BadRequest(format!("--graph-queries names graph `{id}`, which is not served")));
     }
     let mut out = BTreeMap::new();
     for (id, (_, g)) in graphs {
-        let Some(registry) = config.graphs.get(id).or(config.all.as_ref()) else { continue };
+        let Some(registry) = config.of(Some(id)) else { continue };
         let schema = g.schema().await?;
         registry
             .check(&schema.catalog)
@@ -163,7 +192,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
                 .into(),
         ));
     }
-    if let Some(id) = config.gate.graphs.keys().find(|id| !config.graphs.iter().any(|(g, _)| g == *id)) {
+    if let Some(id) = config.gate.policies.unserved(|id| config.graphs.iter().any(|(g, _)| g == id)) {
         return Err(OmniError::BadRequest(format!("--graph-policy names graph `{id}`, which no --graph serves")));
     }
     if config.max_connections == 0 {
