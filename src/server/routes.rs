@@ -470,10 +470,7 @@ async fn query(
     let limits = s.read_limits.tightened_by(q.limits.unwrap_or_else(ReadLimits::unlimited));
     let insight = Insight::from_flags(q.explain, q.profile)?;
     let r = s.graph(&id)?.query_insight(&q.query, q.name.as_deref(), q.params, &target, limits, insight).await?;
-    let target = match &target {
-        ReadTarget::Branch(b) => json!({ "branch": b }),
-        ReadTarget::Commit(c) => json!({ "snapshot": c }),
-    };
+    let target = target_json(&target);
     // Serialized from the struct, so each row keeps its projection order.
     Ok(axum::Json(wire::read_output(&r, q.name.as_deref(), target)).into_response())
 }
@@ -1407,9 +1404,14 @@ async fn stored_invoke(
     s.read_allowed(&actor, &id, Some(at)).await?;
     let target = ReadTarget::of(req.snapshot, req.branch);
     let r = g.query_insight(&stored.source, Some(&name), req.params, &target, s.read_limits, Insight::Off).await?;
-    let target = match &target {
+    let target = target_json(&target);
+    Ok(axum::Json(wire::read_output(&r, Some(&name), target)).into_response())
+}
+
+/// A read's `target` as its answer names it.
+fn target_json(target: &ReadTarget) -> Value {
+    match target {
         ReadTarget::Branch(b) => json!({ "branch": b }),
         ReadTarget::Commit(c) => json!({ "snapshot": c }),
-    };
-    Ok(axum::Json(wire::read_output(&r, Some(&name), target)).into_response())
+    }
 }
