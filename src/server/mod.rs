@@ -57,7 +57,7 @@ impl<T> PerGraph<T> {
     }
 
     /// A graph id it names that `served` lacks.
-    pub fn unserved<'a>(&'a self, mut served: impl FnMut(&str) -> bool) -> Option<&'a str> {
+    pub fn unserved(&self, mut served: impl FnMut(&str) -> bool) -> Option<&str> {
         self.graphs.keys().map(String::as_str).find(|id| !served(id))
     }
 }
