@@ -8,7 +8,8 @@
 //! - [`recovery`]: recovery's pure parts (sidecars, classification, audit, invariants);
 //! - [`protocol`]: errors and diagnostics (the wire types);
 //! - [`wire`]: the JSON shapes the CLI and the daemon answer with;
-//! - [`server`]: the HTTP daemon.
+//! - [`server`]: the HTTP daemon;
+//! - [`mcp`]: the MCP server over the daemon's routes.
 
 // Deeply nested async state machines (Lance + DataFusion futures) exceed the
 // default layout query depth on a cold build.
@@ -17,6 +18,7 @@
 pub mod actors;
 pub mod engine;
 pub(crate) mod graph;
+pub mod mcp;
 pub mod protocol;
 pub mod recovery;
 pub mod server;

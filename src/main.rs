@@ -49,6 +49,8 @@ mod address;
 mod changes_cli;
 #[path = "cli/history.rs"]
 mod history_cli;
+#[path = "cli/mcp.rs"]
+mod mcp_cli;
 #[path = "cli/operator.rs"]
 mod operator;
 #[path = "cli/policy.rs"]
@@ -288,6 +290,10 @@ enum Command {
         /// ID=DIR: one graph's stored queries (instead of --queries'), repeatable.
         #[arg(long = "graph-queries", value_name = "ID=DIR")]
         graph_queries: Vec<String>,
+        /// Serve MCP (streamable HTTP) at `/graphs/{id}/mcp` and `/mcp`:
+        /// the stored queries and read-only tools, as the caller's token.
+        #[arg(long)]
+        mcp: bool,
         /// Concurrent writes allowed per actor before 429.
         #[arg(long, default_value_t = 16)]
         max_inflight_writes: usize,
@@ -551,6 +557,17 @@ enum Command {
     Policy {
         #[command(subcommand)]
         command: policy_cli::PolicyCommand,
+    },
+    /// An MCP server on stdio for a running daemon: its stored queries and
+    /// read-only tools, called over HTTP with this process's token.
+    #[command(after_help = "Example:\n  OMNIGRAPH_BEARER_TOKEN=… omnigraph mcp --server http://127.0.0.1:8080")]
+    Mcp {
+        /// The daemon (a URL, or a `servers` name of config.yaml).
+        #[arg(long)]
+        server: String,
+        /// The graph on it (default `default`).
+        #[arg(long)]
+        graph: Option<String>,
     },
 }
 
@@ -1423,6 +1440,7 @@ impl Command {
             Command::Schema { command } => command.json(),
             Command::Policy { command } => command.json(),
             Command::Queries { command } => command.json(),
+            Command::Mcp { .. } => false,
         }
     }
 }
@@ -1512,6 +1530,9 @@ async fn run(command: Command, quiet: bool, policy: Option<&str>) -> Result<Outc
             0 => Outcome::Done,
             code => Outcome::Reported(code),
         });
+    }
+    if let Command::Mcp { server, graph } = command {
+        return mcp_cli::run(&server, graph.as_deref()).await.map(|()| Outcome::Done);
     }
     run_command(command, quiet, policy).await.map(|()| Outcome::Done)
 }
@@ -2437,6 +2458,7 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
             default_deny,
             queries,
             graph_queries,
+            mcp,
             max_inflight_writes,
             default_graph,
             limits,
@@ -2459,6 +2481,7 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
                 graphs,
                 gate,
                 stored,
+                mcp,
                 storage_config,
                 read_only,
                 refresh_interval: std::time::Duration::from_millis(refresh_interval_ms),
@@ -2474,8 +2497,8 @@ async fn run_command(command: Command, quiet: bool, policy: Option<&str>) -> Res
             .await
         }
         Command::Lint { .. } => Err(OmniError::Internal("lint is dispatched by run".into())),
-        Command::Policy { .. } | Command::Queries { .. } => {
-            Err(OmniError::Internal("policy and queries are dispatched by run".into()))
+        Command::Policy { .. } | Command::Queries { .. } | Command::Mcp { .. } => {
+            Err(OmniError::Internal("policy, queries and mcp are dispatched by run".into()))
         }
         Command::Schema { command } => schema_cli::run(command).await,
     }
@@ -2688,6 +2711,7 @@ struct ServeArgs {
     graphs: Vec<String>,
     gate: omnigraph::server::Gate,
     stored: omnigraph::server::StoredQueries,
+    mcp: bool,
     storage_config: Option<String>,
     read_only: bool,
     refresh_interval: std::time::Duration,
@@ -2707,6 +2731,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         graphs,
         gate,
         stored,
+        mcp,
         storage_config,
         read_only,
         refresh_interval,
@@ -2759,6 +2784,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         unauthenticated,
         gate,
         queries: stored,
+        mcp,
         max_inflight_writes_per_actor: max_inflight,
         default_graph,
         read_limits,

@@ -5,8 +5,8 @@
 //! and are re-exported here under their old paths.
 
 pub use omnigraph_core::{
-    branch_name, compaction_tiers, feed, lang, load, memory_budget, policy, read_limits, refs, resolution, rows,
-    stored_queries, three_way, token, validate, walk,
+    branch_name, compaction_tiers, feed, lang, load, mcp_tools, memory_budget, policy, read_limits, refs, resolution,
+    rows, stored_queries, three_way, token, validate, walk,
 };
 
 pub mod committed;

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod gate;
 mod listener;
+mod mcp_route;
 mod middleware;
 mod routes;
 pub mod step_times;
@@ -80,6 +81,8 @@ pub struct ServerConfig {
     pub gate: Gate,
     /// Stored queries served by name: for every graph, and per graph id.
     pub queries: StoredQueries,
+    /// Serve MCP at `/graphs/{id}/mcp` (and `/mcp`).
+    pub mcp: bool,
     /// Concurrent writes allowed per actor before 429.
     pub max_inflight_writes_per_actor: usize,
     /// The graph the flat routes (`/snapshot`, `/query`, …) serve; `None`
@@ -129,6 +132,8 @@ pub(crate) struct AppState {
     pub(crate) gate: Gate,
     /// Each served graph's stored queries (checked against its schema at start).
     pub(crate) queries: BTreeMap<String, Arc<Registry>>,
+    /// Whether `/graphs/{id}/mcp` is served.
+    pub(crate) mcp: bool,
     pub(crate) inflight: DashMap<String, usize>,
     pub(crate) max_inflight: usize,
     pub(crate) read_limits: ReadLimits,
@@ -233,6 +238,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         unauthenticated: config.unauthenticated,
         gate: config.gate.clone(),
         queries,
+        mcp: config.mcp,
         inflight: DashMap::new(),
         max_inflight: config.max_inflight_writes_per_actor.max(1),
         read_limits: config.read_limits,

@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{AppState, gate, middleware};
+use super::{AppState, gate, mcp_route, middleware};
 use crate::engine::conflict_page::ConflictPage;
 use crate::engine::diff::DiffFilter;
 use crate::engine::feed::FeedStart;
@@ -94,6 +94,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("post", "/graphs/{id}/read", "Deprecated alias of /query"),
     ("post", "/graphs/{id}/change", "Deprecated alias of /mutate"),
     ("post", "/graphs/{id}/ingest", "Deprecated alias of /load"),
+    ("post", "/graphs/{id}/mcp", "MCP over streamable HTTP (`serve --mcp`): stored queries and read-only tools"),
 ];
 
 /// An OpenAPI 3 document of [`ROUTES`].
@@ -123,7 +124,7 @@ async fn openapi() -> axum::Json<Value> {
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     let load_limit = DefaultBodyLimit::max(LOAD_BODY_LIMIT);
-    Router::new()
+    let mut routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
         .route("/graphs", get(list_graphs))
@@ -165,11 +166,38 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         // Older clients' names for query, mutate and load (deprecated there too).
         .route("/graphs/{id}/read", post(query).layer(axum::middleware::from_fn(deprecated)))
         .route("/graphs/{id}/change", post(mutate).layer(axum::middleware::from_fn(deprecated)))
-        .route("/graphs/{id}/ingest", post(load_json).layer(load_limit).layer(axum::middleware::from_fn(deprecated)))
+        .route("/graphs/{id}/ingest", post(load_json).layer(load_limit).layer(axum::middleware::from_fn(deprecated)));
+    let mut finished = None;
+    if state.mcp {
+        let (mcp, cell) = mcp_route::service(BODY_LIMIT, state.auth.is_configured());
+        let caller_first = axum::middleware::from_fn_with_state(state.clone(), authenticated);
+        routes = routes.route("/graphs/{id}/mcp", axum::routing::any_service(mcp).layer(caller_first));
+        finished = Some(cell);
+    }
+    let app = routes
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::from_fn_with_state(state.clone(), middleware::json_errors))
         .layer(axum::middleware::from_fn(middleware::log_request))
-        .with_state(state)
+        .with_state(state);
+    // The MCP endpoint's tools call the finished router (this one).
+    if let Some(cell) = finished {
+        let _ = cell.set(app.clone());
+    }
+    app
+}
+
+/// Refuse a request without a valid token before it reaches the MCP
+/// endpoint (a 401, as on every route); the endpoint's tools then ask each
+/// route as the same caller.
+async fn authenticated(
+    State(s): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match s.actor(request.headers()) {
+        Ok(_) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 /// Any failure of a request, rendered as `{error, code?, <typed detail>}`.

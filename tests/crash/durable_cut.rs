@@ -210,6 +210,9 @@ pub(super) const WRITERS: [(Op, &str); 10] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durable_write_cut_of_every_writer_recovers_clean() {
+    if !super::in_own_process("durable_cut::every_durable_write_cut_of_every_writer_recovers_clean").await {
+        return;
+    }
     let _s = serial().await;
     let mut report = Vec::new();
     for (op, branch) in WRITERS {
@@ -224,6 +227,9 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
 /// write on a new branch (its fork), stopped after every durable write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_durable_write_cut_on_s3_recovers_clean() {
+    if !super::in_own_process("durable_cut::every_durable_write_cut_on_s3_recovers_clean").await {
+        return;
+    }
     let _s = serial().await;
     if super::s3::server().is_none() {
         return;

@@ -33,6 +33,7 @@ mod intercept;
 mod limits;
 mod listings;
 mod maintenance;
+mod mcp;
 mod memory;
 mod merge;
 mod operator;

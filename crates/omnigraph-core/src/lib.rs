@@ -9,6 +9,7 @@ pub mod compaction_tiers;
 pub mod feed;
 pub mod lang;
 pub mod load;
+pub mod mcp_tools;
 pub mod memory_budget;
 pub mod operator_config;
 pub mod policy;

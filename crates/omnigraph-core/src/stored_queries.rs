@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::lang::catalog::Catalog;
 use crate::lang::query::ast::{BaseType, ParamTypeKind, Query};
@@ -46,7 +46,7 @@ pub struct RegistryError {
 }
 
 /// A parameter's kind on the wire (the reference's catalog vocabulary).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParamKind {
     /// `String`.
@@ -74,7 +74,7 @@ pub enum ParamKind {
 }
 
 /// One parameter in a catalog entry.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParamDescriptor {
     /// Without `$`.
     pub name: String,
@@ -91,7 +91,7 @@ pub struct ParamDescriptor {
 }
 
 /// One query of the catalog (`GET /graphs/{id}/queries`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CatalogEntry {
     /// The name it is invoked by.
     pub name: String,
