@@ -5,7 +5,7 @@
 //! every tool call passes the same tokens, policies and limits as the route
 //! it stands for.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::body::{Body, to_bytes};
@@ -20,16 +20,38 @@ use crate::mcp::{Caller, Daemon, Handler};
 /// The largest answer a tool call reads from a route.
 const ANSWER_LIMIT: usize = 256 * 1024 * 1024;
 
-/// The daemon's router, reached in process. Set once the router that
-/// holds this endpoint is built (the endpoint is one of its routes).
-pub(crate) struct InProcess {
-    router: Arc<OnceLock<Router>>,
+/// The router the endpoint's tools call: set once the router that holds
+/// the endpoint is built, cleared when the daemon stops (holding the
+/// endpoint, it would otherwise keep the daemon's state, and so every
+/// graph's actors, alive past the end).
+#[derive(Clone, Default)]
+pub(crate) struct Inner(Arc<RwLock<Option<Router>>>);
+
+impl Inner {
+    /// The router the tools call from now on.
+    pub(crate) fn set(&self, router: Router) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Some(router);
+    }
+
+    /// Drop it (the daemon stopped).
+    pub(crate) fn clear(&self) {
+        self.0.write().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn get(&self) -> Option<Router> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The daemon's router, reached in process.
+struct InProcess {
+    router: Inner,
 }
 
 #[async_trait::async_trait]
 impl Daemon for InProcess {
     async fn call(&self, caller: &Caller, call: &RouteCall) -> Result<(u16, Value), String> {
-        let router = self.router.get().ok_or("the daemon is still starting")?.clone();
+        let router = self.router.get().ok_or("the daemon is not serving")?;
         let graph = caller.graph.as_deref().ok_or("no graph in the MCP endpoint's path")?;
         let (method, uri, body) = match call {
             RouteCall::Get { path, query } => {
@@ -58,15 +80,15 @@ impl Daemon for InProcess {
     }
 }
 
-/// The endpoint's service, and the cell to put the finished router in.
+/// The endpoint's service, and where to put the finished router.
 /// `open_hosts`: accept any `Host` (tokens guard the daemon); without
 /// tokens only loopback names are accepted, so a web page cannot reach an
 /// unauthenticated daemon by DNS rebinding.
 pub(crate) fn service(
     body_limit: usize,
     open_hosts: bool,
-) -> (StreamableHttpService<Handler, NeverSessionManager>, Arc<OnceLock<Router>>) {
-    let router = Arc::new(OnceLock::new());
+) -> (StreamableHttpService<Handler, NeverSessionManager>, Inner) {
+    let router = Inner::default();
     let handler = Handler::new(Arc::new(InProcess { router: router.clone() }));
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)

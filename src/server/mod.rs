@@ -261,7 +261,8 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
     };
     let default_graph = default_graph.as_deref().map(middleware::path_segment);
     let connections = Arc::clone(&state.connections);
-    let app = tower::ServiceExt::map_request(routes::router(state), move |req: Request<Incoming>| {
+    let (router, mcp) = routes::router(state);
+    let app = tower::ServiceExt::map_request(router, move |req: Request<Incoming>| {
         middleware::flat_to_graph(default_graph.as_deref(), req.map(axum::body::Body::new))
     });
     info!(
@@ -271,5 +272,6 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         "connection limits"
     );
     listener::serve(listener, app, limits, connections, shutdown).await;
+    mcp.clear();
     Ok(())
 }

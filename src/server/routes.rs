@@ -122,7 +122,8 @@ async fn openapi() -> axum::Json<Value> {
     axum::Json(openapi_document())
 }
 
-pub(crate) fn router(state: Arc<AppState>) -> Router {
+/// The daemon's router, and where its MCP endpoint (if served) keeps it.
+pub(crate) fn router(state: Arc<AppState>) -> (Router, mcp_route::Inner) {
     let load_limit = DefaultBodyLimit::max(LOAD_BODY_LIMIT);
     let mut routes = Router::new()
         .route("/healthz", get(healthz))
@@ -167,12 +168,13 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/read", post(query).layer(axum::middleware::from_fn(deprecated)))
         .route("/graphs/{id}/change", post(mutate).layer(axum::middleware::from_fn(deprecated)))
         .route("/graphs/{id}/ingest", post(load_json).layer(load_limit).layer(axum::middleware::from_fn(deprecated)));
-    let mut finished = None;
-    if state.mcp {
+    let mut inner = mcp_route::Inner::default();
+    let serves_mcp = state.mcp;
+    if serves_mcp {
         let (mcp, cell) = mcp_route::service(BODY_LIMIT, state.auth.is_configured());
         let caller_first = axum::middleware::from_fn_with_state(state.clone(), authenticated);
         routes = routes.route("/graphs/{id}/mcp", axum::routing::any_service(mcp).layer(caller_first));
-        finished = Some(cell);
+        inner = cell;
     }
     let app = routes
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -180,10 +182,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .layer(axum::middleware::from_fn(middleware::log_request))
         .with_state(state);
     // The MCP endpoint's tools call the finished router (this one).
-    if let Some(cell) = finished {
-        let _ = cell.set(app.clone());
+    if serves_mcp {
+        inner.set(app.clone());
     }
-    app
+    (app, inner)
 }
 
 /// Refuse a request without a valid token before it reaches the MCP

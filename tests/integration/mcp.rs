@@ -153,7 +153,7 @@ fn http_client_config(s: &Server, token: &str) -> StreamableHttpClientTransportC
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_over_http_runs_stored_queries_under_the_policy() {
-    let (s, _dir) = daemon().await;
+    let (mut s, _dir) = daemon().await;
     let transport = StreamableHttpClientTransport::from_config(http_client_config(&s, TOKEN));
     let client = ().serve(transport).await.unwrap_or_else(|e| panic!("initialize: {e}\n{}", s.log()));
     exercise(&client, "http").await;
@@ -176,6 +176,12 @@ async fn an_mcp_client_over_http_runs_stored_queries_under_the_policy() {
     let rows = answer(&flat, "find", json!({"name": "Alice"})).await;
     assert_eq!(rows["rows"][0]["p.name"], json!("Alice"), "{rows}");
     flat.cancel().await.expect("close");
+
+    // The endpoint holds the router it calls: the daemon still stops cleanly.
+    let pid = s.pid().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let status = s.wait_exit(std::time::Duration::from_secs(30)).await.expect("the daemon exits on SIGTERM");
+    assert!(status.success(), "exit status {status:?}\n{}", s.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
