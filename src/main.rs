@@ -560,7 +560,9 @@ enum Command {
     },
     /// An MCP server on stdio for a running daemon: its stored queries and
     /// read-only tools, called over HTTP with this process's token.
-    #[command(after_help = "Example:\n  OMNIGRAPH_BEARER_TOKEN=… omnigraph mcp --server http://127.0.0.1:8080")]
+    #[command(
+        after_help = "Example:\n  omnigraph mcp --server http://127.0.0.1:8080 --graph social\n(the token: config.yaml's `servers` entry, else OMNIGRAPH_BEARER_TOKEN)"
+    )]
     Mcp {
         /// The daemon (a URL, or a `servers` name of config.yaml).
         #[arg(long)]
