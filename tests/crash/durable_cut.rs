@@ -209,10 +209,8 @@ pub(super) const WRITERS: [(Op, &str); 10] = [
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run in a process of its own by a_long_case_runs_in_a_process_of_its_own"]
 async fn every_durable_write_cut_of_every_writer_recovers_clean() {
-    if !super::in_own_process("durable_cut::every_durable_write_cut_of_every_writer_recovers_clean").await {
-        return;
-    }
     let _s = serial().await;
     let mut report = Vec::new();
     for (op, branch) in WRITERS {
@@ -226,10 +224,8 @@ async fn every_durable_write_cut_of_every_writer_recovers_clean() {
 /// The durable-write cut on S3: a mutation and a load on main, and a first
 /// write on a new branch (its fork), stopped after every durable write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run in a process of its own by a_long_case_runs_in_a_process_of_its_own"]
 async fn every_durable_write_cut_on_s3_recovers_clean() {
-    if !super::in_own_process("durable_cut::every_durable_write_cut_on_s3_recovers_clean").await {
-        return;
-    }
     let _s = serial().await;
     if super::s3::server().is_none() {
         return;

@@ -46,23 +46,24 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
-/// Names the one test a child process of this binary runs on its own.
-const ENV_OWN_PROCESS: &str = "OMNIGRAPH_CRASH_OWN_PROCESS";
+/// The longest tests (about 400 of the binary's 560 CPU-seconds). They
+/// need the process-global hooks (failpoints, the Lance store hook) to
+/// themselves, so each runs in a child process of its own (this binary,
+/// `--ignored --exact NAME`), all started at once by
+/// [`a_long_case_runs_in_a_process_of_its_own`], beside the tests that take
+/// [`serial`] here: the binary keeps both cores busy instead of one.
+const OWN_PROCESS: [&str; 4] = [
+    "power_loss::every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledged_lost",
+    "durable_cut::every_durable_write_cut_of_every_writer_recovers_clean",
+    "durable_cut::every_durable_write_cut_on_s3_recovers_clean",
+    "a_load_killed_at_every_boundary_on_s3_recovers_clean",
+];
 
-/// Whether to run the body of test `name` (its full path) here. In the
-/// harness's process it starts a child of its own (this binary, `--exact
-/// name`), asserts that it passed and answers false; in that child it
-/// answers true. A long test that needs the process-global hooks (failpoints,
-/// the Lance store hook) to itself thus runs on the other core beside the
-/// tests that take [`serial`] here, instead of after them.
-async fn in_own_process(name: &str) -> bool {
-    if std::env::var(ENV_OWN_PROCESS).as_deref() == Ok(name) {
-        return true;
-    }
+/// Run the ignored test `name` in a child process; assert that it passed.
+async fn in_own_process(name: &str) {
     let exe = std::env::current_exe().expect("test binary path");
     let out = tokio::process::Command::new(exe)
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(ENV_OWN_PROCESS, name)
+        .args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .output()
         .await
         .expect("run the test in a process of its own");
@@ -72,7 +73,11 @@ async fn in_own_process(name: &str) -> bool {
         "{name}, in a process of its own, did not pass:\n{stdout}\n{stderr}"
     );
     print!("{stdout}");
-    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_case_runs_in_a_process_of_its_own() {
+    futures::future::join_all(OWN_PROCESS.map(in_own_process)).await;
 }
 
 /// The writes the harness crashes.
@@ -834,10 +839,8 @@ async fn matrix(branch: &'static str, boundaries: &[&str]) -> Vec<String> {
 /// and a first load on a new branch killed around its fork, each recovered by
 /// a fresh open there: the same invariants as on disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run in a process of its own by a_long_case_runs_in_a_process_of_its_own"]
 async fn a_load_killed_at_every_boundary_on_s3_recovers_clean() {
-    if !in_own_process("a_load_killed_at_every_boundary_on_s3_recovers_clean").await {
-        return;
-    }
     let _g = serial().await;
     if s3::server().is_none() {
         return;

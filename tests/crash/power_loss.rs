@@ -382,11 +382,8 @@ async fn every_power_cut(op: Op, branch: &'static str, seed: u64) -> (usize, usi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run in a process of its own by a_long_case_runs_in_a_process_of_its_own"]
 async fn every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledged_lost() {
-    let name = "power_loss::every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledged_lost";
-    if !super::in_own_process(name).await {
-        return;
-    }
     let _s = serial().await;
     let cases = WRITERS.into_iter().chain([(Op::SchemaApply, "main")]);
     let mut report = Vec::new();
