@@ -144,9 +144,9 @@ async fn exercise(client: &RunningService<RoleClient, ()>, tag: &str) {
     );
 }
 
-fn http_client_config(s: &Server, token: &str) -> StreamableHttpClientTransportConfig {
-    let mut config =
-        StreamableHttpClientTransportConfig::with_uri(format!("{}/graphs/g/mcp", s.base)).auth_header(token);
+/// A stateless streamable-HTTP client of `{base}{path}` with `token`.
+fn http_client_config(s: &Server, path: &str, token: &str) -> StreamableHttpClientTransportConfig {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{}{path}", s.base)).auth_header(token);
     config.allow_stateless = true;
     config
 }
@@ -154,7 +154,7 @@ fn http_client_config(s: &Server, token: &str) -> StreamableHttpClientTransportC
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_over_http_runs_stored_queries_under_the_policy() {
     let (mut s, _dir) = daemon().await;
-    let transport = StreamableHttpClientTransport::from_config(http_client_config(&s, TOKEN));
+    let transport = StreamableHttpClientTransport::from_config(http_client_config(&s, "/graphs/g/mcp", TOKEN));
     let client = ().serve(transport).await.unwrap_or_else(|e| panic!("initialize: {e}\n{}", s.log()));
     exercise(&client, "http").await;
     client.cancel().await.expect("close");
@@ -167,11 +167,7 @@ async fn an_mcp_client_over_http_runs_stored_queries_under_the_policy() {
             .await;
     assert_eq!((st, v["code"].clone()), (401, json!("unauthorized")), "{v}");
     // The flat route reaches the lone graph's endpoint.
-    let transport = StreamableHttpClientTransport::from_config({
-        let mut c = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", s.base)).auth_header(TOKEN);
-        c.allow_stateless = true;
-        c
-    });
+    let transport = StreamableHttpClientTransport::from_config(http_client_config(&s, "/mcp", TOKEN));
     let flat = ().serve(transport).await.expect("initialize at /mcp");
     let rows = answer(&flat, "find", json!({"name": "Alice"})).await;
     assert_eq!(rows["rows"][0]["p.name"], json!("Alice"), "{rows}");
