@@ -43,7 +43,9 @@ pub use engine::resolution::{Resolution, Resolved as ResolutionOutcome, Take as 
 pub use engine::storage::StorageOptions;
 pub use engine::storage::durability::Durability;
 pub use engine::three_way::{ConflictCount, ConflictKind, ConflictSet, MergeConflict, MergeStrategy};
-pub use graph::memory::{HandlesReport, MemoryReport, memory_report, set_memory_budget};
+pub use graph::memory::{
+    AllocatorReport, AllocatorStats, HandlesReport, MemoryReport, memory_report, set_memory_budget,
+};
 pub use graph::{
     Baseline, BaselineHandshake, Blame, BlameLine, ChangeBlock, ChangeCause, ChangeEndpoints, ChangeImage, ChangeType,
     CommitChanges, CommitInfo, DiffPage, DiffStats, EntityChange, EntityHistory, Export, FeedFrom, FeedPage,

@@ -11,6 +11,29 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's counters (`/healthz?verbose=true` shows them as
+/// `memory.allocator`); `None` if jemalloc cannot say.
+#[cfg(all(unix, not(target_env = "musl")))]
+fn allocator_stats() -> Option<omnigraph::AllocatorReport> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    // The counters are a snapshot taken at the last epoch: take a new one.
+    epoch::advance().ok()?;
+    let bytes = |v: usize| v as u64;
+    Some(omnigraph::AllocatorReport {
+        allocated: bytes(stats::allocated::read().ok()?),
+        active: bytes(stats::active::read().ok()?),
+        resident: bytes(stats::resident::read().ok()?),
+        metadata: bytes(stats::metadata::read().ok()?),
+        retained: bytes(stats::retained::read().ok()?),
+    })
+}
+
+/// No jemalloc here: no counters.
+#[cfg(not(all(unix, not(target_env = "musl"))))]
+fn allocator_stats() -> Option<omnigraph::AllocatorReport> {
+    None
+}
+
 /// `print!` that ends the process as Unix tools do when stdout is a pipe
 /// its reader closed (`omnigraph … | head`), instead of panicking.
 macro_rules! out {
@@ -2796,6 +2819,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_connections,
         shutdown_timeout,
         index_lag_rows,
+        allocator_stats: Some(allocator_stats),
     };
     omnigraph::server::serve(config, shutdown_signal()).await
 }

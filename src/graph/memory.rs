@@ -21,6 +21,28 @@ pub struct MemoryReport {
     pub pinned_handles: HandlesReport,
 }
 
+/// The allocator's own counters, in bytes: what the heap holds live against
+/// what the process keeps resident for it. A resident size that grows while
+/// `allocated` stays level is the allocator keeping freed pages, not state
+/// the daemon holds. The binary fills it (its allocator is its choice); an
+/// embedder's daemon reports none.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct AllocatorReport {
+    /// Bytes the program has allocated and not freed.
+    pub allocated: u64,
+    /// Bytes in pages that hold at least one live allocation.
+    pub active: u64,
+    /// Bytes of physical memory the allocator holds (its part of the RSS).
+    pub resident: u64,
+    /// Bytes the allocator's own bookkeeping takes.
+    pub metadata: u64,
+    /// Bytes of virtual memory released to the system but kept mapped.
+    pub retained: u64,
+}
+
+/// How a daemon reads its allocator's counters (`None`: no such counters).
+pub type AllocatorStats = fn() -> Option<AllocatorReport>;
+
 /// A cache bounded by a count of entries.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct HandlesReport {

@@ -112,6 +112,8 @@ pub struct ServerConfig {
     /// for each graph's storage, [`crate::actors::index_folder::default_lag_rows`]).
     /// Not on a read replica.
     pub index_lag_rows: Option<u64>,
+    /// The allocator's counters for `/healthz?verbose=true` (`memory.allocator`).
+    pub allocator_stats: Option<crate::AllocatorStats>,
 }
 
 impl ServerConfig {
@@ -140,6 +142,8 @@ pub(crate) struct AppState {
     pub(crate) read_only: bool,
     /// What the accept loop counts (`/healthz?verbose=true`).
     pub(crate) connections: Arc<listener::ConnectionStats>,
+    /// The allocator's counters, when the binary can read them.
+    pub(crate) allocator_stats: Option<crate::AllocatorStats>,
 }
 
 /// Open every graph (recovery runs at open); a graph that fails to open is
@@ -244,6 +248,7 @@ pub async fn serve(config: ServerConfig, shutdown: impl Future<Output = ()> + Se
         read_limits: config.read_limits,
         read_only: config.read_only,
         connections: Arc::default(),
+        allocator_stats: config.allocator_stats,
     });
     let listener = tokio::net::TcpListener::bind(&config.bind)
         .await

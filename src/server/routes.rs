@@ -392,6 +392,9 @@ async fn healthz(State(s): State<Arc<AppState>>, headers: HeaderMap, Query(q): Q
             serde_json::to_value(&*s.connections).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
         let memory = crate::graph::memory::memory_report().await;
         out["memory"] = serde_json::to_value(memory).map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
+        if let Some(allocator) = s.allocator_stats.and_then(|read| read()) {
+            out["memory"]["allocator"] = json!(allocator);
+        }
         out["steps"] = serde_json::to_value(super::step_times::report())
             .map_err(|e| ApiError::Omni(OmniError::Internal(e.to_string())))?;
     }
