@@ -84,6 +84,14 @@ async fn caches_stay_under_a_small_budget_through_thousands_of_commits() {
     let sessions = bytes(memory, &["sessions", "private_sessions"]);
     assert!(sessions <= 32, "{sessions} private sessions alive after {WRITES} commits: {memory}");
     assert!(bytes(memory, &["pinned_handles", "entries"]) <= bytes(memory, &["pinned_handles", "capacity"]));
+    // The allocator's own counters: live heap within the pages in use,
+    // within what it holds resident.
+    let (allocated, active, resident) = (
+        bytes(memory, &["allocator", "allocated"]),
+        bytes(memory, &["allocator", "active"]),
+        bytes(memory, &["allocator", "resident"]),
+    );
+    assert!(0 < allocated && allocated <= active && active <= resident, "{memory}");
     // The branch actors kept their cached state flat and compacted their
     // `__manifest` tails by themselves; nothing is left queued.
     let graph = &health["graphs"]["g"];

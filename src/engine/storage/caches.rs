@@ -11,6 +11,11 @@
 //! [`CacheCapacities`], and the private ones are tracked (weakly) so their
 //! bytes can be reported.
 //!
+//! Every metadata cache is an [`IdleCache`]: what it holds is mostly per
+//! version or per data file, dead once superseded, and dropping what no one
+//! read for a minute keeps it at what the live versions need instead of
+//! filling toward its bound.
+//!
 //! The private sessions share one index cache. What it holds is keyed by
 //! content that never changes (a segment's pages by the segment's uuid, a
 //! table's index listing by version and manifest e-tag), so sharing it
@@ -25,9 +30,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::session::Session;
+use lance::session::{CacheSpec, Session};
 use serde::Serialize;
 
+use super::idle_cache::{IDLE, IdleCache};
 use super::index_cache::IndexCache;
 use crate::engine::memory_budget::{CacheCapacities, DEFAULT_BUDGET};
 
@@ -75,7 +81,7 @@ pub fn read_session() -> Arc<Session> {
             // direct local reads (the synced store is for writes, see
             // `super::durability`).
             let registry = Arc::new(lance::io::ObjectStoreRegistry::default());
-            Arc::new(Session::with_index_cache_backend(read_index_cache(), c.read_metadata_bytes as usize, registry))
+            Arc::new(session(read_index_cache(), c.read_metadata_bytes, registry))
         })
         .clone()
 }
@@ -93,7 +99,14 @@ fn private_sessions() -> &'static Mutex<Vec<Weak<Session>>> {
 pub fn private_session() -> Arc<Session> {
     let c = capacities();
     let registry = super::durability::registry();
-    Arc::new(Session::with_index_cache_backend(private_index_cache(), c.private_metadata_bytes as usize, registry))
+    Arc::new(session(private_index_cache(), c.private_metadata_bytes, registry))
+}
+
+/// A session with `index` as its index cache and a metadata cache of
+/// `metadata_bytes` whose idle entries expire.
+fn session(index: Arc<IndexCache>, metadata_bytes: u64, registry: Arc<lance::io::ObjectStoreRegistry>) -> Session {
+    let metadata = Arc::new(IdleCache::new(metadata_bytes, IDLE));
+    Session::with_cache_backends(CacheSpec::Backend(index), CacheSpec::Backend(metadata), registry)
 }
 
 /// `builder` with a new private session.

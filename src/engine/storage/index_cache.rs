@@ -10,8 +10,8 @@
 //! are never read again. In one cache of the budget's size, a daemon under
 //! steady writes kept tens of thousands of dead listings (hundreds of MB)
 //! before any eviction began: memory grew with the commits served. Here the
-//! listings get a small cache of their own, which a few minutes of writes
-//! fill and then hold level, and the pages keep the rest of the capacity.
+//! listings get a small cache of their own, whose entries also go after a
+//! minute unread ([`IdleCache`]), and the pages keep the rest of the capacity.
 
 use std::pin::Pin;
 use std::sync::OnceLock;
@@ -24,12 +24,14 @@ use lance_core::cache::{
     QuickCacheShardPolicy,
 };
 
+use super::idle_cache::{IDLE, IdleCache};
+
 /// An index cache: two bounded caches behind one Lance backend, routed by
 /// the entry's codec type.
 #[derive(Debug)]
 pub struct IndexCache {
     pages: QuickCacheBackend,
-    listings: QuickCacheBackend,
+    listings: IdleCache,
 }
 
 /// The codec type Lance gives a table's per-version index listing.
@@ -48,11 +50,11 @@ impl IndexCache {
     pub fn new(pages_bytes: u64, listings_bytes: u64) -> IndexCache {
         // One shard each, as Lance's own index cache: pages vary in size by
         // orders of magnitude, and shards would split the budget unevenly.
-        let single = |bytes: u64| QuickCacheBackend::with_shard_policy(bytes as usize, QuickCacheShardPolicy::Single);
-        IndexCache { pages: single(pages_bytes), listings: single(listings_bytes) }
+        let pages = QuickCacheBackend::with_shard_policy(pages_bytes as usize, QuickCacheShardPolicy::Single);
+        IndexCache { pages, listings: IdleCache::new(listings_bytes, IDLE) }
     }
 
-    fn route(&self, codec: Option<&CacheCodec>) -> &QuickCacheBackend {
+    fn route(&self, codec: Option<&CacheCodec>) -> &dyn CacheBackend {
         if is_listing(codec) { &self.listings } else { &self.pages }
     }
 
@@ -141,8 +143,7 @@ impl CacheBackend for IndexCache {
         size_of_entry: &dyn Fn(&CacheEntry, &mut Context) -> Option<usize>,
     ) -> Option<usize> {
         Some(
-            self.pages.deep_size_of_entries(context, size_of_entry)?
-                + self.listings.deep_size_of_entries(context, size_of_entry)?,
+            self.pages.deep_size_of_entries(context, size_of_entry)? + self.listings.approx_size_bytes(),
         )
     }
 }

@@ -20,6 +20,7 @@ pub mod caches;
 pub mod config;
 pub mod durability;
 mod guard;
+mod idle_cache;
 mod index_cache;
 pub mod index_fold;
 pub mod io_hook;
