@@ -77,8 +77,9 @@ async fn caches_stay_under_a_small_budget_through_thousands_of_commits() {
         assert!(held <= cap, "{cache:?} holds {held} over its capacity {cap}: {memory}");
     }
     // Reads saw a new version at nearly every commit: their index listings
-    // went to their own cache, and its bound held them.
-    assert!(bytes(memory, &["sessions", "read_index_listings", "entries"]) > 0, "{memory}");
+    // went to their own cache, whose bound held them (checked above) and
+    // which drops the ones no read asked for in the last minute, so by now
+    // it may hold none.
     // Private sessions are the datasets actors and writers keep open: one
     // per table actor and branch actor at most, not one per commit.
     let sessions = bytes(memory, &["sessions", "private_sessions"]);

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::Future;
-use lance_core::cache::{CacheBackend, CacheCodec, CacheEntry, InternalCacheKey};
 use lance_core::Result;
+use lance_core::cache::{CacheBackend, CacheCodec, CacheEntry, InternalCacheKey};
 use lance_core::error::CloneableError;
 
 /// How long an entry may go unread before it is dropped.
@@ -33,8 +33,9 @@ struct Weighed {
     bytes: u32,
 }
 
-/// A byte-bounded cache whose entries also expire after [`IDLE`] unread
-/// (moka's time-to-idle, the same cache Lance offers as a backend).
+/// A byte-bounded, least-recently-used cache whose entries also expire
+/// after [`IDLE`] unread (moka's time-to-idle; the same cache Lance offers
+/// as a backend).
 pub struct IdleCache {
     cache: moka::future::Cache<InternalCacheKey, Weighed>,
     capacity: u64,
@@ -42,7 +43,10 @@ pub struct IdleCache {
 
 impl std::fmt::Debug for IdleCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IdleCache").field("capacity", &self.capacity).field("entries", &self.cache.entry_count()).finish()
+        f.debug_struct("IdleCache")
+            .field("capacity", &self.capacity)
+            .field("entries", &self.cache.entry_count())
+            .finish()
     }
 }
 
@@ -52,6 +56,11 @@ impl IdleCache {
         let cache = moka::future::Cache::builder()
             .max_capacity(capacity)
             .weigher(|_: &InternalCacheKey, w: &Weighed| w.bytes)
+            // Least recently used goes first, and a new entry is always
+            // admitted: the newest version's entries are the ones about to
+            // be read (moka's default, TinyLFU, may turn a new one away in
+            // favour of old entries read often before they were superseded).
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
             .time_to_idle(idle)
             .build();
         IdleCache { cache, capacity }
@@ -154,6 +163,9 @@ mod tests {
         }
         assert!(cache.size_bytes().await <= 64 << 10, "{}", cache.size_bytes().await);
         assert!(cache.num_entries().await < 200);
+        // Full, it still took the newest entry and let the oldest go.
+        assert_eq!(cache.get(&key(199), None).await.and_then(|e| e.downcast_ref::<u16>().copied()), Some(199));
+        assert!(cache.get(&key(0), None).await.is_none());
         // A loader runs on a miss and not on a hit.
         let load = |v: u16| -> Pin<Box<dyn Future<Output = Result<(CacheEntry, usize)>> + Send>> {
             Box::pin(async move { Ok((Arc::new(v) as CacheEntry, 8)) })

@@ -142,9 +142,7 @@ impl CacheBackend for IndexCache {
         context: &mut Context,
         size_of_entry: &dyn Fn(&CacheEntry, &mut Context) -> Option<usize>,
     ) -> Option<usize> {
-        Some(
-            self.pages.deep_size_of_entries(context, size_of_entry)? + self.listings.approx_size_bytes(),
-        )
+        Some(self.pages.deep_size_of_entries(context, size_of_entry)? + self.listings.approx_size_bytes())
     }
 }
 
