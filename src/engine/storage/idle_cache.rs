@@ -149,6 +149,9 @@ mod tests {
 
     use super::*;
 
+    /// What `get_or_insert` takes.
+    type Loader = Pin<Box<dyn Future<Output = Result<(CacheEntry, usize)>> + Send>>;
+
     fn key(n: u16) -> InternalCacheKey {
         let mut bytes = [0u8; 16];
         bytes[..2].copy_from_slice(&n.to_le_bytes());
@@ -167,9 +170,7 @@ mod tests {
         assert_eq!(cache.get(&key(199), None).await.and_then(|e| e.downcast_ref::<u16>().copied()), Some(199));
         assert!(cache.get(&key(0), None).await.is_none());
         // A loader runs on a miss and not on a hit.
-        let load = |v: u16| -> Pin<Box<dyn Future<Output = Result<(CacheEntry, usize)>> + Send>> {
-            Box::pin(async move { Ok((Arc::new(v) as CacheEntry, 8)) })
-        };
+        let load = |v: u16| -> Loader { Box::pin(async move { Ok((Arc::new(v) as CacheEntry, 8)) }) };
         let (_, hit) = cache.get_or_insert(&key(1000), load(7), None).await.unwrap();
         assert!(!hit);
         let (entry, hit) = cache.get_or_insert(&key(1000), load(8), None).await.unwrap();
@@ -188,8 +189,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_load_is_an_error_and_caches_nothing() {
         let cache = IdleCache::new(1 << 20, IDLE);
-        let failing: Pin<Box<dyn Future<Output = Result<(CacheEntry, usize)>> + Send>> =
-            Box::pin(async { Err(Error::io("storage said no")) });
+        let failing: Loader = Box::pin(async { Err(Error::io("storage said no")) });
         let e = cache.get_or_insert(&key(1), failing, None).await.err().map(|e| e.to_string());
         assert!(e.is_some_and(|e| e.contains("storage said no")));
         assert_eq!(cache.num_entries().await, 0);
