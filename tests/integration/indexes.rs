@@ -205,7 +205,10 @@ impl Drop for Unroute {
 /// absent costs without the index. A new
 /// key (or one whose row was deleted) is appended; an existing key, in the
 /// index or in the tail, replaces its row in one `Update`; the table ends
-/// with one row per key and the values written.
+/// with one row per key and the values written. Merges of a branch (a
+/// fast-forward and a three-way one) read the rows the branch changed, not
+/// the table (a branch names its inherited files through a base path; they
+/// are still unchanged fragments).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_writes_read_the_index_not_the_table() {
     use std::sync::Arc;
@@ -256,6 +259,33 @@ async fn keyed_writes_read_the_index_not_the_table() {
     counter.take();
     g.load(more.as_bytes(), omnigraph::LoadMode::Append, &main).await.expect("append load");
     reads.push(("a 3,000-row append load", counter.take()));
+    // Merges read the change a branch made (Lance's row versions), not
+    // its table: a fast-forward, then a three-way merge (main moved too).
+    let side = WriteOptions { branch: "side".into(), ..WriteOptions::default() };
+    for (what, writes, on_main) in [
+        (
+            "a fast-forward merge",
+            [insert("side-new"), r#"query q() { delete Person where name = "p0000011" }"#.into()],
+            None,
+        ),
+        (
+            "a three-way merge",
+            [r#"query q() { update Person set { age: 55 } where name = "p0000010" }"#.into(), insert("side-new2")],
+            Some(r#"query q() { update Person set { age: 66 } where name = "p0000012" }"#),
+        ),
+    ] {
+        g.branch_create("side", "main").await.expect("branch");
+        for src in writes {
+            g.mutate(&src, None, Map::new(), &side).await.unwrap_or_else(|e| panic!("{src}: {e}"));
+        }
+        if let Some(src) = on_main {
+            g.mutate(src, None, Map::new(), &main).await.expect("main moves");
+        }
+        counter.take();
+        g.branch_merge("side", "main", &omnigraph::MergeOptions::default()).await.expect(what);
+        reads.push((what, counter.take()));
+        g.branch_delete("side").await.expect("delete the branch");
+    }
     // What proving a key absent costs without the index: the whole column.
     let view = manifest::load(g.root(), "main", None).await.expect("view");
     let ds = open_pinned(g.root(), &view.state.tables["node:Person"]).await.expect("open");
@@ -268,12 +298,16 @@ async fn keyed_writes_read_the_index_not_the_table() {
     }
     let at = ReadTarget::Branch("main".into());
     let count = g.query_json("query q() { match { $p: Person } return { count($p) as n } }", None, Map::new(), &at);
-    assert_eq!(count.await.expect("count")["rows"][0]["n"], json!(203_002));
-    for (name, age) in [("p0000007", 2), ("p0000008", 77), ("tail", 2), ("p0000009", 2)] {
+    // The merges added two keys and deleted one.
+    assert_eq!(count.await.expect("count")["rows"][0]["n"], json!(203_003));
+    let merged = [("p0000010", 55), ("p0000012", 66), ("side-new", 2), ("side-new2", 2)];
+    for (name, age) in [("p0000007", 2), ("p0000008", 77), ("tail", 2), ("p0000009", 2)].into_iter().chain(merged) {
         let q = format!(r#"query q() {{ match {{ $p: Person {{ name: "{name}" }} }} return {{ $p.age }} }}"#);
         let rows = g.query_json(&q, None, Map::new(), &at).await.expect("values")["rows"].clone();
         assert_eq!(rows, json!([{"p.age": age}]), "{name}");
     }
+    let q = r#"query q() { match { $p: Person { name: "p0000011" } } return { $p.age } }"#;
+    assert_eq!(g.query_json(q, None, Map::new(), &at).await.expect("deleted")["rows"], json!([]));
 }
 
 /// Updates and deletes whose `where` compares an indexed non-key column

@@ -33,6 +33,8 @@ use lance::dataset::fragment::FileFragment;
 use lance_core::utils::deletion::DeletionVector;
 use lance_table::format::Fragment;
 
+use tracing::{Instrument, info_span};
+
 use crate::protocol::{OmniError, Result};
 
 const ROW_ID: &str = "_rowid";
@@ -78,18 +80,34 @@ impl Shape {
                 shape.added.push(f.clone());
                 continue;
             };
-            if old.deletion_file != f.deletion_file {
+            let (old_content, new_content) = (content(old), content(f));
+            if old_content.deletion_file != new_content.deletion_file {
                 shape.deletions.push(((*old).clone(), f.clone()));
             }
-            let mut same_deletions = f.clone();
-            same_deletions.deletion_file.clone_from(&old.deletion_file);
-            if same_deletions != **old {
+            let mut same_deletions = new_content;
+            same_deletions.deletion_file = old_content.deletion_file.clone();
+            if same_deletions != old_content {
                 shape.rewritten.push(f.clone());
             }
         }
         shape.vanished = from.iter().filter(|f| !newer.contains(&f.id)).cloned().collect();
         shape
     }
+}
+
+/// `fragment` without where its files live: a branch's manifest names the
+/// files it inherited from its parent through a base path (`base_id`), the
+/// parent's without one, yet they are the same files (each file name is
+/// unique), so only names and metadata tell whether a fragment changed.
+fn content(fragment: &Fragment) -> Fragment {
+    let mut out = fragment.clone();
+    for file in &mut out.files {
+        file.base_id = None;
+    }
+    if let Some(deletions) = &mut out.deletion_file {
+        deletions.base_id = None;
+    }
+    out
 }
 
 /// The rows `to` changed against `from`, or `None` when the fast path does
@@ -115,7 +133,8 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
         // Rows rewritten in place keep their address: the older image sits
         // at the same one (when it was live there).
         let filter = format!("{LAST_UPDATED} > {v0}");
-        for batch in scan_fragments(to, shape.rewritten.clone(), &[ROW_ADDR], Some(&filter)).await? {
+        let span = info_span!("row_delta.rewritten", fragments = shape.rewritten.len());
+        for batch in scan_fragments(to, shape.rewritten.clone(), &[ROW_ADDR], Some(&filter)).instrument(span).await? {
             before_addrs.extend(u64_column(&batch, ROW_ADDR)?.values().iter().copied());
             after.push(without_system_columns(&batch)?);
         }
@@ -124,7 +143,8 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     after.extend(take(&to_arc, after_addrs).await?);
     before_addrs.sort_unstable();
     before_addrs.dedup();
-    let before = take(&from_arc, before_addrs.clone()).await?;
+    let span = info_span!("row_delta.before_images", rows = before_addrs.len());
+    let before = take(&from_arc, before_addrs.clone()).instrument(span).await?;
     Ok(Some(RowDelta { after, before, before_addresses: before_addrs }))
 }
 
@@ -295,4 +315,54 @@ fn without_system_columns(batch: &RecordBatch) -> Result<RecordBatch> {
         .map(|(i, _)| i)
         .collect();
     batch.project(&keep).map_err(|e| OmniError::Internal(format!("projecting a row delta batch: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use lance_table::format::{DataFile, DeletionFile, DeletionFileType};
+
+    use super::*;
+
+    /// Fragment `id` with one data file and, when `deleted`, a deletion
+    /// file `deleted`; every file under the base path `base`.
+    fn fragment(id: u64, file: &str, deleted: Option<u64>, base: Option<u32>) -> Fragment {
+        let mut f = Fragment::new(id);
+        f.files.push(DataFile::new_legacy_from_fields(file, vec![0, 1], base));
+        f.physical_rows = Some(100);
+        f.deletion_file = deleted.map(|id| DeletionFile {
+            read_version: 1,
+            id,
+            file_type: DeletionFileType::Bitmap,
+            num_deleted_rows: Some(1),
+            base_id: base,
+        });
+        f
+    }
+
+    fn ids(fragments: &[Fragment]) -> Vec<u64> {
+        fragments.iter().map(|f| f.id).collect()
+    }
+
+    /// A branch names the files it inherited through its parent's base
+    /// path: those fragments are unchanged, and only what the branch wrote
+    /// (a new deletion file, a new data file, a new fragment) shows.
+    #[test]
+    fn files_inherited_through_a_base_path_are_the_same_files() {
+        let parent = [fragment(0, "a.lance", None, None), fragment(1, "b.lance", Some(7), None)];
+        let branch = [
+            fragment(0, "a.lance", None, Some(0)),
+            fragment(1, "b.lance", Some(7), Some(0)),
+            fragment(2, "c.lance", None, None),
+        ];
+        let shape = Shape::of(&parent, &branch);
+        assert_eq!(ids(&shape.added), [2]);
+        assert!(shape.rewritten.is_empty() && shape.deletions.is_empty() && shape.vanished.is_empty());
+
+        let mut changed = branch.clone();
+        changed[0] = fragment(0, "a.lance", Some(9), Some(0));
+        changed[1].files[0] = DataFile::new_legacy_from_fields("b2.lance", vec![0, 1], None);
+        let shape = Shape::of(&parent, &changed);
+        assert_eq!(shape.deletions.iter().map(|(old, _)| old.id).collect::<Vec<_>>(), [0]);
+        assert_eq!(ids(&shape.rewritten), [1]);
+    }
 }
