@@ -30,21 +30,32 @@ pub struct LineageDelta {
     pub rows: Vec<RecordBatch>,
     /// The id of each key of the delta (written, deleted and conflicting).
     pub ids: HashMap<Hash128, String>,
-    /// Where the base holds each key the source changed or removed: when
-    /// the target is the base, the rows its updates and deletes replace.
-    pub base_addresses: HashMap<Hash128, u64>,
+    /// Where the target holds each key of the delta it holds at all (the
+    /// rows the merge's updates and deletes replace), or `None` when that is
+    /// not known (a row of the base the target left alone sits in a
+    /// fragment the target no longer has: a compaction moved it).
+    pub target_addresses: Option<HashMap<Hash128, u64>>,
 }
 
 /// One row image: its fingerprint and id.
 type Image = (Hash128, String);
 
 /// One side's changed rows since the base: the base images of the rows it
-/// changed or removed (and their addresses there), and the images it holds now.
+/// changed or removed (and their addresses there), and the images it holds
+/// now (and their addresses in it).
 struct Changed {
     before: HashMap<Hash128, Image>,
     before_addresses: HashMap<Hash128, u64>,
     after: HashMap<Hash128, Image>,
+    after_addresses: HashMap<Hash128, u64>,
     after_rows: Vec<RecordBatch>,
+}
+
+impl Changed {
+    /// Whether this side changed or removed `key` since the base.
+    fn touched(&self, key: &Hash128) -> bool {
+        self.before.contains_key(key) || self.after.contains_key(key)
+    }
 }
 
 /// The delta of `source` into `target` over `base` from row versions, or
@@ -72,7 +83,7 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
         let now = s.after.get(&key);
         // A key the target did not touch holds its base value there.
         let then = match &t {
-            Some(t) if t.before.contains_key(&key) || t.after.contains_key(&key) => t.after.get(&key),
+            Some(t) if t.touched(&key) => t.after.get(&key),
             _ => b,
         };
         let print = |side: Option<&Image>| side.map(|(p, _)| *p);
@@ -92,12 +103,43 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
     }
     let written: HashSet<Hash128> = keyed.inserted.union(&keyed.updated).copied().collect();
     let rows = rows_with(&s.after_rows, base, &written)?;
-    Ok(Some(LineageDelta { keyed, rows, ids, base_addresses: s.before_addresses }))
+    let target_addresses = held_at(&s, t.as_ref(), target, ids.keys());
+    Ok(Some(LineageDelta { keyed, rows, ids, target_addresses }))
+}
+
+/// Where the target holds each of `keys` it holds: where the target's own
+/// change put it when the target touched the key, else where the base holds
+/// it, which stays true while the target keeps that fragment (fragments
+/// are immutable but for deletions, and a deletion is a change). `None`
+/// when a base row's fragment is gone from the target.
+fn held_at<'k>(
+    s: &Changed,
+    t: Option<&Changed>,
+    target: Option<&Dataset>,
+    keys: impl Iterator<Item = &'k Hash128>,
+) -> Option<HashMap<Hash128, u64>> {
+    let (Some(t), Some(target)) = (t, target) else {
+        // The target is the base.
+        return Some(s.before_addresses.clone());
+    };
+    let kept: HashSet<u64> = target.manifest.fragments.iter().map(|f| f.id).collect();
+    let mut out = HashMap::new();
+    for key in keys {
+        let at = if t.touched(key) { t.after_addresses.get(key) } else { s.before_addresses.get(key) };
+        if let Some(&at) = at {
+            if !t.touched(key) && !kept.contains(&(at >> 32)) {
+                return None;
+            }
+            out.insert(*key, at);
+        }
+    }
+    Some(out)
 }
 
 /// The rows `side` changed since `base`, fingerprinted as the base's.
 async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
-    let Some(RowDelta { before, after, before_addresses }) = row_delta::between(base, side).await? else {
+    let Some(RowDelta { before, after, after_addresses, before_addresses }) = row_delta::between(base, side).await?
+    else {
         return Ok(None);
     };
     let before = normalised(base, &before)?;
@@ -112,7 +154,17 @@ async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
         )));
     }
     let before_addresses = keys.into_iter().zip(before_addresses).collect();
-    Ok(Some(Changed { before, before_addresses, after: prints(base, &after_rows)?.0, after_rows }))
+    let (after, keys) = prints(base, &after_rows)?;
+    if keys.len() != after_addresses.len() {
+        return Err(OmniError::Internal(format!(
+            "{}: {} newer images for {} addresses",
+            side.uri(),
+            keys.len(),
+            after_addresses.len()
+        )));
+    }
+    let after_addresses = keys.into_iter().zip(after_addresses).collect();
+    Ok(Some(Changed { before, before_addresses, after, after_addresses, after_rows }))
 }
 
 /// `batches` in `base`'s column order and types.

@@ -101,9 +101,9 @@ pub struct TableMerge {
     pub rows: Vec<RecordBatch>,
     /// Whether the target adopts the source's pointer instead of writing.
     pub adopt: bool,
-    /// When the target's pin is the base's and the delta came from row
-    /// versions: where the target holds each id the merge updates or
-    /// deletes, so its writes need no lookup.
+    /// When the delta came from row versions: where the target holds each
+    /// id of the delta it holds (from the base's and the target's row
+    /// versions), so the merge's writes need no lookup.
     pub located: Option<HashMap<String, u64>>,
     /// For a merge across a schema change: how each side's rows are read
     /// in the merged shape (`rows` already are).
@@ -187,7 +187,7 @@ impl TableMerge {
 }
 
 /// Same version of the same data on the same ref.
-fn same(a: &TableEntry, b: &TableEntry) -> bool {
+pub(super) fn same(a: &TableEntry, b: &TableEntry) -> bool {
     a.location == b.location && a.version == b.version && a.branch == b.branch
 }
 
@@ -259,7 +259,7 @@ async fn table_delta(
         (None, false) => None,
     };
     let (keyed, known) = match lineage {
-        Some(l) => (l.keyed, Some((l.rows, l.ids, l.base_addresses))),
+        Some(l) => (l.keyed, Some((l.rows, l.ids, l.target_addresses))),
         None => {
             let sides = match (base_ds, existed) {
                 (Some(ds), _) => spill::Base::At(spill::Side::whole(ds)),
@@ -275,11 +275,10 @@ async fn table_delta(
     }
     let (rows, delta, located) = match known {
         Some((rows, ids, addresses)) => {
-            // The base's addresses are the target's when the target is the base.
-            let located = base_ds.is_none().then(|| {
-                let replaced = keyed.updated.iter().chain(&keyed.deleted);
-                replaced.filter_map(|k| Some((ids.get(k)?.clone(), *addresses.get(k)?))).collect()
-            });
+            // Every key the target holds, conflicts too: a strategy may
+            // decide one into an update or a delete.
+            let located = addresses
+                .map(|addresses| addresses.iter().filter_map(|(k, at)| Some((ids.get(k)?.clone(), *at))).collect());
             let delta = delta::resolve_with(key, keyed, &rows, source_ds, &ids)?;
             (rows, delta, located)
         }
@@ -399,8 +398,9 @@ fn looked_up_plans(m: &TableMerge) -> Result<Vec<StagePlan>> {
 
 /// The same chain when the merge knows where the target holds every id it
 /// replaces (`located`): the new rows appended (the row versions prove
-/// their ids absent from the base, which the target is), the changed rows
-/// replacing theirs, the deleted rows deleted, all by address.
+/// their ids absent from the target: absent at the base, and not written
+/// by the target since), the changed rows replacing theirs, the deleted
+/// rows deleted, all by address.
 fn located_plans(m: &TableMerge, located: &HashMap<String, u64>) -> Result<Vec<StagePlan>> {
     let at = |ids: &mut dyn Iterator<Item = &String>| -> Result<Vec<u64>> {
         ids.map(|id| {

@@ -52,7 +52,11 @@ pub async fn decide_table(
         return Ok(out);
     }
     // A target that is the merge base changed nothing, so it has no conflict.
-    assert!(m.located.is_none(), "{}: a conflict where the target is the merge base", m.table_key);
+    assert!(
+        base.is_none_or(|b| !super::same(b, &m.target)),
+        "{}: a conflict where the target is the base",
+        m.table_key
+    );
     let ids: HashSet<&str> = m.delta.conflicts.iter().filter_map(|c| c.entity_id.as_deref()).collect();
     // Across a schema change every side is read in the merged shape, the
     // base under the name it had there.

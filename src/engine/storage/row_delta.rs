@@ -51,10 +51,29 @@ const TAKE_CHUNK: usize = 8192;
 pub struct RowDelta {
     /// Rows live at the newer version that the range inserted or rewrote.
     pub after: Vec<RecordBatch>,
+    /// Where each row of `after` is in the newer version, in row order.
+    pub after_addresses: Vec<u64>,
     /// The older version's images of rows the range rewrote or removed.
     pub before: Vec<RecordBatch>,
     /// Where each row of `before` is in the older version, in row order.
     pub before_addresses: Vec<u64>,
+}
+
+/// Newer images as they are gathered: rows without Lance's system columns,
+/// and each row's address.
+#[derive(Default)]
+struct Images {
+    rows: Vec<RecordBatch>,
+    addresses: Vec<u64>,
+}
+
+impl Images {
+    /// `batch`'s rows (which carry `_rowaddr`).
+    fn push(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.addresses.extend(u64_column(batch, ROW_ADDR)?.values().iter().copied());
+        self.rows.push(without_system_columns(batch)?);
+        Ok(())
+    }
 }
 
 /// The fragment-level shape of a range, from the two manifests alone.
@@ -128,7 +147,7 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
         before_addrs.extend(is.iter().filter(|o| !was.contains(*o)).map(|o| address(old.id, o)));
         after_addrs.extend(was.iter().filter(|o| !is.contains(*o)).map(|o| address(new.id, o)));
     }
-    let mut after = Vec::new();
+    let mut after = Images::default();
     if !shape.rewritten.is_empty() {
         // Rows rewritten in place keep their address: the older image sits
         // at the same one (when it was live there).
@@ -136,16 +155,21 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
         let span = info_span!("row_delta.rewritten", fragments = shape.rewritten.len());
         for batch in scan_fragments(to, shape.rewritten.clone(), &[ROW_ADDR], Some(&filter)).instrument(span).await? {
             before_addrs.extend(u64_column(&batch, ROW_ADDR)?.values().iter().copied());
-            after.push(without_system_columns(&batch)?);
+            after.push(&batch)?;
         }
     }
     moved_rows(from, to, &shape, v0, &mut after, &mut before_addrs).await?;
-    after.extend(take(&to_arc, after_addrs).await?);
+    // Revived rows (a restore), taken in address order.
+    after_addrs.sort_unstable();
+    after_addrs.dedup();
+    after.rows.extend(take(&to_arc, after_addrs.clone()).await?);
+    after.addresses.extend(after_addrs);
     before_addrs.sort_unstable();
     before_addrs.dedup();
     let span = info_span!("row_delta.before_images", rows = before_addrs.len());
     let before = take(&from_arc, before_addrs.clone()).instrument(span).await?;
-    Ok(Some(RowDelta { after, before, before_addresses: before_addrs }))
+    let Images { rows: after, addresses: after_addresses } = after;
+    Ok(Some(RowDelta { after, after_addresses, before, before_addresses: before_addrs }))
 }
 
 /// Whether `to` is `from` or a later version of it on its ref, or a
@@ -175,7 +199,7 @@ async fn moved_rows(
     to: &Dataset,
     shape: &Shape,
     v0: u64,
-    after: &mut Vec<RecordBatch>,
+    after: &mut Images,
     before_addrs: &mut Vec<u64>,
 ) -> Result<()> {
     if shape.added.is_empty() && shape.vanished.is_empty() {
@@ -184,11 +208,11 @@ async fn moved_rows(
     let added = if shape.added.is_empty() {
         Vec::new()
     } else {
-        scan_fragments(to, shape.added.clone(), &[ROW_ID, LAST_UPDATED], None).await?
+        scan_fragments(to, shape.added.clone(), &[ROW_ID, ROW_ADDR, LAST_UPDATED], None).await?
     };
     if shape.vanished.is_empty() {
         for batch in &added {
-            after.push(without_system_columns(batch)?);
+            after.push(batch)?;
         }
         return Ok(());
     }
@@ -218,7 +242,7 @@ async fn moved_rows(
             .collect();
         let kept = arrow::compute::filter_record_batch(batch, &keep).map_err(|e| storage_err(to, e))?;
         if kept.num_rows() > 0 {
-            after.push(without_system_columns(&kept)?);
+            after.push(&kept)?;
         }
     }
     for batch in &old {
