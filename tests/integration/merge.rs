@@ -1093,6 +1093,42 @@ async fn a_merge_spilled_to_disk_partitions_equals_one_in_memory() {
     assert_eq!(a.len(), 2, "{a:?}");
 }
 
+/// The lineage path names where the target holds every key of the delta
+/// the target holds, exactly (the id at each address is the key's), and
+/// no address for a key the target does not hold: where the target's own
+/// writes put a row, where the base held one the target left alone, and
+/// where the target's compaction moved it (Alice's row, checked).
+async fn assert_locates_every_key(
+    key: &str,
+    fast: &omnigraph::engine::merge::lineage::LineageDelta,
+    base: &lance::Dataset,
+    target: &lance::Dataset,
+) {
+    use omnigraph::engine::storage::table;
+    let held = fast.target_addresses.as_ref().unwrap_or_else(|| panic!("{key}: the target's rows are not located"));
+    let mut at = std::collections::HashMap::new();
+    for batch in table::scan_columns(target, &["id", "_rowaddr"]).await.expect("target rows") {
+        let ids = batch.column_by_name("id").expect("id");
+        let ids = ids.as_any().downcast_ref::<arrow_array::StringArray>().expect("string ids");
+        let addrs = batch.column_by_name("_rowaddr").expect("_rowaddr");
+        let addrs = addrs.as_any().downcast_ref::<arrow_array::UInt64Array>().expect("u64 addresses");
+        at.extend(addrs.values().iter().copied().zip(ids.iter().map(|id| id.expect("an id").to_string())));
+    }
+    let held_ids: std::collections::HashSet<&String> = at.values().collect();
+    for (k, id) in &fast.ids {
+        match held.get(k) {
+            Some(a) => assert_eq!(at.get(a), Some(id), "{key}: `{id}` located at {a:#x}"),
+            None => assert!(!held_ids.contains(id), "{key}: the target holds `{id}`, not located"),
+        }
+    }
+    let base_fragments: std::collections::HashSet<u64> = base.manifest.fragments.iter().map(|f| f.id).collect();
+    if key == "node:Person" {
+        // Alice: updated on the source only, her fragment compacted on the target.
+        let alice = fast.ids.iter().find(|(_, id)| *id == "Alice").map(|(k, _)| held[k]).expect("Alice located");
+        assert!(!base_fragments.contains(&(alice >> 32)), "{key}: Alice did not move ({alice:#x})");
+    }
+}
+
 /// The merge's row-version path (each side's changed rows since the base,
 /// [`omnigraph::engine::merge::lineage`]) decides exactly what fingerprinting
 /// the three sides whole decides, on branches whose writes take every
@@ -1156,6 +1192,7 @@ async fn row_versions_and_fingerprints_classify_a_merge_alike() {
             (set(&d.inserted), set(&d.updated), set(&d.deleted), conflicts)
         };
         assert_eq!(sorted(&fast.keyed), sorted(&slow), "{key}");
+        assert_locates_every_key(key, &fast, &b, &t).await;
         compared += 1;
     }
     assert!(compared >= 3, "{compared} tables compared");

@@ -32,8 +32,8 @@ pub struct LineageDelta {
     pub ids: HashMap<Hash128, String>,
     /// Where the target holds each key of the delta it holds at all (the
     /// rows the merge's updates and deletes replace), or `None` when that is
-    /// not known (a row of the base the target left alone sits in a
-    /// fragment the target no longer has: a compaction moved it).
+    /// not known (a row of the base the target left alone is neither where
+    /// the base held it nor where a compaction moved it).
     pub target_addresses: Option<HashMap<Hash128, u64>>,
 }
 
@@ -49,6 +49,8 @@ struct Changed {
     after: HashMap<Hash128, Image>,
     after_addresses: HashMap<Hash128, u64>,
     after_rows: Vec<RecordBatch>,
+    /// Base rows this side moved unchanged (a compaction): base address to its own.
+    moved: HashMap<u64, u64>,
 }
 
 impl Changed {
@@ -110,8 +112,8 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
 /// Where the target holds each of `keys` it holds: where the target's own
 /// change put it when the target touched the key, else where the base holds
 /// it, which stays true while the target keeps that fragment (fragments
-/// are immutable but for deletions, and a deletion is a change). `None`
-/// when a base row's fragment is gone from the target.
+/// are immutable but for deletions, and a deletion is a change), or where
+/// the target's compaction moved it. `None` when a base row is in neither.
 fn held_at<'k>(
     s: &Changed,
     t: Option<&Changed>,
@@ -125,11 +127,17 @@ fn held_at<'k>(
     let kept: HashSet<u64> = target.manifest.fragments.iter().map(|f| f.id).collect();
     let mut out = HashMap::new();
     for key in keys {
-        let at = if t.touched(key) { t.after_addresses.get(key) } else { s.before_addresses.get(key) };
-        if let Some(&at) = at {
-            if !t.touched(key) && !kept.contains(&(at >> 32)) {
-                return None;
+        let at = if t.touched(key) {
+            t.after_addresses.get(key).copied()
+        } else {
+            match s.before_addresses.get(key) {
+                Some(at) if kept.contains(&(at >> 32)) => Some(*at),
+                // A fragment the target compacted: the row moved unchanged.
+                Some(at) => Some(*t.moved.get(at)?),
+                None => None,
             }
+        };
+        if let Some(at) = at {
             out.insert(*key, at);
         }
     }
@@ -138,33 +146,27 @@ fn held_at<'k>(
 
 /// The rows `side` changed since `base`, fingerprinted as the base's.
 async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
-    let Some(RowDelta { before, after, after_addresses, before_addresses }) = row_delta::between(base, side).await?
+    let Some(RowDelta { before, after, after_addresses, before_addresses, moved }) =
+        row_delta::between(base, side).await?
     else {
         return Ok(None);
     };
     let before = normalised(base, &before)?;
     let after_rows = normalised(base, &after)?;
     let (before, keys) = prints(base, &before)?;
-    if keys.len() != before_addresses.len() {
-        return Err(OmniError::Internal(format!(
-            "{}: {} base images for {} addresses",
-            base.uri(),
-            keys.len(),
-            before_addresses.len()
-        )));
-    }
-    let before_addresses = keys.into_iter().zip(before_addresses).collect();
+    let before_addresses = paired(keys, before_addresses, "base images", base)?;
     let (after, keys) = prints(base, &after_rows)?;
-    if keys.len() != after_addresses.len() {
-        return Err(OmniError::Internal(format!(
-            "{}: {} newer images for {} addresses",
-            side.uri(),
-            keys.len(),
-            after_addresses.len()
-        )));
+    let after_addresses = paired(keys, after_addresses, "newer images", side)?;
+    Ok(Some(Changed { before, before_addresses, after, after_addresses, after_rows, moved }))
+}
+
+/// Each image's key with its address: the two lists are in one row order.
+fn paired(keys: Vec<Hash128>, addresses: Vec<u64>, what: &str, ds: &Dataset) -> Result<HashMap<Hash128, u64>> {
+    if keys.len() != addresses.len() {
+        let (n, m) = (keys.len(), addresses.len());
+        return Err(OmniError::Internal(format!("{}: {n} {what} for {m} addresses", ds.uri())));
     }
-    let after_addresses = keys.into_iter().zip(after_addresses).collect();
-    Ok(Some(Changed { before, before_addresses, after, after_addresses, after_rows }))
+    Ok(keys.into_iter().zip(addresses).collect())
 }
 
 /// `batches` in `base`'s column order and types.

@@ -57,6 +57,9 @@ pub struct RowDelta {
     pub before: Vec<RecordBatch>,
     /// Where each row of `before` is in the older version, in row order.
     pub before_addresses: Vec<u64>,
+    /// Rows the range moved unchanged (a compaction): each one's address in
+    /// the older version and its address in the newer one.
+    pub moved: HashMap<u64, u64>,
 }
 
 /// Newer images as they are gathered: rows without Lance's system columns,
@@ -158,7 +161,7 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
             after.push(&batch)?;
         }
     }
-    moved_rows(from, to, &shape, v0, &mut after, &mut before_addrs).await?;
+    let moved = moved_rows(from, to, &shape, v0, &mut after, &mut before_addrs).await?;
     // Revived rows (a restore), taken in address order.
     after_addrs.sort_unstable();
     after_addrs.dedup();
@@ -169,7 +172,7 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     let span = info_span!("row_delta.before_images", rows = before_addrs.len());
     let before = take(&from_arc, before_addrs.clone()).instrument(span).await?;
     let Images { rows: after, addresses: after_addresses } = after;
-    Ok(Some(RowDelta { after, after_addresses, before, before_addresses: before_addrs }))
+    Ok(Some(RowDelta { after, after_addresses, before, before_addresses: before_addrs, moved }))
 }
 
 /// Whether `to` is `from` or a later version of it on its ref, or a
@@ -193,7 +196,8 @@ async fn descends(from: &Dataset, to: &Dataset) -> Result<bool> {
 
 /// The newer images of the added fragments' rows into `after`, and the
 /// addresses of the vanished fragments' rows into `before_addrs`, less the
-/// rows that moved unchanged between them (a compaction).
+/// rows that moved unchanged between them (a compaction): those are
+/// returned, older address to newer.
 async fn moved_rows(
     from: &Dataset,
     to: &Dataset,
@@ -201,9 +205,9 @@ async fn moved_rows(
     v0: u64,
     after: &mut Images,
     before_addrs: &mut Vec<u64>,
-) -> Result<()> {
+) -> Result<HashMap<u64, u64>> {
     if shape.added.is_empty() && shape.vanished.is_empty() {
-        return Ok(());
+        return Ok(HashMap::new());
     }
     let added = if shape.added.is_empty() {
         Vec::new()
@@ -214,7 +218,7 @@ async fn moved_rows(
         for batch in &added {
             after.push(batch)?;
         }
-        return Ok(());
+        return Ok(HashMap::new());
     }
     // A row that moved unchanged kept its stable row id and its last-update
     // version (any write bumps the version); only rows last updated at or
@@ -225,17 +229,20 @@ async fn moved_rows(
         let (ids, versions) = (u64_column(batch, ROW_ID)?, u64_column(batch, LAST_UPDATED)?);
         old_versions.extend(ids.values().iter().copied().zip(versions.values().iter().copied()));
     }
-    let mut cancelled: HashSet<u64> = HashSet::new();
+    // Row id of each row that moved unchanged -> its newer address.
+    let mut cancelled: HashMap<u64, u64> = HashMap::new();
     for batch in &added {
         let (ids, versions) = (u64_column(batch, ROW_ID)?, u64_column(batch, LAST_UPDATED)?);
+        let addrs = u64_column(batch, ROW_ADDR)?;
         let keep: BooleanArray = ids
             .values()
             .iter()
             .zip(versions.values())
-            .map(|(id, v)| {
+            .zip(addrs.values())
+            .map(|((id, v), at)| {
                 let unchanged = *v <= v0 && old_versions.get(id) == Some(v);
                 if unchanged {
-                    cancelled.insert(*id);
+                    cancelled.insert(*id, *at);
                 }
                 Some(!unchanged)
             })
@@ -245,12 +252,19 @@ async fn moved_rows(
             after.push(&kept)?;
         }
     }
+    let mut moved = HashMap::with_capacity(cancelled.len());
     for batch in &old {
         let (ids, addrs) = (u64_column(batch, ROW_ID)?, u64_column(batch, ROW_ADDR)?);
-        before_addrs
-            .extend(ids.values().iter().zip(addrs.values()).filter(|(id, _)| !cancelled.contains(id)).map(|(_, a)| *a));
+        for (id, at) in ids.values().iter().zip(addrs.values()) {
+            match cancelled.get(id) {
+                Some(now) => {
+                    moved.insert(*at, *now);
+                }
+                None => before_addrs.push(*at),
+            }
+        }
     }
-    Ok(())
+    Ok(moved)
 }
 
 fn storage_err(ds: &Dataset, e: impl std::fmt::Display) -> OmniError {
