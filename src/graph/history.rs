@@ -132,7 +132,7 @@ impl Graph {
         if let Some(c) = self.rt.history_view(MAIN).await?.state.commits()?.get(id) {
             return Ok(c.clone());
         }
-        for name in table::list_branches(&manifest::uri(self.root())).await?.into_keys() {
+        for name in table::branch_names(&manifest::uri(self.root())).await? {
             match self.rt.history_view(&name).await {
                 Ok(view) => {
                     if let Some(c) = view.state.commits()?.get(id) {
@@ -153,7 +153,7 @@ impl Graph {
         match manifest::load_at(self.root(), &commit.branch, commit.manifest_version).await {
             Err(OmniError::NotFound(what)) => {
                 let live = commit.branch == MAIN
-                    || table::list_branches(&manifest::uri(self.root())).await?.contains_key(&commit.branch);
+                    || table::native_branch(&manifest::uri(self.root()), &commit.branch).await?.is_some();
                 Err(if live {
                     OmniError::CommitCleaned { commit_id: commit.commit_id.clone() }
                 } else {

@@ -13,7 +13,7 @@ impl Graph {
     /// deletion, restores and purge. A branch neither live nor with a recorded move is `NotFound`.
     pub async fn reflog(&self, branch: Option<&str>, limit: Option<usize>) -> Result<Vec<ReflogEntry>> {
         let mut names = vec![MAIN.to_string()];
-        names.extend(table::list_branches(&manifest::uri(self.root())).await?.into_keys());
+        names.extend(table::branch_names(&manifest::uri(self.root())).await?);
         let mut entries = Vec::new();
         for name in names.iter().filter(|n| branch.is_none_or(|b| b == n.as_str())) {
             // A deleted branch's moves stay listed while it can be restored.

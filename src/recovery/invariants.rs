@@ -32,7 +32,7 @@ pub async fn violations(root: &Root, branch: &str) -> Result<Vec<String>> {
             Err(e) => return Err(e),
         }
         let own = t.branch.as_deref() == Some(branch);
-        if branch != "main" && !own && table::list_branches(&uri).await?.contains_key(branch) {
+        if branch != "main" && !own && table::native_branch(&uri, branch).await?.is_some() {
             out.push(format!("{}: a fork for `{branch}` exists that the manifest does not point at", t.table_key));
         }
     }

@@ -101,10 +101,10 @@ pub async fn create(rt: &Runtime, name: &str, from: &str, actor: Option<String>)
     async {
         // Unresolved writes left by an earlier incarnation of this name must
         // be discarded before the name means something else.
-        if !pending_on(rt, name).await?.is_empty() {
+        if !pending_on(rt, name).instrument(info_span!("branch.pending")).await?.is_empty() {
             sweep(rt, Mode::Full, Scope::Branch(name)).await?;
         }
-        purge_overlapping(rt, name).await?;
+        purge_overlapping(rt, name).instrument(info_span!("branch.purge_overlapping")).await?;
         Planned::new(rt, Create { name, from, actor }).lease().await?.check().await?.apply().await
     }
     .instrument(span)
@@ -161,9 +161,9 @@ pub async fn is_hidden(rt: &Runtime, name: &str) -> Result<bool> {
 /// descendant), deepest first: a new branch takes the name, and native
 /// names must stay path-prefix-disjoint.
 async fn purge_overlapping(rt: &Runtime, name: &str) -> Result<()> {
-    let mut names: Vec<String> = table::list_branches(&manifest::uri(rt.root()))
+    let mut names: Vec<String> = table::branch_names(&manifest::uri(rt.root()))
         .await?
-        .into_keys()
+        .into_iter()
         .filter(|other| branch_name::overlaps(name, other))
         .collect();
     names.sort_by_key(|n| std::cmp::Reverse(n.len()));
@@ -222,8 +222,8 @@ impl<'a> ControlOp for Create<'a> {
                 reason: format!("an unresolved write still names branch `{name}`"),
             });
         }
-        let refs = table::list_branches(&manifest::uri(rt.root())).await?;
-        if refs.contains_key(name) {
+        let refs = table::branch_names(&manifest::uri(rt.root())).await?;
+        if refs.contains(name) {
             return Err(OmniError::BranchConflict { branch: name.into(), reason: "it already exists".into() });
         }
         if crate::engine::tags::read(rt.root(), name).await?.is_some() {
@@ -232,7 +232,7 @@ impl<'a> ControlOp for Create<'a> {
                 reason: "a tag has this name (tags and branches share names)".into(),
             });
         }
-        if let Some(other) = branch_name::first_overlap(name, refs.keys().map(String::as_str)) {
+        if let Some(other) = branch_name::first_overlap(name, refs.iter().map(String::as_str)) {
             return Err(OmniError::BranchConflict {
                 branch: name.into(),
                 reason: format!("it overlaps the live branch `{other}` (live names must be path-prefix-disjoint)"),
@@ -242,7 +242,7 @@ impl<'a> ControlOp for Create<'a> {
         // With no `__manifest` ref, forks under this name are unreachable.
         let mut stale = Vec::new();
         for uri in table_uris(rt, &source) {
-            if table::list_branches(&uri).await?.contains_key(name) {
+            if table::native_branch(&uri, name).await?.is_some() {
                 stale.push(uri);
             }
         }
@@ -267,7 +267,7 @@ impl<'a> ControlOp for Create<'a> {
         info!(version = source.version, "branch created");
         let head = view.state.effective_head(name).map(|c| c.commit_id.clone());
         log_move(rt, name, None, head, "create", actor).await;
-        let native = table::list_branches(&manifest::uri(rt.root())).await?.remove(name);
+        let native = table::native_branch(&manifest::uri(rt.root()), name).await?;
         Ok(info_of(name, native.as_ref(), &view))
     }
 }

@@ -233,7 +233,7 @@ type Registered = BTreeMap<String, String>;
 /// reclaimed like a dropped type's.
 async fn purge_expired(rt: &Runtime, cutoff_us: i64, confirm: bool) -> Result<(Vec<String>, Registered)> {
     let mut expired = Vec::new();
-    for name in table::list_branches(&manifest::uri(rt.root())).await?.into_keys() {
+    for name in table::branch_names(&manifest::uri(rt.root())).await? {
         let view = match rt.peek(&name, false).await {
             Ok(view) => view,
             Err(OmniError::NotFound(_)) => continue,
@@ -289,7 +289,7 @@ async fn plan(
     purged: Registered,
 ) -> Result<Plan> {
     let mut branches = vec![MAIN.to_string()];
-    branches.extend(table::list_branches(&manifest::uri(rt.root())).await?.into_keys());
+    branches.extend(table::branch_names(&manifest::uri(rt.root())).await?);
     let mut heads = Vec::new();
     let (mut retained, mut seen) = (BTreeSet::new(), BTreeSet::new());
     for branch in &branches {
@@ -423,14 +423,14 @@ async fn dataset_refs(
         .collect();
     let mut orphans = Vec::new();
     for (location, key) in keys {
-        let forks = match table::list_branches(&rt.root().child_uri(&location)).await {
+        let forks = match table::branch_names(&rt.root().child_uri(&location)).await {
             Ok(forks) => forks,
             // A type dropped hard: its dataset is gone with its versions.
             Err(OmniError::NotFound(_)) => continue,
             Err(e) => return Err(e),
         };
         refs.push((key.clone(), location.clone(), None));
-        for b in forks.into_keys() {
+        for b in forks {
             if branches.contains(&b) || keep.reads(&location, Some(&b)) {
                 refs.push((key.clone(), location.clone(), Some(b)));
             } else {

@@ -3,6 +3,8 @@
 //! typestate (planned → gated → checked → applied) under the schema →
 //! branch → table gates, so nothing they must not race is in flight.
 
+use tracing::{Instrument, info_span};
+
 use super::gates::Gates;
 use crate::actors::lease::LeaseSet;
 use crate::actors::runtime::Runtime;
@@ -40,7 +42,7 @@ impl<'a, O: ControlOp> Planned<'a, O> {
 
     /// Take the operation's gates in gate order.
     pub(crate) async fn lease(self) -> Result<Gated<'a, O>> {
-        let leases = self.op.gates().acquire(self.rt).await?;
+        let leases = self.op.gates().acquire(self.rt).instrument(info_span!("control.lease")).await?;
         Ok(Gated { rt: self.rt, op: self.op, leases })
     }
 }
@@ -57,8 +59,8 @@ impl<'a, O: ControlOp> Gated<'a, O> {
     /// the effects need (after the branch gates, in order).
     pub(crate) async fn check(self) -> Result<Checked<'a, O>> {
         let Gated { rt, op, mut leases } = self;
-        let (checked, tables) = op.check(rt).await?;
-        tables.take(rt, &mut leases).await?;
+        let (checked, tables) = op.check(rt).instrument(info_span!("control.check")).await?;
+        tables.take(rt, &mut leases).instrument(info_span!("control.table_gates")).await?;
         Ok(Checked { rt, checked, leases })
     }
 }
@@ -73,6 +75,6 @@ pub(crate) struct Checked<'a, O: ControlOp> {
 impl<O: ControlOp> Checked<'_, O> {
     /// Make the effects; the gates are released when they are done.
     pub(crate) async fn apply(self) -> Result<O::Output> {
-        O::apply(self.checked, self.rt, self.leases).await
+        O::apply(self.checked, self.rt, self.leases).instrument(info_span!("control.apply")).await
     }
 }

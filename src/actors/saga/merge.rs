@@ -266,7 +266,7 @@ async fn bind_schemas(rt: &Runtime, req: &MergeRequest, sides: &Sides<'_>, base_
         });
     }
     let compiled = merged_schema(&req.target, (&base, &target, &source))?;
-    let others: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
+    let others: Vec<String> = table::branch_names(&manifest::uri(rt.root())).await?.into_iter().collect();
     let reserved = super::schema_apply::reserved_ids(rt, &others).await?;
     let plan = evolve::plan_reserving(&target.catalog, compiled.catalog, false, &reserved);
     if let Some(step) = plan.unsupported().first() {

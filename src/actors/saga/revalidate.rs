@@ -83,7 +83,7 @@ pub async fn check(
             if live != t.pin {
                 return Err(OmniError::Drift { table: t.table_key.clone(), pinned: t.pin, head: live });
             }
-        } else if table::list_branches(&t.uri).await?.contains_key(branch) {
+        } else if table::native_branch(&t.uri, branch).await?.is_some() {
             // A first touch needs the target ref absent (a clone-only tree
             // without a ref is garbage the fork reclaims); a ref the manifest
             // does not point at is a leftover no sidecar claims.

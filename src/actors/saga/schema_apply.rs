@@ -102,7 +102,7 @@ async fn attempt(rt: &Runtime, req: &SchemaApplyRequest, mut lineage: Lineage) -
     let accepted = rt.schema_of(&rt.view(branch).await?).await?;
     // Every branch but main on storage, deleted ones included: listed once,
     // under the schema gate that branch create and delete wait on.
-    let others: Vec<String> = table::list_branches(&manifest::uri(rt.root())).await?.into_keys().collect();
+    let others: Vec<String> = table::branch_names(&manifest::uri(rt.root())).await?.into_iter().collect();
     let reserved = reserved_ids(rt, &others).await?;
     let plan = evolve::plan_reserving(&accepted.catalog, compiled.catalog, req.allow_data_loss, &reserved);
     let mut report = report_of(branch, &plan, &accepted.identity);

@@ -63,7 +63,7 @@ impl ControlOp for Create {
             return Err(OmniError::AlreadyExists(format!("tag `{name}` (tags are immutable: delete it first)")));
         }
         // One namespace with branches, so a ref names one or the other.
-        if table::list_branches(&manifest::uri(rt.root())).await?.contains_key(&name) {
+        if table::native_branch(&manifest::uri(rt.root()), &name).await?.is_some() {
             return Err(OmniError::AlreadyExists(format!("a branch named `{name}` (tags and branches share names)")));
         }
         // Under the gates the commit's manifest can no longer go (cleanup

@@ -190,8 +190,8 @@ async fn descends(from: &Dataset, to: &Dataset) -> Result<bool> {
         return Ok(v0 <= v1);
     }
     let Some(child) = to.manifest.branch.as_deref() else { return Ok(false) };
-    let branches = super::table::list_branches(&base(to)).await?;
-    Ok(branches.get(child).is_some_and(|b| b.parent_branch == from.manifest.branch && b.parent_version >= v0))
+    let branch = super::table::native_branch(&base(to), child).await?;
+    Ok(branch.is_some_and(|b| b.parent_branch == from.manifest.branch && b.parent_version >= v0))
 }
 
 /// The newer images of the added fragments' rows into `after`, and the

@@ -1164,22 +1164,77 @@ pub struct NativeBranch {
     pub created_at: u64,
 }
 
-/// Every native branch of the dataset at `uri` (main is not listed).
+/// Every native branch of the dataset at `uri` (main is not listed): a
+/// listing and one ref read per branch, so callers that need one branch or
+/// only names use [`native_branch`] or [`branch_names`].
 pub async fn list_branches(uri: &str) -> Result<std::collections::BTreeMap<String, NativeBranch>> {
     let ds = open_table(uri, None, None).await?;
     let all = ds.list_branches().await.map_err(|e| OmniError::storage(format!("listing branches of {uri}"), e))?;
-    Ok(all
-        .into_iter()
-        .map(|(name, c)| {
-            let b = NativeBranch {
-                parent_branch: c.parent_branch,
-                parent_version: c.parent_version,
-                identifier: c.identifier.version_mapping,
-                created_at: c.create_at,
-            };
-            (name, b)
+    Ok(all.into_iter().map(|(name, c)| (name, NativeBranch::from(c))).collect())
+}
+
+/// Native branch `name` of the dataset at `uri`, or `None` when it has no
+/// such ref: one ref read whatever the number of branches.
+pub async fn native_branch(uri: &str, name: &str) -> Result<Option<NativeBranch>> {
+    let ds = open_table(uri, None, None).await?;
+    match ds.branches().get(name).await {
+        Ok(c) => Ok(Some(NativeBranch::from(c))),
+        // Absent, removed between Lance's existence check and its read, or
+        // a name Lance cannot hold (so no ref has it).
+        Err(lance::Error::RefNotFound { .. } | lance::Error::NotFound { .. } | lance::Error::InvalidRef { .. }) => {
+            Ok(None)
+        }
+        Err(e) => Err(OmniError::storage(format!("reading branch `{name}` of {uri}"), e)),
+    }
+}
+
+/// The names of the native branches of the dataset at `uri` (main is not
+/// listed): one directory listing, no ref read. The names are those
+/// [`list_branches`] gives: Lance keeps one `_refs/branches/<name>.json`
+/// per ref, its name URL-encoded.
+pub async fn branch_names(uri: &str) -> Result<std::collections::BTreeSet<String>> {
+    use object_store::path::Path;
+    let ds = open_table(uri, None, None).await?;
+    let failed = |e: lance::Error| OmniError::storage(format!("listing branches of {uri}"), e);
+    let root = ds.branch_location().find_main().map_err(failed)?;
+    let store = ds.object_store(None).await.map_err(failed)?;
+    let dir = lance::dataset::refs::base_branches_contents_path(&root.path);
+    let files = store.read_dir(dir).await.map_err(failed)?;
+    files
+        .iter()
+        .filter_map(|f| f.strip_suffix(".json"))
+        .map(|encoded| {
+            Path::from_url_path(encoded)
+                .map(|p| p.to_string())
+                .map_err(|e| OmniError::Internal(format!("a branch ref of {uri} named `{encoded}`: {e}")))
         })
-        .collect())
+        .collect()
+}
+
+/// Whether the dataset at `uri` holds any file under branch `name`'s tree
+/// (`tree/<name>/`): one directory listing. A ref's tree without its ref
+/// is what a create that did not finish leaves behind.
+pub async fn branch_tree_exists(uri: &str, name: &str) -> Result<bool> {
+    let ds = open_table(uri, None, None).await?;
+    let failed = |e: lance::Error| OmniError::storage(format!("listing the tree of branch `{name}` of {uri}"), e);
+    let tree = ds.branch_location().find_branch(Some(name)).map_err(failed)?;
+    let store = ds.object_store(None).await.map_err(failed)?;
+    match store.read_dir(tree.path).await {
+        Ok(entries) => Ok(!entries.is_empty()),
+        Err(lance::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(failed(e)),
+    }
+}
+
+impl From<lance::dataset::refs::BranchContents> for NativeBranch {
+    fn from(c: lance::dataset::refs::BranchContents) -> Self {
+        NativeBranch {
+            parent_branch: c.parent_branch,
+            parent_version: c.parent_version,
+            identifier: c.identifier.version_mapping,
+            created_at: c.create_at,
+        }
+    }
 }
 
 /// Create native branch `name` of the dataset at `uri` from exactly

@@ -93,7 +93,7 @@ pub(super) fn restore_uuid(op: &str, table_key: &str) -> String {
 async fn evidence(body: &SidecarBody, t: &SidecarTable, pin: u64) -> Result<Evidence> {
     let mut e = Evidence { pin, head: None, txns: vec![], fork_matches: None };
     if let Some(plan) = &t.fork {
-        let Some(found) = table::list_branches(&t.table_path).await?.remove(&body.branch) else { return Ok(e) };
+        let Some(found) = table::native_branch(&t.table_path, &body.branch).await? else { return Ok(e) };
         e.fork_matches = Some(found.parent_branch == plan.parent_branch && found.parent_version == plan.parent_version);
     }
     let ds = match table::open_table(&t.table_path, t.table_branch.as_deref(), None).await {

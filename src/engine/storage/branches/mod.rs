@@ -24,9 +24,8 @@ pub async fn plan(uri: &str, from: Option<&str>, version: u64) -> Result<CreateP
     let from = from.filter(|b| *b != "main");
     let parent_identifier = match from {
         None => vec![],
-        Some(f) => table::list_branches(uri)
+        Some(f) => table::native_branch(uri, f)
             .await?
-            .remove(f)
             .map(|b| b.identifier)
             .ok_or_else(|| OmniError::NotFound(format!("branch `{f}` of {uri}")))?,
     };
@@ -38,13 +37,17 @@ pub async fn plan(uri: &str, from: Option<&str>, version: u64) -> Result<CreateP
 pub async fn create_exact(uri: &str, name: &str, plan: &CreatePlan) -> Result<Arc<Dataset>> {
     let mut last = None;
     for attempt in 0..CREATE_ATTEMPTS {
-        match classify_create(plan, table::list_branches(uri).await?.get(name)) {
+        match classify_create(plan, table::native_branch(uri, name).await?.as_ref()) {
             CreateOutcome::Created => return table::open_table(uri, Some(name), None).await,
             CreateOutcome::Foreign(why) => return Err(OmniError::BranchConflict { branch: name.into(), reason: why }),
             CreateOutcome::Absent => {}
         }
-        // No ref: any `tree/<name>` is a clone-only leftover, unreachable garbage.
-        table::delete_branch(uri, name, true).await?;
+        // No ref: any `tree/<name>` is a clone-only leftover, unreachable
+        // garbage. Looked for first: Lance's forced delete reads every ref
+        // of the dataset, which would make each fork cost O(branches).
+        if table::branch_tree_exists(uri, name).await? {
+            table::delete_branch(uri, name, true).await?;
+        }
         match table::create_branch(uri, plan.parent_branch.as_deref(), plan.parent_version, name).await {
             Ok(ds) => return Ok(ds),
             Err(e @ OmniError::BadRequest(_)) => return Err(e),
@@ -54,7 +57,7 @@ pub async fn create_exact(uri: &str, name: &str, plan: &CreatePlan) -> Result<Ar
             }
         }
     }
-    match classify_create(plan, table::list_branches(uri).await?.get(name)) {
+    match classify_create(plan, table::native_branch(uri, name).await?.as_ref()) {
         CreateOutcome::Created => table::open_table(uri, Some(name), None).await,
         _ => Err(last.unwrap_or_else(|| OmniError::Internal(format!("creating `{name}` of {uri} made no attempt")))),
     }
@@ -64,7 +67,7 @@ pub async fn create_exact(uri: &str, name: &str, plan: &CreatePlan) -> Result<Ar
 /// ref is success, the same incarnation keeps the error, and a different one
 /// is a delete/recreate conflict.
 pub async fn delete_exact(uri: &str, name: &str, captured: &[(u64, String)]) -> Result<()> {
-    match classify_delete(captured, table::list_branches(uri).await?.get(name)) {
+    match classify_delete(captured, table::native_branch(uri, name).await?.as_ref()) {
         DeleteOutcome::Deleted => return Err(OmniError::NotFound(format!("branch `{name}`"))),
         DeleteOutcome::Recreated => return Err(recreated(name)),
         DeleteOutcome::StillThere => {}
@@ -73,7 +76,7 @@ pub async fn delete_exact(uri: &str, name: &str, captured: &[(u64, String)]) -> 
     if matches!(e, OmniError::BranchConflict { .. }) {
         return Err(e);
     }
-    match classify_delete(captured, table::list_branches(uri).await?.get(name)) {
+    match classify_delete(captured, table::native_branch(uri, name).await?.as_ref()) {
         DeleteOutcome::Deleted => {
             warn!(uri, name, error = %e, "branch delete reported an error but the ref is gone; accepting");
             Ok(())
@@ -86,7 +89,7 @@ pub async fn delete_exact(uri: &str, name: &str, captured: &[(u64, String)]) -> 
 /// Remove ref `name` and its tree whatever incarnation it is (a derived fork
 /// whose authority is already gone). Returns whether a ref existed.
 pub async fn reclaim(uri: &str, name: &str) -> Result<bool> {
-    let existed = table::list_branches(uri).await?.contains_key(name);
+    let existed = table::native_branch(uri, name).await?.is_some();
     table::delete_branch(uri, name, true).await?;
     Ok(existed)
 }
