@@ -726,6 +726,7 @@ async fn a_merged_row_breaking_a_row_rule_is_a_value_constraint_violation() {
         rows: vec![to_batch(&arrow, &[row]).expect("batch")],
         adopt: false,
         located: None,
+        conflict_rows: None,
         shapes: None,
     };
     let conflicts = validate::merged_result(g.root(), &schema.catalog, &target, &[merge]).await.expect("validate");

@@ -141,6 +141,7 @@ async fn plan_table(
         rows,
         adopt: false,
         located: None,
+        conflict_rows: None,
         shapes: Some(Box::new(Shapes { base, source, target, merged })),
     }))
 }

@@ -35,6 +35,22 @@ pub struct LineageDelta {
     /// not known (a row of the base the target left alone is neither where
     /// the base held it nor where a compaction moved it).
     pub target_addresses: Option<HashMap<Hash128, u64>>,
+    /// The three images of every conflicting key, which a strategy decides
+    /// from without reading a side again.
+    pub conflict_rows: ConflictRows,
+}
+
+/// The rows of a table's conflicting keys on the three sides of a merge,
+/// in the base's column order and types: the base's image of each, the
+/// source's and the target's (none where that side deleted the row).
+#[derive(Debug, Default)]
+pub struct ConflictRows {
+    /// At the base.
+    pub base: Vec<RecordBatch>,
+    /// In the source.
+    pub source: Vec<RecordBatch>,
+    /// In the target.
+    pub target: Vec<RecordBatch>,
 }
 
 /// One row image: its fingerprint and id.
@@ -46,6 +62,7 @@ type Image = (Hash128, String);
 struct Changed {
     before: HashMap<Hash128, Image>,
     before_addresses: HashMap<Hash128, u64>,
+    before_rows: Vec<RecordBatch>,
     after: HashMap<Hash128, Image>,
     after_addresses: HashMap<Hash128, u64>,
     after_rows: Vec<RecordBatch>,
@@ -106,7 +123,21 @@ pub async fn classify(base: &Dataset, source: &Dataset, target: Option<&Dataset>
     let written: HashSet<Hash128> = keyed.inserted.union(&keyed.updated).copied().collect();
     let rows = rows_with(&s.after_rows, base, &written)?;
     let target_addresses = held_at(&s, t.as_ref(), target, ids.keys());
-    Ok(Some(LineageDelta { keyed, rows, ids, target_addresses }))
+    let conflict_rows = conflict_rows(base, &keyed, &s, t.as_ref())?;
+    Ok(Some(LineageDelta { keyed, rows, ids, target_addresses, conflict_rows }))
+}
+
+/// The three sides' images of `keyed`'s conflicts, from what each side
+/// changed: a key conflicts only where both sides changed it, so both hold
+/// its base image and their own.
+fn conflict_rows(base: &Dataset, keyed: &KeyDelta, s: &Changed, t: Option<&Changed>) -> Result<ConflictRows> {
+    let (Some(t), false) = (t, keyed.conflicts.is_empty()) else { return Ok(ConflictRows::default()) };
+    let keys: HashSet<Hash128> = keyed.conflicts.iter().map(|(k, _)| *k).collect();
+    Ok(ConflictRows {
+        base: rows_with(&s.before_rows, base, &keys)?,
+        source: rows_with(&s.after_rows, base, &keys)?,
+        target: rows_with(&t.after_rows, base, &keys)?,
+    })
 }
 
 /// Where the target holds each of `keys` it holds: where the target's own
@@ -151,13 +182,13 @@ async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
     else {
         return Ok(None);
     };
-    let before = normalised(base, &before)?;
+    let before_rows = normalised(base, &before)?;
     let after_rows = normalised(base, &after)?;
-    let (before, keys) = prints(base, &before)?;
+    let (before, keys) = prints(base, &before_rows)?;
     let before_addresses = paired(keys, before_addresses, "base images", base)?;
     let (after, keys) = prints(base, &after_rows)?;
     let after_addresses = paired(keys, after_addresses, "newer images", side)?;
-    Ok(Some(Changed { before, before_addresses, after, after_addresses, after_rows, moved }))
+    Ok(Some(Changed { before, before_addresses, before_rows, after, after_addresses, after_rows, moved }))
 }
 
 /// Each image's key with its address: the two lists are in one row order.

@@ -105,6 +105,9 @@ pub struct TableMerge {
     /// id of the delta it holds (from the base's and the target's row
     /// versions), so the merge's writes need no lookup.
     pub located: Option<HashMap<String, u64>>,
+    /// When the delta came from row versions: the three sides' rows of its
+    /// conflicts, which a strategy decides from ([`strategy`]).
+    pub conflict_rows: Option<lineage::ConflictRows>,
     /// For a merge across a schema change: how each side's rows are read
     /// in the merged shape (`rows` already are).
     pub shapes: Option<Box<Shapes>>,
@@ -212,7 +215,7 @@ pub async fn plan_table(
         _ => None,
     };
     let key = source.table_key.as_str();
-    let Some((delta, rows, located)) =
+    let Some(Planned { delta, rows, located, conflict_rows }) =
         table_delta(key, (base_ds.as_deref(), base.is_some()), &source_ds, &target_ds, budget).await?
     else {
         // Churn that cancels out (#473): the merged table is the target's.
@@ -233,14 +236,25 @@ pub async fn plan_table(
         rows,
         adopt,
         located,
+        conflict_rows,
         shapes: None,
     }))
 }
 
+/// One table's delta as planned: what changes by id, the source rows
+/// written, and what only the row versions tell ([`TableMerge::located`],
+/// [`TableMerge::conflict_rows`]).
+struct Planned {
+    delta: Delta,
+    rows: Vec<RecordBatch>,
+    located: Option<HashMap<String, u64>>,
+    conflict_rows: Option<lineage::ConflictRows>,
+}
+
 /// One table's delta by id and the source rows it writes (with where the
-/// target holds the ids it replaces, when the target is the base and the
-/// delta came from row versions); `None` when the merge changes nothing
-/// there. `base` is the base's dataset when it is not
+/// target holds the ids it replaces and the rows of its conflicts, when
+/// the delta came from row versions); `None` when the merge changes
+/// nothing there. `base` is the base's dataset when it is not
 /// the target's, and whether the table existed at the base. When both sides
 /// descend from the base's ref (the usual case), the rows each changed come
 /// from Lance's row versions ([`lineage`]); otherwise the three sides are
@@ -251,7 +265,7 @@ async fn table_delta(
     source_ds: &Dataset,
     target_ds: &Dataset,
     budget: u64,
-) -> Result<Option<(Delta, Vec<RecordBatch>, Option<HashMap<String, u64>>)>> {
+) -> Result<Option<Planned>> {
     let span = info_span!("merge.lineage", table = %key);
     let lineage = match (base_ds, existed) {
         (Some(b), _) => lineage::classify(b, source_ds, Some(target_ds)).instrument(span).await?,
@@ -259,7 +273,7 @@ async fn table_delta(
         (None, false) => None,
     };
     let (keyed, known) = match lineage {
-        Some(l) => (l.keyed, Some((l.rows, l.ids, l.target_addresses))),
+        Some(l) => (l.keyed, Some((l.rows, l.ids, l.target_addresses, l.conflict_rows))),
         None => {
             let sides = match (base_ds, existed) {
                 (Some(ds), _) => spill::Base::At(spill::Side::whole(ds)),
@@ -273,14 +287,14 @@ async fn table_delta(
     if keyed.inserted.is_empty() && keyed.updated.is_empty() && keyed.deleted.is_empty() && keyed.conflicts.is_empty() {
         return Ok(None);
     }
-    let (rows, delta, located) = match known {
-        Some((rows, ids, addresses)) => {
+    let planned = match known {
+        Some((rows, ids, addresses, conflict_rows)) => {
             // Every key the target holds, conflicts too: a strategy may
             // decide one into an update or a delete.
             let located = addresses
                 .map(|addresses| addresses.iter().filter_map(|(k, at)| Some((ids.get(k)?.clone(), *at))).collect());
             let delta = delta::resolve_with(key, keyed, &rows, source_ds, &ids)?;
-            (rows, delta, located)
+            Planned { delta, rows, located, conflict_rows: Some(conflict_rows) }
         }
         None => {
             let written: std::collections::HashSet<u128> = keyed.inserted.union(&keyed.updated).copied().collect();
@@ -288,10 +302,10 @@ async fn table_delta(
             let rows = delta::rows_with_keys(source_ds, &written).instrument(span).await?;
             let sides = [target_ds, source_ds, base_ds.unwrap_or(target_ds)];
             let delta = delta::resolve(key, keyed, &rows, sides).await?;
-            (rows, delta, None)
+            Planned { delta, rows, located: None, conflict_rows: None }
         }
     };
-    Ok(Some((delta, rows, located)))
+    Ok(Some(planned))
 }
 
 /// The three pins of every table in the catalog, and each table's plan, in

@@ -13,6 +13,7 @@ use arrow_array::RecordBatch;
 use lance::Dataset;
 
 use super::delta;
+use super::lineage::ConflictRows;
 use super::{ShapedPin, TableMerge};
 use crate::engine::committed;
 use crate::engine::manifest::TableEntry;
@@ -35,9 +36,10 @@ pub struct Decided {
 /// Decide the row conflicts of `m`: by the `resolutions` naming them (each
 /// with its index in the merge's list; all of `m`'s type), else by
 /// `strategy` (per entity or property: the merge's strategy or the
-/// schema's `@merge` policies). `base` is the table's pin at the merge
-/// base; `may_decide` false (no resolution, every strategy `fail`) skips
-/// reading the rows. What nothing decides stays in `m.delta.conflicts`; the
+/// schema's `@merge` policies). The three sides' rows are those the row
+/// versions gave (`m.conflict_rows`), else read at each pin (`base`: the
+/// table's pin at the merge base); `may_decide` false (no resolution,
+/// every strategy `fail`) skips them. What nothing decides stays in `m.delta.conflicts`; the
 /// decisions join its delta and rows. A resolution that does not fit its
 /// conflict is a 400.
 pub async fn decide_table(
@@ -57,22 +59,12 @@ pub async fn decide_table(
         "{}: a conflict where the target is the base",
         m.table_key
     );
-    let ids: HashSet<&str> = m.delta.conflicts.iter().filter_map(|c| c.entity_id.as_deref()).collect();
-    // Across a schema change every side is read in the merged shape, the
-    // base under the name it had there.
     let shapes = m.shapes.as_deref();
-    let shape = |pin: &ShapedPin| pin.shape.clone();
-    let base = match shapes {
-        Some(s) => s.base.as_ref().map(|b| (&b.entry, shape(b))),
-        None => base.map(|b| (b, None)),
+    let sides = match m.conflict_rows.take() {
+        Some(known) => Sides::of(known),
+        None => Sides::read(root, base, m).await?,
     };
-    let source_ds = committed::open_pinned(root, &m.source).await?;
-    let (source_rows, source_batches) = read(&source_ds, &ids, shapes.and_then(|s| shape(&s.source))).await?;
-    let (target_rows, _) = read(&m.target_ds, &ids, shapes.and_then(|s| shape(&s.target))).await?;
-    let base_rows = match base {
-        Some((entry, shape)) => read(&*committed::open_pinned(root, entry).await?, &ids, shape).await?.0,
-        None => HashMap::new(),
-    };
+    let Sides { base: base_rows, source: (source_rows, source_batches), target: target_rows } = sides;
     let (mut whole, mut merged) = (BTreeSet::new(), Vec::new());
     for c in std::mem::take(&mut m.delta.conflicts) {
         let Some(id) = c.entity_id.clone() else {
@@ -121,6 +113,47 @@ pub async fn decide_table(
     Ok(out)
 }
 
+/// The rows of a table's conflicting entities on the three sides, by id
+/// (the source's as batches too: a row it keeps is written as stored).
+struct Sides {
+    base: HashMap<String, EntityRow>,
+    source: (HashMap<String, EntityRow>, Vec<RecordBatch>),
+    target: HashMap<String, EntityRow>,
+}
+
+impl Sides {
+    /// From the rows the merge's row versions already gave.
+    fn of(known: ConflictRows) -> Self {
+        Sides { base: by_id(&known.base), source: (by_id(&known.source), known.source), target: by_id(&known.target) }
+    }
+
+    /// Read from each side's pin (`base`: the table's pin at the merge
+    /// base). Across a schema change every side is read in the merged
+    /// shape, the base under the name it had there.
+    async fn read(root: &Root, base: Option<&TableEntry>, m: &TableMerge) -> Result<Self> {
+        let ids: HashSet<&str> = m.delta.conflicts.iter().filter_map(|c| c.entity_id.as_deref()).collect();
+        let shapes = m.shapes.as_deref();
+        let shape = |pin: &ShapedPin| pin.shape.clone();
+        let base = match shapes {
+            Some(s) => s.base.as_ref().map(|b| (&b.entry, shape(b))),
+            None => base.map(|b| (b, None)),
+        };
+        let source_ds = committed::open_pinned(root, &m.source).await?;
+        let source = read(&source_ds, &ids, shapes.and_then(|s| shape(&s.source))).await?;
+        let (target, _) = read(&m.target_ds, &ids, shapes.and_then(|s| shape(&s.target))).await?;
+        let base = match base {
+            Some((entry, shape)) => read(&*committed::open_pinned(root, entry).await?, &ids, shape).await?.0,
+            None => HashMap::new(),
+        };
+        Ok(Sides { base, source, target })
+    }
+}
+
+/// Each row of `batches` by its id.
+fn by_id(batches: &[RecordBatch]) -> HashMap<String, EntityRow> {
+    batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect()
+}
+
 /// The rows of `ds` whose ids are in `ids` (through `shape`, when given),
 /// by id and as batches.
 async fn read(
@@ -129,6 +162,5 @@ async fn read(
     shape: Option<Reshaper>,
 ) -> Result<(HashMap<String, EntityRow>, Vec<RecordBatch>)> {
     let batches = super::reshaped(shape.as_ref(), delta::rows_with_ids(ds, ids).await?)?;
-    let rows = batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect();
-    Ok((rows, batches))
+    Ok((by_id(&batches), batches))
 }
