@@ -448,11 +448,11 @@ async fn changes_by(
 }
 
 /// One table's changes from Lance's row versions, when both sides are
-/// versions of one dataset ref ([`row_delta`]): the cost follows the rows
-/// changed. `None` when that does not apply.
+/// versions of one dataset ref, in either order ([`row_delta`]): the cost
+/// follows the rows changed. `None` when that does not apply.
 async fn lineage_changes(p: &Pair<'_>, f: Option<&Dataset>, t: Option<&Dataset>) -> Result<Option<Vec<Change>>> {
     let (Some(f), Some(t)) = (f, t) else { return Ok(None) };
-    let Some(delta) = row_delta::between(f, t).await? else { return Ok(None) };
+    let Some(delta) = row_delta::either_way(f, t).await? else { return Ok(None) };
     let by_id = |batches: &[arrow_array::RecordBatch]| -> BTreeMap<String, EntityRow> {
         batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect()
     };

@@ -312,8 +312,8 @@ async fn commit_changes_over_http_and_the_cli() {
 /// `_row_last_updated_at_version` and deletion vectors) answers exactly what
 /// fingerprinting both sides answers (in memory, and spilled to disk
 /// partitions), for every commit of a history with every kind of write,
-/// and for the whole range at once; and it is the path a one-lineage diff
-/// takes.
+/// and for the whole range at once, in both directions; and it is the
+/// path a one-lineage diff takes.
 #[tokio::test]
 async fn row_versions_and_fingerprints_agree_on_every_commit() {
     use omnigraph::engine::{diff, manifest};
@@ -361,6 +361,10 @@ async fn row_versions_and_fingerprints_agree_on_every_commit() {
         // A budget of one byte: every table's fingerprints spill to disk partitions.
         let spilled = diff::changes_by_fingerprint(g.root(), &a, &b, &all(), 1).await.expect("spilled");
         assert_eq!(fast, spilled, "v{} → v{} spilled", a.version, b.version);
+        // Backwards (a head against its past): the same range read the other way.
+        let back = diff::changes(g.root(), &b, &a, &all()).await.expect("row versions backwards");
+        let slow = diff::changes_by_fingerprint(g.root(), &b, &a, &all(), 256 << 20).await.expect("fingerprints");
+        assert_eq!(back, slow, "v{} → v{}", b.version, a.version);
         changed += fast.len();
     }
     assert!(changed > 15, "the history changed {changed} entities");
@@ -376,6 +380,10 @@ async fn row_versions_and_fingerprints_agree_on_every_commit() {
     let delta = omnigraph::engine::storage::row_delta::between(&f, &t).await.expect("delta").expect("one lineage");
     let rows = |b: &[arrow_array::RecordBatch]| b.iter().map(|b| b.num_rows()).sum::<usize>();
     assert_eq!((rows(&delta.after), rows(&delta.before)), (1, 0), "the re-insert of Dan only");
+    // And backwards, from the newer side: the row left behind.
+    let back = omnigraph::engine::storage::row_delta::either_way(&t, &f).await.expect("delta").expect("one lineage");
+    assert_eq!((rows(&back.after), rows(&back.before)), (0, 1), "the re-insert of Dan, undone");
+    assert_eq!(back.before_addresses, delta.after_addresses, "where the newer side holds it");
     // A compaction moved rows without changing them: they cancel, and the
     // delta reads none of their values.
     for name in ["Eve", "Fay", "Gus"] {

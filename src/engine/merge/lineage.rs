@@ -1,8 +1,9 @@
 //! One table's three-way delta from the rows each side changed since the
 //! base, when both sides descend from the base's dataset ref (a branch
-//! forked from the target, the usual case): Lance's row versions name those
-//! rows ([`row_delta::between`]), so the merge reads O(changed rows +
-//! touched fragments) instead of fingerprinting the three sides whole.
+//! forked from the target, the usual case) or precede it there (a revert's
+//! parent): Lance's row versions name those rows ([`row_delta::either_way`]),
+//! so the merge reads O(changed rows + touched fragments) instead of
+//! fingerprinting the three sides whole.
 //!
 //! The rule is the same row rule over the same fingerprints: a row either
 //! side did not touch holds its base value there, so only the ids the
@@ -177,8 +178,9 @@ fn held_at<'k>(
 
 /// The rows `side` changed since `base`, fingerprinted as the base's.
 async fn changed(base: &Dataset, side: &Dataset) -> Result<Option<Changed>> {
+    // A side older than the base (a revert's parent) is the range read backwards.
     let Some(RowDelta { before, after, after_addresses, before_addresses, moved }) =
-        row_delta::between(base, side).await?
+        row_delta::either_way(base, side).await?
     else {
         return Ok(None);
     };

@@ -175,6 +175,32 @@ pub async fn between(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
     Ok(Some(RowDelta { after, after_addresses, before, before_addresses: before_addrs, moved }))
 }
 
+/// [`between`] in either direction: when `to` is older than `from` on
+/// their lineage (a diff from a head back to its parent, a revert's
+/// parent against the reverted commit), the range from `to` to `from`
+/// read backwards ([`RowDelta::reversed`]).
+pub async fn either_way(from: &Dataset, to: &Dataset) -> Result<Option<RowDelta>> {
+    match between(from, to).await? {
+        Some(delta) => Ok(Some(delta)),
+        None => Ok(between(to, from).await?.map(RowDelta::reversed)),
+    }
+}
+
+impl RowDelta {
+    /// The same range seen from its newer end: the newer version's images
+    /// become the images left behind, the older version's the ones arrived.
+    pub fn reversed(self) -> RowDelta {
+        let RowDelta { after, after_addresses, before, before_addresses, moved } = self;
+        RowDelta {
+            after: before,
+            after_addresses: before_addresses,
+            before: after,
+            before_addresses: after_addresses,
+            moved: moved.into_iter().map(|(old, new)| (new, old)).collect(),
+        }
+    }
+}
+
 /// Whether `to` is `from` or a later version of it on its ref, or a
 /// version of a native branch forked from `from`'s ref at or after `from`.
 /// A branch starts from its parent's manifest and numbers new fragments
