@@ -52,8 +52,9 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
 /// `--ignored --exact NAME`), all started at once by
 /// [`a_long_case_runs_in_a_process_of_its_own`], beside the tests that take
 /// [`serial`] here: the binary keeps both cores busy instead of one.
-const OWN_PROCESS: [&str; 4] = [
+const OWN_PROCESS: [&str; 5] = [
     "power_loss::every_power_cut_of_every_writer_recovers_clean_with_nothing_acknowledged_lost",
+    "power_loss::every_power_cut_of_a_mutation_or_load_on_main_recovers_clean",
     "durable_cut::every_durable_write_cut_of_every_writer_recovers_clean",
     "durable_cut::every_durable_write_cut_on_s3_recovers_clean",
     "a_load_killed_at_every_boundary_on_s3_recovers_clean",
