@@ -453,11 +453,8 @@ async fn changes_by(
 async fn lineage_changes(p: &Pair<'_>, f: Option<&Dataset>, t: Option<&Dataset>) -> Result<Option<Vec<Change>>> {
     let (Some(f), Some(t)) = (f, t) else { return Ok(None) };
     let Some(delta) = row_delta::either_way(f, t).await? else { return Ok(None) };
-    let by_id = |batches: &[arrow_array::RecordBatch]| -> BTreeMap<String, EntityRow> {
-        batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect()
-    };
     let type_id = p.to.or(p.from).map(|e| e.table_id.clone()).unwrap_or_default();
-    let (before, after) = aligned((by_id(&delta.before), by_id(&delta.after)), f, t, one_table(p));
+    let (before, after) = aligned((rows::by_id(&delta.before), rows::by_id(&delta.after)), f, t, one_table(p));
     Ok(Some(table_changes(p.key, &type_id, before, after)))
 }
 
@@ -528,7 +525,7 @@ pub async fn entity_change(
 async fn rows_of(ds: Option<&Dataset>, keys: &HashSet<Hash128>) -> Result<BTreeMap<String, EntityRow>> {
     let Some(ds) = ds.filter(|_| !keys.is_empty()) else { return Ok(BTreeMap::new()) };
     let batches = delta::rows_with_keys(ds, keys).await?;
-    Ok(batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect())
+    Ok(rows::by_id(&batches))
 }
 
 fn kind_of(key: &str) -> &'static str {

@@ -480,6 +480,11 @@ fn build_list(
     Ok(Arc::new(array))
 }
 
+/// Every row of `batches` ([`from_batch`]) keyed by its id, into any map.
+pub fn by_id<M: FromIterator<(String, EntityRow)>>(batches: &[RecordBatch]) -> M {
+    batches.iter().flat_map(from_batch).map(|r| (r.id.clone(), r)).collect()
+}
+
 /// Converts a batch back into rows (the inverse of [`to_batch`]).
 ///
 /// Values come out as export prints them: dates `YYYY-MM-DD`, datetimes

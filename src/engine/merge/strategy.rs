@@ -39,9 +39,9 @@ pub struct Decided {
 /// schema's `@merge` policies). The three sides' rows are those the row
 /// versions gave (`m.conflict_rows`), else read at each pin (`base`: the
 /// table's pin at the merge base); `may_decide` false (no resolution,
-/// every strategy `fail`) skips them. What nothing decides stays in `m.delta.conflicts`; the
-/// decisions join its delta and rows. A resolution that does not fit its
-/// conflict is a 400.
+/// every strategy `fail`) skips them. What nothing decides stays in
+/// `m.delta.conflicts`; the decisions join its delta and rows. A
+/// resolution that does not fit its conflict is a 400.
 pub async fn decide_table(
     root: &Root,
     base: Option<&TableEntry>,
@@ -124,6 +124,7 @@ struct Sides {
 impl Sides {
     /// From the rows the merge's row versions already gave.
     fn of(known: ConflictRows) -> Self {
+        let by_id = rows::by_id::<HashMap<_, _>>;
         Sides { base: by_id(&known.base), source: (by_id(&known.source), known.source), target: by_id(&known.target) }
     }
 
@@ -149,11 +150,6 @@ impl Sides {
     }
 }
 
-/// Each row of `batches` by its id.
-fn by_id(batches: &[RecordBatch]) -> HashMap<String, EntityRow> {
-    batches.iter().flat_map(rows::from_batch).map(|r| (r.id.clone(), r)).collect()
-}
-
 /// The rows of `ds` whose ids are in `ids` (through `shape`, when given),
 /// by id and as batches.
 async fn read(
@@ -162,5 +158,5 @@ async fn read(
     shape: Option<Reshaper>,
 ) -> Result<(HashMap<String, EntityRow>, Vec<RecordBatch>)> {
     let batches = super::reshaped(shape.as_ref(), delta::rows_with_ids(ds, ids).await?)?;
-    Ok((by_id(&batches), batches))
+    Ok((rows::by_id(&batches), batches))
 }

@@ -1194,12 +1194,11 @@ pub async fn native_branch(uri: &str, name: &str) -> Result<Option<NativeBranch>
 /// per ref, its name URL-encoded.
 pub async fn branch_names(uri: &str) -> Result<std::collections::BTreeSet<String>> {
     use object_store::path::Path;
-    let ds = open_table(uri, None, None).await?;
-    let failed = |e: lance::Error| OmniError::storage(format!("listing branches of {uri}"), e);
-    let root = ds.branch_location().find_main().map_err(failed)?;
-    let store = ds.object_store(None).await.map_err(failed)?;
-    let dir = lance::dataset::refs::base_branches_contents_path(&root.path);
-    let files = store.read_dir(dir).await.map_err(failed)?;
+    let what = "listing branches";
+    let files = list_under(uri, what, |ds| {
+        Ok(lance::dataset::refs::base_branches_contents_path(&ds.branch_location().find_main()?.path))
+    })
+    .await?;
     files
         .iter()
         .filter_map(|f| f.strip_suffix(".json"))
@@ -1215,13 +1214,25 @@ pub async fn branch_names(uri: &str) -> Result<std::collections::BTreeSet<String
 /// (`tree/<name>/`): one directory listing. A ref's tree without its ref
 /// is what a create that did not finish leaves behind.
 pub async fn branch_tree_exists(uri: &str, name: &str) -> Result<bool> {
+    let what = format!("listing the tree of branch `{name}`");
+    Ok(!list_under(uri, &what, |ds| Ok(ds.branch_location().find_branch(Some(name))?.path)).await?.is_empty())
+}
+
+/// The entries of the directory `dir` names in the dataset at `uri`
+/// (opened on main), through the dataset's own store; none when the
+/// directory does not exist.
+async fn list_under(
+    uri: &str,
+    what: &str,
+    dir: impl FnOnce(&Dataset) -> lance::Result<object_store::path::Path>,
+) -> Result<Vec<String>> {
     let ds = open_table(uri, None, None).await?;
-    let failed = |e: lance::Error| OmniError::storage(format!("listing the tree of branch `{name}` of {uri}"), e);
-    let tree = ds.branch_location().find_branch(Some(name)).map_err(failed)?;
+    let failed = |e: lance::Error| OmniError::storage(format!("{what} of {uri}"), e);
+    let path = dir(&ds).map_err(failed)?;
     let store = ds.object_store(None).await.map_err(failed)?;
-    match store.read_dir(tree.path).await {
-        Ok(entries) => Ok(!entries.is_empty()),
-        Err(lance::Error::NotFound { .. }) => Ok(false),
+    match store.read_dir(path).await {
+        Ok(entries) => Ok(entries),
+        Err(lance::Error::NotFound { .. }) => Ok(Vec::new()),
         Err(e) => Err(failed(e)),
     }
 }
